@@ -1,0 +1,458 @@
+//! Discovery beacons: what a runtime says about itself on the discovery
+//! channel (multicast group or static peers).
+//!
+//! ```text
+//! 0     2   3    4        6       8              16
+//! | "FD" | v | kind | domain | flags | participant u64 | body…
+//! ```
+//! An `Announce` body carries the participant's info plus one *part* of its
+//! node and endpoint records; a participant with many endpoints sends several
+//! parts, each small enough for one unfragmented datagram. A `Bye` body is
+//! empty: the participant is leaving.
+
+use crate::codec::{Reader, WireError, Writer};
+use crate::types::{EndpointKind, Locator, ParticipantId, Qos, TypeHash};
+
+const MAGIC: [u8; 2] = *b"FD";
+const VERSION: u8 = 1;
+const KIND_ANNOUNCE: u8 = 1;
+const KIND_BYE: u8 = 2;
+/// Bytes of the common beacon header.
+pub const HEADER_LEN: usize = 16;
+/// Longest name, namespace, topic or type name accepted on the wire.
+pub const MAX_NAME: usize = 255;
+/// Most locators one participant may announce.
+pub const MAX_LOCATORS: usize = 16;
+/// Most records one beacon may carry.
+pub const MAX_RECORDS: usize = 256;
+/// Default datagram budget: fits a 1500 B Ethernet MTU without IP fragmentation.
+pub const DEFAULT_MTU: usize = 1472;
+
+/// What a runtime tells others about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParticipantInfo {
+    /// Identity of the machine for shared memory (machine id + IPC namespace).
+    pub host_id: u64,
+    /// Identity of the network namespace (loopback locators are only usable
+    /// when equal).
+    pub net_id: u64,
+    /// Process id.
+    pub pid: u32,
+    /// Lease in milliseconds: forget the participant if silent this long.
+    pub lease_ms: u32,
+    /// Process name, for humans.
+    pub name: String,
+    /// Where its transports listen.
+    pub locators: Vec<Locator>,
+}
+
+/// A node of a participant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRecord {
+    /// Node number inside the participant.
+    pub id: u32,
+    /// Node name (`talker`).
+    pub name: String,
+    /// Namespace (`/robot1`), `/` for none.
+    pub namespace: String,
+}
+
+/// A publisher, subscriber, service or client of a participant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointRecord {
+    /// Endpoint number inside the participant.
+    pub entity: u32,
+    /// Node number it belongs to.
+    pub node: u32,
+    /// What it is.
+    pub kind: EndpointKind,
+    /// Fully qualified topic or service name.
+    pub topic: String,
+    /// Message type name, e.g. `std_msgs/msg/String`.
+    pub type_name: String,
+    /// Structural hash of the type.
+    pub type_hash: TypeHash,
+    /// Its QoS.
+    pub qos: Qos,
+}
+
+/// One record of an announcement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    /// A node.
+    Node(NodeRecord),
+    /// An endpoint.
+    Endpoint(EndpointRecord),
+}
+
+/// One part of a participant's announcement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Announce {
+    /// The sender.
+    pub info: ParticipantInfo,
+    /// Increases whenever the record set changes.
+    pub revision: u32,
+    /// Index of this part.
+    pub part: u16,
+    /// Number of parts of this revision.
+    pub parts: u16,
+    /// Nodes and endpoints in this part.
+    pub records: Vec<Record>,
+}
+
+/// Body of a beacon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BeaconBody {
+    /// "Here I am, with these endpoints."
+    Announce(Announce),
+    /// "I am leaving": withdraw me now, don't wait for my lease.
+    Bye,
+}
+
+/// A whole discovery datagram.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Beacon {
+    /// Discovery domain id: beacons of other domains are ignored.
+    pub domain: u16,
+    /// The sender.
+    pub participant: ParticipantId,
+    /// What it says.
+    pub body: BeaconBody,
+}
+
+impl Beacon {
+    /// Parses an untrusted datagram.
+    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        let mut r = Reader::new(buf);
+        let magic = r.array::<2>()?;
+        if magic != MAGIC {
+            return Err(WireError::BadMagic { found: magic });
+        }
+        let version = r.u8()?;
+        if version != VERSION {
+            return Err(WireError::Version(version));
+        }
+        let kind = r.u8()?;
+        let domain = r.u16()?;
+        let _flags = r.u16()?;
+        let participant = ParticipantId(r.u64()?);
+        let body = match kind {
+            KIND_ANNOUNCE => BeaconBody::Announce(read_announce(&mut r)?),
+            KIND_BYE => BeaconBody::Bye,
+            v => {
+                return Err(WireError::InvalidValue {
+                    field: "beacon.kind",
+                    value: v as u64,
+                })
+            }
+        };
+        Ok(Beacon {
+            domain,
+            participant,
+            body,
+        })
+    }
+
+    /// Encodes the beacon.
+    pub fn encode(&self) -> Vec<u8> {
+        let kind = match self.body {
+            BeaconBody::Announce(_) => KIND_ANNOUNCE,
+            BeaconBody::Bye => KIND_BYE,
+        };
+        let mut w = header(self.domain, self.participant, kind);
+        if let BeaconBody::Announce(a) = &self.body {
+            write_announce_head(&mut w, &a.info, a.revision, a.part, a.parts);
+            w.u16(a.records.len() as u16);
+            for rec in &a.records {
+                write_record(&mut w, rec);
+            }
+        }
+        w.into_vec()
+    }
+
+    /// Packs a participant's whole record set into as many announce
+    /// datagrams as needed, each at most `mtu` bytes (a record larger than the
+    /// budget on its own still gets a datagram to itself).
+    pub fn pack_announce(
+        domain: u16,
+        participant: ParticipantId,
+        info: &ParticipantInfo,
+        revision: u32,
+        records: &[Record],
+        mtu: usize,
+    ) -> Vec<Vec<u8>> {
+        // First split records into groups by encoded size, then write the
+        // groups with the final part count.
+        let mut head = Writer::new();
+        write_announce_head(&mut head, info, revision, 0, 0);
+        let fixed = HEADER_LEN + head.len() + 2;
+        let mut groups: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
+        let mut used = fixed;
+        for rec in records {
+            let mut w = Writer::new();
+            write_record(&mut w, rec);
+            let enc = w.into_vec();
+            let group = groups.last_mut().expect("groups is never empty");
+            if !group.is_empty() && (used + enc.len() > mtu || group.len() >= MAX_RECORDS) {
+                groups.push(Vec::new());
+                used = fixed;
+            }
+            used += enc.len();
+            groups.last_mut().expect("just pushed").push(enc);
+        }
+        let parts = groups.len() as u16;
+        groups
+            .into_iter()
+            .enumerate()
+            .map(|(i, group)| {
+                let mut w = header(domain, participant, KIND_ANNOUNCE);
+                write_announce_head(&mut w, info, revision, i as u16, parts);
+                w.u16(group.len() as u16);
+                for enc in group {
+                    w.bytes(&enc);
+                }
+                w.into_vec()
+            })
+            .collect()
+    }
+}
+
+fn header(domain: u16, participant: ParticipantId, kind: u8) -> Writer {
+    let mut w = Writer::new();
+    w.bytes(&MAGIC);
+    w.u8(VERSION);
+    w.u8(kind);
+    w.u16(domain);
+    w.u16(0);
+    w.u64(participant.0);
+    w
+}
+
+fn write_announce_head(
+    w: &mut Writer,
+    info: &ParticipantInfo,
+    revision: u32,
+    part: u16,
+    parts: u16,
+) {
+    w.u64(info.host_id);
+    w.u64(info.net_id);
+    w.u32(info.pid);
+    w.u32(info.lease_ms);
+    w.str(&info.name, MAX_NAME);
+    let n = info.locators.len().min(MAX_LOCATORS);
+    w.u8(n as u8);
+    for l in &info.locators[..n] {
+        w.str(&l.to_string(), MAX_NAME);
+    }
+    w.u32(revision);
+    w.u16(part);
+    w.u16(parts);
+}
+
+fn write_record(w: &mut Writer, rec: &Record) {
+    match rec {
+        Record::Node(n) => {
+            w.u8(1);
+            w.u32(n.id);
+            w.str(&n.name, MAX_NAME);
+            w.str(&n.namespace, MAX_NAME);
+        }
+        Record::Endpoint(e) => {
+            w.u8(2);
+            w.u32(e.entity);
+            w.u32(e.node);
+            w.u8(e.kind as u8);
+            w.str(&e.topic, MAX_NAME);
+            w.str(&e.type_name, MAX_NAME);
+            w.bytes(&e.type_hash.0);
+            e.qos.write(w);
+        }
+    }
+}
+
+fn read_announce(r: &mut Reader<'_>) -> Result<Announce, WireError> {
+    let host_id = r.u64()?;
+    let net_id = r.u64()?;
+    let pid = r.u32()?;
+    let lease_ms = r.u32()?;
+    if lease_ms == 0 {
+        return Err(WireError::InvalidValue {
+            field: "announce.lease_ms",
+            value: 0,
+        });
+    }
+    let name = r.str("announce.name", MAX_NAME)?.to_string();
+    let n = r.u8()? as usize;
+    if n > MAX_LOCATORS {
+        return Err(WireError::TooLong {
+            field: "announce.locators",
+            len: n,
+            limit: MAX_LOCATORS,
+        });
+    }
+    let mut locators = Vec::with_capacity(n);
+    for _ in 0..n {
+        let s = r.str("announce.locator", MAX_NAME)?;
+        // Unknown transports from newer peers are skipped, not fatal.
+        if let Ok(l) = s.parse::<Locator>() {
+            locators.push(l);
+        }
+    }
+    let revision = r.u32()?;
+    let part = r.u16()?;
+    let parts = r.u16()?;
+    if parts == 0 || part >= parts {
+        return Err(WireError::InvalidValue {
+            field: "announce.part",
+            value: part as u64,
+        });
+    }
+    let count = r.u16()? as usize;
+    if count > MAX_RECORDS {
+        return Err(WireError::TooLong {
+            field: "announce.records",
+            len: count,
+            limit: MAX_RECORDS,
+        });
+    }
+    let mut records = Vec::with_capacity(count.min(r.remaining()));
+    for _ in 0..count {
+        records.push(match r.u8()? {
+            1 => Record::Node(NodeRecord {
+                id: r.u32()?,
+                name: r.str("node.name", MAX_NAME)?.to_string(),
+                namespace: r.str("node.namespace", MAX_NAME)?.to_string(),
+            }),
+            2 => Record::Endpoint(EndpointRecord {
+                entity: r.u32()?,
+                node: r.u32()?,
+                kind: EndpointKind::from_u8(r.u8()?)?,
+                topic: r.str("endpoint.topic", MAX_NAME)?.to_string(),
+                type_name: r.str("endpoint.type_name", MAX_NAME)?.to_string(),
+                type_hash: TypeHash(r.array()?),
+                qos: Qos::read(r)?,
+            }),
+            v => {
+                return Err(WireError::InvalidValue {
+                    field: "record.kind",
+                    value: v as u64,
+                })
+            }
+        });
+    }
+    Ok(Announce {
+        info: ParticipantInfo {
+            host_id,
+            net_id,
+            pid,
+            lease_ms,
+            name,
+            locators,
+        },
+        revision,
+        part,
+        parts,
+        records,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::TransportKind;
+    use proptest::prelude::*;
+
+    fn info() -> ParticipantInfo {
+        ParticipantInfo {
+            host_id: 1,
+            net_id: 2,
+            pid: 3,
+            lease_ms: 3000,
+            name: "talker".into(),
+            locators: vec![Locator {
+                transport: TransportKind::Tcp,
+                address: "127.0.0.1:7400".into(),
+            }],
+        }
+    }
+
+    fn endpoint(i: u32) -> Record {
+        Record::Endpoint(EndpointRecord {
+            entity: i,
+            node: 1,
+            kind: EndpointKind::Publisher,
+            topic: format!("/robot/sensor_{i}/with/a/long/name"),
+            type_name: "sensor_msgs/msg/Image".into(),
+            type_hash: TypeHash::of_description("image"),
+            qos: Qos::sensor_data(),
+        })
+    }
+
+    #[test]
+    fn announce_packs_into_mtu_sized_parts_and_round_trips() {
+        let mut records = vec![Record::Node(NodeRecord {
+            id: 1,
+            name: "cam".into(),
+            namespace: "/".into(),
+        })];
+        records.extend((0..100).map(endpoint));
+        let parts = Beacon::pack_announce(0, ParticipantId(5), &info(), 7, &records, DEFAULT_MTU);
+        assert!(parts.len() > 1, "100 endpoints cannot fit one datagram");
+        let mut got = Vec::new();
+        for (i, p) in parts.iter().enumerate() {
+            assert!(p.len() <= DEFAULT_MTU, "part {i} is {} bytes", p.len());
+            let b = Beacon::parse(p).unwrap();
+            assert_eq!(b.participant, ParticipantId(5));
+            let BeaconBody::Announce(a) = b.body else {
+                panic!("not an announce")
+            };
+            assert_eq!((a.part as usize, a.parts as usize), (i, parts.len()));
+            assert_eq!(a.info, info());
+            got.extend(a.records);
+        }
+        assert_eq!(got, records);
+    }
+
+    #[test]
+    fn empty_record_set_is_one_part() {
+        let parts = Beacon::pack_announce(3, ParticipantId(5), &info(), 1, &[], DEFAULT_MTU);
+        assert_eq!(parts.len(), 1);
+        let b = Beacon::parse(&parts[0]).unwrap();
+        assert_eq!(b.domain, 3);
+    }
+
+    #[test]
+    fn bye_round_trips() {
+        let b = Beacon {
+            domain: 9,
+            participant: ParticipantId(1),
+            body: BeaconBody::Bye,
+        };
+        assert_eq!(Beacon::parse(&b.encode()).unwrap(), b);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_not_a_panic() {
+        let parts = Beacon::pack_announce(0, ParticipantId(5), &info(), 7, &[endpoint(1)], 1472);
+        for n in 0..parts[0].len() {
+            assert!(Beacon::parse(&parts[0][..n]).is_err(), "prefix {n} parsed");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let _ = Beacon::parse(&bytes);
+        }
+
+        #[test]
+        fn mutated_announces_never_panic(idx in 0usize..400, val in any::<u8>()) {
+            let parts = Beacon::pack_announce(0, ParticipantId(5), &info(), 7, &[endpoint(1), endpoint(2)], 1472);
+            let mut p = parts[0].clone();
+            let i = idx % p.len();
+            p[i] = val;
+            let _ = Beacon::parse(&p);
+        }
+    }
+}

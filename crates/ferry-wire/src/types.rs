@@ -1,0 +1,505 @@
+//! Protocol-level types: identifiers, QoS, locators. They travel in
+//! discovery beacons and data frames, and the user API re-exports them.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::codec::{Reader, WireError, Writer};
+
+/// Identifies one ferry runtime (one per process and domain): random, 64 bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ParticipantId(pub u64);
+
+impl fmt::Display for ParticipantId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// Identifies one endpoint (publisher, subscriber, service, client) globally.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EndpointId {
+    /// The runtime that owns the endpoint.
+    pub participant: ParticipantId,
+    /// Number of the endpoint inside its runtime.
+    pub entity: u32,
+}
+
+impl fmt::Display for EndpointId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.participant, self.entity)
+    }
+}
+
+impl EndpointId {
+    /// Encoded size in bytes.
+    pub const LEN: usize = 12;
+    pub(crate) fn write(&self, w: &mut Writer) {
+        w.u64(self.participant.0);
+        w.u32(self.entity);
+    }
+    pub(crate) fn read(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        Ok(Self {
+            participant: ParticipantId(r.u64()?),
+            entity: r.u32()?,
+        })
+    }
+}
+
+/// What an endpoint is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EndpointKind {
+    /// Sends samples on a topic.
+    Publisher = 1,
+    /// Receives samples from a topic.
+    Subscriber = 2,
+    /// Answers requests.
+    Service = 3,
+    /// Sends requests to a service.
+    Client = 4,
+}
+
+impl EndpointKind {
+    pub(crate) fn from_u8(v: u8) -> Result<Self, WireError> {
+        Ok(match v {
+            1 => Self::Publisher,
+            2 => Self::Subscriber,
+            3 => Self::Service,
+            4 => Self::Client,
+            _ => {
+                return Err(WireError::InvalidValue {
+                    field: "endpoint.kind",
+                    value: v as u64,
+                })
+            }
+        })
+    }
+}
+
+/// A 128-bit hash of a message type's structure. Two endpoints with the same
+/// type name but different hashes are not matched (like ROS 2's RIHS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct TypeHash(pub [u8; 16]);
+
+impl TypeHash {
+    /// The hash of raw byte ports, which match any type.
+    pub const ANY: TypeHash = TypeHash([0; 16]);
+
+    /// FNV-1a based 128-bit hash of a canonical type description.
+    pub fn of_description(description: &str) -> Self {
+        // Two independent 64-bit FNV-1a lanes (different offsets) -> 128 bits.
+        let lane = |mut h: u64| {
+            for b in description.bytes() {
+                h ^= b as u64;
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+            h
+        };
+        let a = lane(0xcbf2_9ce4_8422_2325);
+        let b = lane(0x6c62_272e_07bb_0142);
+        let mut out = [0u8; 16];
+        out[..8].copy_from_slice(&a.to_le_bytes());
+        out[8..].copy_from_slice(&b.to_le_bytes());
+        TypeHash(out)
+    }
+
+    /// True for the wildcard hash of raw ports.
+    pub fn is_any(&self) -> bool {
+        *self == Self::ANY
+    }
+}
+
+impl fmt::Display for TypeHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in &self.0[..8] {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether lost samples are repaired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reliability {
+    /// Samples may be dropped; never blocks the publisher.
+    BestEffort = 0,
+    /// Samples within the history bound are delivered.
+    Reliable = 1,
+}
+
+/// How many samples a port keeps for a slow or late peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum History {
+    /// Keep the newest N (N ≥ 1); older ones are dropped and counted.
+    KeepLast(u32),
+    /// Keep everything up to the resource bound; the publisher blocks.
+    KeepAll,
+}
+
+impl History {
+    /// The depth used to bound queues: N, or `all_bound` for keep_all.
+    pub fn depth(&self, all_bound: usize) -> usize {
+        match *self {
+            History::KeepLast(n) => n.max(1) as usize,
+            History::KeepAll => all_bound,
+        }
+    }
+}
+
+/// Whether late joiners receive samples published before they matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// Only samples published after the match.
+    Volatile = 0,
+    /// The publisher keeps its last N samples for late joiners.
+    TransientLocal = 1,
+}
+
+/// A transport kind: the path one connection takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TransportKind {
+    /// Same process: shared pointer hand-off, no serialization.
+    InProcess = 1,
+    /// Same host: zero-copy shared memory.
+    SharedMemory = 2,
+    /// Ferry's reliable/best-effort UDP protocol.
+    Udp = 3,
+    /// TCP stream.
+    Tcp = 4,
+    /// Through an MQTT broker.
+    Mqtt = 5,
+    /// Through Zenoh.
+    Zenoh = 6,
+}
+
+impl TransportKind {
+    /// Every kind, in order of preference when several can reach a peer.
+    pub const ALL: [TransportKind; 6] = [
+        Self::InProcess,
+        Self::SharedMemory,
+        Self::Udp,
+        Self::Tcp,
+        Self::Mqtt,
+        Self::Zenoh,
+    ];
+
+    /// Short name used in locators, config and the CLI.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::InProcess => "intra",
+            Self::SharedMemory => "shm",
+            Self::Udp => "udp",
+            Self::Tcp => "tcp",
+            Self::Mqtt => "mqtt",
+            Self::Zenoh => "zenoh",
+        }
+    }
+
+    fn from_u8(v: u8) -> Result<Self, WireError> {
+        Self::ALL
+            .into_iter()
+            .find(|k| *k as u8 == v)
+            .ok_or(WireError::InvalidValue {
+                field: "transport",
+                value: v as u64,
+            })
+    }
+}
+
+impl fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Error for a transport name that is not one of ferry's.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[error("unknown transport `{0}`: expected one of intra, shm, udp, tcp, mqtt, zenoh")]
+pub struct UnknownTransport(pub String);
+
+impl FromStr for TransportKind {
+    type Err = UnknownTransport;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownTransport(s.to_string()))
+    }
+}
+
+/// Where a transport of a participant can be reached, e.g. `tcp/10.0.0.2:7400`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Locator {
+    /// The transport.
+    pub transport: TransportKind,
+    /// Transport-specific address (for tcp/udp: `ip:port`).
+    pub address: String,
+}
+
+impl fmt::Display for Locator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.transport, self.address)
+    }
+}
+
+/// Error for a malformed locator string.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum LocatorError {
+    /// No `/` between transport and address.
+    #[error("locator `{0}` must look like `transport/address`, e.g. `tcp/10.0.0.2:7400`")]
+    Shape(String),
+    /// The transport part is unknown.
+    #[error(transparent)]
+    Transport(#[from] UnknownTransport),
+}
+
+impl FromStr for Locator {
+    type Err = LocatorError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (t, a) = s
+            .split_once('/')
+            .ok_or_else(|| LocatorError::Shape(s.to_string()))?;
+        Ok(Locator {
+            transport: t.parse()?,
+            address: a.to_string(),
+        })
+    }
+}
+
+/// Quality of service of a port, with ROS 2's policies and compatibility.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Qos {
+    /// Repair losses or not.
+    pub reliability: Reliability,
+    /// Queue and history depth.
+    pub history: History,
+    /// Replay for late joiners.
+    pub durability: Durability,
+    /// The endpoint counts as alive while its runtime renews this lease
+    /// (`None`: infinite; the runtime lease still applies).
+    pub liveliness_lease: Option<Duration>,
+    /// Maximum expected period between samples (`None`: no deadline).
+    pub deadline: Option<Duration>,
+    /// Samples older than this are not delivered (`None`: forever).
+    pub lifespan: Option<Duration>,
+    /// Pin this port's connections to one transport (`None`: automatic).
+    pub transport: Option<TransportKind>,
+}
+
+impl Default for Qos {
+    fn default() -> Self {
+        Self::default_profile()
+    }
+}
+
+impl Qos {
+    /// ROS 2 `default`: reliable, keep_last 10, volatile.
+    pub const fn default_profile() -> Self {
+        Qos {
+            reliability: Reliability::Reliable,
+            history: History::KeepLast(10),
+            durability: Durability::Volatile,
+            liveliness_lease: None,
+            deadline: None,
+            lifespan: None,
+            transport: None,
+        }
+    }
+    /// ROS 2 `sensor_data`: best_effort, keep_last 5, volatile.
+    pub const fn sensor_data() -> Self {
+        Qos {
+            reliability: Reliability::BestEffort,
+            history: History::KeepLast(5),
+            ..Self::default_profile()
+        }
+    }
+    /// ROS 2 `services_default`: reliable, keep_last 10, volatile.
+    pub const fn services_default() -> Self {
+        Self::default_profile()
+    }
+    /// Latched topic: reliable, keep_last 1, transient_local — a late joiner
+    /// gets the last sample (ROS 1's latching, ROS 2's "transient local").
+    pub const fn latched() -> Self {
+        Qos {
+            history: History::KeepLast(1),
+            durability: Durability::TransientLocal,
+            ..Self::default_profile()
+        }
+    }
+    /// Looks a profile up by its ROS-style name.
+    pub fn profile(name: &str) -> Option<Self> {
+        Some(match name {
+            "default" => Self::default_profile(),
+            "sensor_data" => Self::sensor_data(),
+            "services_default" => Self::services_default(),
+            "latched" => Self::latched(),
+            _ => return None,
+        })
+    }
+    /// Sets reliability to reliable.
+    pub const fn reliable(mut self) -> Self {
+        self.reliability = Reliability::Reliable;
+        self
+    }
+    /// Sets reliability to best effort.
+    pub const fn best_effort(mut self) -> Self {
+        self.reliability = Reliability::BestEffort;
+        self
+    }
+    /// Keep the last `n` samples.
+    pub const fn keep_last(mut self, n: u32) -> Self {
+        self.history = History::KeepLast(n);
+        self
+    }
+    /// Keep all samples (bounded by resource limits).
+    pub const fn keep_all(mut self) -> Self {
+        self.history = History::KeepAll;
+        self
+    }
+    /// Late joiners get the history.
+    pub const fn transient_local(mut self) -> Self {
+        self.durability = Durability::TransientLocal;
+        self
+    }
+    /// Late joiners get nothing from before.
+    pub const fn volatile(mut self) -> Self {
+        self.durability = Durability::Volatile;
+        self
+    }
+    /// Sets the deadline.
+    pub const fn deadline(mut self, d: Duration) -> Self {
+        self.deadline = Some(d);
+        self
+    }
+    /// Sets the lifespan.
+    pub const fn lifespan(mut self, d: Duration) -> Self {
+        self.lifespan = Some(d);
+        self
+    }
+    /// Sets the liveliness lease.
+    pub const fn liveliness_lease(mut self, d: Duration) -> Self {
+        self.liveliness_lease = Some(d);
+        self
+    }
+    /// Pins the transport for this port's connections.
+    pub const fn transport(mut self, t: TransportKind) -> Self {
+        self.transport = Some(t);
+        self
+    }
+
+    /// Encoded size in bytes.
+    pub const WIRE_LEN: usize = 1 + 1 + 4 + 1 + 8 * 3 + 1;
+
+    pub(crate) fn write(&self, w: &mut Writer) {
+        w.u8(self.reliability as u8);
+        let (kind, depth) = match self.history {
+            History::KeepLast(n) => (0, n),
+            History::KeepAll => (1, 0),
+        };
+        w.u8(kind);
+        w.u32(depth);
+        w.u8(self.durability as u8);
+        for d in [self.liveliness_lease, self.deadline, self.lifespan] {
+            w.u64(duration_to_wire(d));
+        }
+        w.u8(self.transport.map(|t| t as u8).unwrap_or(0));
+    }
+
+    pub(crate) fn read(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        let reliability = match r.u8()? {
+            0 => Reliability::BestEffort,
+            1 => Reliability::Reliable,
+            v => return Err(invalid("qos.reliability", v)),
+        };
+        let kind = r.u8()?;
+        let depth = r.u32()?;
+        let history = match kind {
+            0 if depth >= 1 => History::KeepLast(depth),
+            1 => History::KeepAll,
+            _ => return Err(invalid("qos.history", kind)),
+        };
+        let durability = match r.u8()? {
+            0 => Durability::Volatile,
+            1 => Durability::TransientLocal,
+            v => return Err(invalid("qos.durability", v)),
+        };
+        let liveliness_lease = duration_from_wire(r.u64()?);
+        let deadline = duration_from_wire(r.u64()?);
+        let lifespan = duration_from_wire(r.u64()?);
+        let transport = match r.u8()? {
+            0 => None,
+            v => Some(TransportKind::from_u8(v)?),
+        };
+        Ok(Qos {
+            reliability,
+            history,
+            durability,
+            liveliness_lease,
+            deadline,
+            lifespan,
+            transport,
+        })
+    }
+}
+
+fn invalid(field: &'static str, v: u8) -> WireError {
+    WireError::InvalidValue {
+        field,
+        value: v as u64,
+    }
+}
+
+fn duration_to_wire(d: Option<Duration>) -> u64 {
+    d.map(|d| d.as_nanos().min(u64::MAX as u128 - 1) as u64)
+        .unwrap_or(u64::MAX)
+}
+
+fn duration_from_wire(v: u64) -> Option<Duration> {
+    (v != u64::MAX).then(|| Duration::from_nanos(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locator_parses_and_prints() {
+        let l: Locator = "tcp/10.0.0.2:7400".parse().unwrap();
+        assert_eq!(l.transport, TransportKind::Tcp);
+        assert_eq!(l.address, "10.0.0.2:7400");
+        assert_eq!(l.to_string(), "tcp/10.0.0.2:7400");
+        assert!(matches!(
+            "carrier-pigeon/x".parse::<Locator>(),
+            Err(LocatorError::Transport(_))
+        ));
+        assert!(matches!(
+            "tcp".parse::<Locator>(),
+            Err(LocatorError::Shape(_))
+        ));
+    }
+
+    #[test]
+    fn qos_round_trips_every_profile() {
+        for name in ["default", "sensor_data", "services_default", "latched"] {
+            let q = Qos::profile(name)
+                .unwrap()
+                .deadline(Duration::from_millis(100))
+                .transport(TransportKind::Tcp);
+            let mut w = Writer::new();
+            q.write(&mut w);
+            let v = w.into_vec();
+            assert_eq!(v.len(), Qos::WIRE_LEN);
+            assert_eq!(Qos::read(&mut Reader::new(&v)).unwrap(), q);
+        }
+    }
+
+    #[test]
+    fn type_hash_distinguishes_descriptions() {
+        let a = TypeHash::of_description("string data");
+        let b = TypeHash::of_description("int32 data");
+        assert_ne!(a, b);
+        assert_eq!(a, TypeHash::of_description("string data"));
+        assert!(!a.is_any());
+    }
+}
