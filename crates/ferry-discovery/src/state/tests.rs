@@ -1,0 +1,308 @@
+//! Simulated-network tests: many runtimes, one virtual clock, seeded loss.
+
+use super::*;
+use ferry_wire::{EndpointKind, Qos, TypeHash};
+use std::net::{IpAddr, Ipv4Addr};
+
+fn info() -> ParticipantInfo {
+    ParticipantInfo {
+        host_id: 1,
+        net_id: 1,
+        pid: 1,
+        lease_ms: 3000,
+        name: "test".into(),
+        locators: vec![],
+    }
+}
+
+fn endpoint(entity: u32, topic: &str) -> Record {
+    Record::Endpoint(EndpointRecord {
+        entity,
+        node: 1,
+        kind: EndpointKind::Publisher,
+        topic: topic.into(),
+        type_name: "std_msgs/msg/String".into(),
+        type_hash: TypeHash::of_description("string data"),
+        qos: Qos::default(),
+    })
+}
+
+fn addr(i: usize) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, i as u8 + 1)), 7400)
+}
+
+/// N runtimes on a shared multicast group with seeded loss.
+struct Net {
+    nodes: Vec<Discovery>,
+    alive: Vec<bool>,
+    now: Instant,
+    rng: u64,
+    loss_pct: u64,
+    sent: u64,
+}
+
+impl Net {
+    fn new(n: usize, loss_pct: u64, seed: u64) -> Self {
+        let now = Instant::now();
+        let nodes = (0..n)
+            .map(|i| {
+                let mut d =
+                    Discovery::new(Config::new(0, ParticipantId(i as u64 + 100), info()), now);
+                d.set_records(vec![endpoint(1, &format!("/topic{i}"))], now);
+                d
+            })
+            .collect();
+        Net {
+            nodes,
+            alive: vec![true; n],
+            now,
+            rng: seed | 1,
+            loss_pct,
+            sent: 0,
+        }
+    }
+
+    fn rand(&mut self) -> u64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng
+    }
+
+    /// Runs the network for `dur` in 1 ms steps.
+    fn run(&mut self, dur: Duration) {
+        let end = self.now + dur;
+        while self.now < end {
+            self.now += Duration::from_millis(1);
+            for i in 0..self.nodes.len() {
+                if !self.alive[i] {
+                    continue;
+                }
+                self.nodes[i].handle_timeout(self.now);
+                while let Some(t) = self.nodes[i].poll_transmit() {
+                    self.sent += 1;
+                    for j in 0..self.nodes.len() {
+                        if j == i || !self.alive[j] {
+                            continue;
+                        }
+                        let deliver = match &t.to {
+                            Destination::Group => true,
+                            Destination::Peer(a) => *a == addr(j),
+                        };
+                        if deliver && self.rand() % 100 >= self.loss_pct {
+                            let via = if t.to == Destination::Group {
+                                Via::Multicast
+                            } else {
+                                Via::Unicast
+                            };
+                            self.nodes[j]
+                                .handle_datagram(self.now, addr(i), via, &t.bytes)
+                                .unwrap();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn knows(&self, i: usize, j: usize) -> bool {
+        self.nodes[i]
+            .participant_info(ParticipantId(j as u64 + 100))
+            .is_some_and(|p| p.endpoints.contains_key(&1))
+    }
+
+    fn all_know_all(&self) -> bool {
+        (0..self.nodes.len()).all(|i| {
+            (0..self.nodes.len())
+                .all(|j| i == j || !self.alive[i] || !self.alive[j] || self.knows(i, j))
+        })
+    }
+}
+
+#[test]
+fn twenty_runtimes_discover_each_other_and_traffic_stays_linear() {
+    let mut net = Net::new(20, 0, 1);
+    net.run(Duration::from_millis(200));
+    assert!(
+        net.all_know_all(),
+        "20 runtimes did not converge within 200 ms"
+    );
+    // Steady state: measure datagrams per second over 10 s.
+    net.run(Duration::from_secs(5));
+    let before = net.sent;
+    net.run(Duration::from_secs(10));
+    let per_sec = (net.sent - before) as f64 / 10.0;
+    // One announcement per runtime per period (500 ms): 40/s, never N² = 800/s.
+    assert!(per_sec <= 48.0, "{per_sec} datagrams/s for 20 runtimes");
+    assert!(
+        per_sec >= 32.0,
+        "{per_sec} datagrams/s: announcements stopped?"
+    );
+}
+
+#[test]
+fn converges_under_heavy_loss() {
+    // 20 % loss in every direction: a lease spans six announcements, so a
+    // live peer is only dropped if six in a row are lost (p = 6e-5).
+    for seed in 1..50 {
+        let mut net = Net::new(5, 20, seed);
+        net.run(Duration::from_secs(5));
+        assert!(
+            net.all_know_all(),
+            "seed {seed}: no convergence at 20 % loss"
+        );
+    }
+}
+
+#[test]
+fn killed_runtime_expires_within_its_lease_and_bye_is_immediate() {
+    let mut net = Net::new(3, 0, 7);
+    net.run(Duration::from_millis(300));
+    assert!(net.all_know_all());
+    while net.nodes[0].poll_event().is_some() {}
+    // kill -9: silent from now on.
+    net.alive[2] = false;
+    net.run(Duration::from_millis(2900));
+    assert!(
+        net.nodes[0].participant_info(ParticipantId(102)).is_some(),
+        "expired before its lease"
+    );
+    net.run(Duration::from_millis(200));
+    assert!(
+        net.nodes[0].participant_info(ParticipantId(102)).is_none(),
+        "not expired after lease"
+    );
+    let evs: Vec<Event> = std::iter::from_fn(|| net.nodes[0].poll_event()).collect();
+    assert!(evs.contains(&Event::ParticipantLeft {
+        id: ParticipantId(102),
+        reason: LeaveReason::LeaseExpired
+    }));
+    assert!(evs.iter().any(|e| matches!(e, Event::EndpointLeft { participant, .. } if *participant == ParticipantId(102))));
+    // Clean exit: goodbye is seen within one step.
+    net.nodes[1].leave();
+    net.run(Duration::from_millis(2));
+    assert!(net.nodes[0].participant_info(ParticipantId(101)).is_none());
+}
+
+#[test]
+fn withdrawn_endpoint_is_reported() {
+    let mut net = Net::new(2, 0, 3);
+    net.run(Duration::from_millis(100));
+    while net.nodes[1].poll_event().is_some() {}
+    let now = net.now;
+    net.nodes[0].set_records(vec![endpoint(2, "/new")], now);
+    net.run(Duration::from_millis(20));
+    let evs: Vec<Event> = std::iter::from_fn(|| net.nodes[1].poll_event()).collect();
+    assert!(evs
+        .iter()
+        .any(|e| matches!(e, Event::EndpointLeft { endpoint, .. } if endpoint.entity == 1)));
+    assert!(evs
+        .iter()
+        .any(|e| matches!(e, Event::EndpointJoined { endpoint, .. } if endpoint.topic == "/new")));
+}
+
+#[test]
+fn many_endpoints_travel_in_several_parts() {
+    let now = Instant::now();
+    let mut a = Discovery::new(Config::new(0, ParticipantId(1), info()), now);
+    let mut b = Discovery::new(Config::new(0, ParticipantId(2), info()), now);
+    a.set_records(
+        (0..300)
+            .map(|i| endpoint(i, &format!("/a/very/long/topic/name/{i}")))
+            .collect(),
+        now,
+    );
+    a.handle_timeout(now + Duration::from_millis(5));
+    let mut n = 0;
+    while let Some(t) = a.poll_transmit() {
+        assert!(t.bytes.len() <= 1472);
+        b.handle_datagram(now, addr(0), Via::Multicast, &t.bytes)
+            .unwrap();
+        n += 1;
+    }
+    assert!(n > 5);
+    assert_eq!(
+        b.participant_info(ParticipantId(1))
+            .unwrap()
+            .endpoints
+            .len(),
+        300
+    );
+}
+
+#[test]
+fn static_peers_work_without_multicast_and_are_answered() {
+    let now = Instant::now();
+    let mut ca = Config::new(0, ParticipantId(1), info());
+    ca.multicast = false;
+    ca.static_peers = vec![addr(1)];
+    let mut cb = Config::new(0, ParticipantId(2), info());
+    cb.multicast = false; // b knows nobody: it must answer a's unicast
+    let mut a = Discovery::new(ca, now);
+    let mut b = Discovery::new(cb, now);
+    b.set_records(vec![endpoint(1, "/b")], now);
+    a.handle_timeout(now);
+    b.handle_timeout(now);
+    while let Some(t) = b.poll_transmit() {
+        panic!("b has nobody to send to, yet sent to {:?}", t.to);
+    }
+    while let Some(t) = a.poll_transmit() {
+        assert_eq!(t.to, Destination::Peer(addr(1)));
+        b.handle_datagram(now, addr(0), Via::Unicast, &t.bytes)
+            .unwrap();
+    }
+    b.handle_timeout(now + Duration::from_millis(60));
+    let mut answered = false;
+    while let Some(t) = b.poll_transmit() {
+        assert_eq!(t.to, Destination::Peer(addr(0)));
+        a.handle_datagram(now, addr(1), Via::Unicast, &t.bytes)
+            .unwrap();
+        answered = true;
+    }
+    assert!(answered);
+    assert!(a
+        .participant_info(ParticipantId(2))
+        .unwrap()
+        .endpoints
+        .contains_key(&1));
+}
+
+#[test]
+fn bad_input_is_counted_not_fatal() {
+    let now = Instant::now();
+    let mut d = Discovery::new(Config::new(0, ParticipantId(1), info()), now);
+    assert!(matches!(
+        d.handle_datagram(now, addr(1), Via::Multicast, b"garbage"),
+        Err(DatagramError::Malformed(_))
+    ));
+    let mut other = Discovery::new(Config::new(5, ParticipantId(2), info()), now);
+    other.handle_timeout(now);
+    let t = other.poll_transmit().unwrap();
+    assert!(matches!(
+        d.handle_datagram(now, addr(1), Via::Multicast, &t.bytes),
+        Err(DatagramError::ForeignDomain(5))
+    ));
+    assert_eq!(d.stats().malformed, 1);
+    assert_eq!(d.stats().foreign_domain, 1);
+    assert_eq!(d.participants().count(), 0);
+}
+
+#[test]
+fn a_flood_of_fake_participants_is_bounded() {
+    let now = Instant::now();
+    let mut d = Discovery::new(Config::new(0, ParticipantId(1), info()), now);
+    let mut rejected = 0;
+    for i in 0..(MAX_PARTICIPANTS as u64 + 100) {
+        let parts = Beacon::pack_announce(0, ParticipantId(1000 + i), &info(), 1, &[], 1472);
+        if d.handle_datagram(now, addr(1), Via::Multicast, &parts[0])
+            .is_err()
+        {
+            rejected += 1;
+        }
+    }
+    assert_eq!(d.participants().count(), MAX_PARTICIPANTS);
+    assert_eq!(rejected, 100);
+    // They all expire after their lease.
+    d.handle_timeout(now + Duration::from_secs(4));
+    assert_eq!(d.participants().count(), 0);
+}
