@@ -243,7 +243,7 @@ fn static_peers_work_without_multicast_and_are_answered() {
     b.set_records(vec![endpoint(1, "/b")], now);
     a.handle_timeout(now);
     b.handle_timeout(now);
-    while let Some(t) = b.poll_transmit() {
+    if let Some(t) = b.poll_transmit() {
         panic!("b has nobody to send to, yet sent to {:?}", t.to);
     }
     while let Some(t) = a.poll_transmit() {
