@@ -1,0 +1,337 @@
+//! Typed, strict configuration: defaults, then a TOML file named by
+//! `FERRY_CONFIG`, then the `FERRY_*` environment variables. Unknown keys
+//! are errors that name the key.
+//!
+//! ```toml
+//! domain_id = 3
+//! discovery = "subnet"          # localhost | subnet | off
+//! peers = ["10.0.0.2", "10.0.0.3:7401"]
+//! lease_ms = 3000
+//! [[topics]]
+//! pattern = "/camera/*"
+//! transport = "tcp"
+//! ```
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use ferry_wire::TransportKind;
+use serde::{Deserialize, Deserializer};
+
+/// Largest domain id: keeps every discovery port below 11 200.
+pub const MAX_DOMAIN_ID: u16 = 232;
+
+/// A configuration problem; the message names the key or variable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The config file is not valid (unknown key, wrong type, bad syntax).
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, naming the key.
+        message: String,
+    },
+    /// An environment variable has a value ferry cannot use.
+    #[error("environment variable {var}={value:?} is invalid: expected {expected}")]
+    Env {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What would be valid.
+        expected: &'static str,
+    },
+    /// A value is out of range.
+    #[error("config key `{key}`: {why}")]
+    Invalid {
+        /// The key.
+        key: &'static str,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+/// Which machines discovery reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DiscoveryRange {
+    /// This host only: multicast on the loopback interface, never sent out.
+    Localhost,
+    /// The local subnets: multicast (TTL 1) on every interface.
+    Subnet,
+    /// No automatic discovery: only static peers and this process.
+    Off,
+}
+
+impl FromStr for DiscoveryRange {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s.to_ascii_lowercase().as_str() {
+            "localhost" => Ok(Self::Localhost),
+            "subnet" => Ok(Self::Subnet),
+            "off" => Ok(Self::Off),
+            _ => Err(()),
+        }
+    }
+}
+
+/// Pins the transport of every topic whose name matches `pattern`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopicRule {
+    /// Topic name with `*` wildcards, e.g. `/camera/*`.
+    pub pattern: String,
+    /// The transport to use.
+    #[serde(deserialize_with = "de_transport")]
+    pub transport: TransportKind,
+}
+
+fn de_transport<'de, D: Deserializer<'de>>(d: D) -> Result<TransportKind, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map_err(serde::de::Error::custom)
+}
+
+/// Runtime configuration. See the module docs for the file format.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Discovery domain (`FERRY_DOMAIN_ID`); runtimes only see their domain.
+    pub domain_id: u16,
+    /// Discovery range (`FERRY_DISCOVERY`). Default `localhost`: nothing leaves
+    /// the host until you say `subnet`.
+    pub discovery: DiscoveryRange,
+    /// Static peers (`FERRY_PEERS=host[:port],…`) for networks where multicast
+    /// is blocked or floods (Wi-Fi, VPN).
+    pub peers: Vec<String>,
+    /// Lease in ms: a crashed process disappears from peers within this.
+    pub lease_ms: u32,
+    /// Largest frame accepted from a peer on a stream transport (bytes).
+    pub max_frame_bytes: usize,
+    /// How long a reliable keep_all publisher may block on a slow subscriber.
+    pub keep_all_block_ms: u64,
+    /// Per-topic transport pins.
+    pub topics: Vec<TopicRule>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            domain_id: 0,
+            discovery: DiscoveryRange::Localhost,
+            peers: Vec::new(),
+            lease_ms: 3000,
+            max_frame_bytes: 256 << 20,
+            keep_all_block_ms: 1000,
+            topics: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    /// Defaults, overridden by `FERRY_CONFIG`'s file and `FERRY_*` variables.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let mut cfg = match std::env::var_os("FERRY_CONFIG") {
+            Some(p) if !p.is_empty() => Self::from_file(PathBuf::from(p))?,
+            _ => Config::default(),
+        };
+        if let Ok(v) = std::env::var("FERRY_DOMAIN_ID") {
+            cfg.domain_id = v.trim().parse().map_err(|_| ConfigError::Env {
+                var: "FERRY_DOMAIN_ID",
+                value: v.clone(),
+                expected: "an integer 0..=232",
+            })?;
+        }
+        if let Ok(v) = std::env::var("FERRY_DISCOVERY") {
+            cfg.discovery = v.parse().map_err(|_| ConfigError::Env {
+                var: "FERRY_DISCOVERY",
+                value: v.clone(),
+                expected: "localhost, subnet or off",
+            })?;
+        }
+        if let Ok(v) = std::env::var("FERRY_PEERS") {
+            cfg.peers = v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect();
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Reads a TOML file strictly.
+    pub fn from_file(path: PathBuf) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::File {
+            path: path.clone(),
+            source,
+        })?;
+        let cfg: Config = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path,
+            message: e.to_string().trim().replace('\n', " "),
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks ranges.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.domain_id > MAX_DOMAIN_ID {
+            return Err(ConfigError::Invalid {
+                key: "domain_id",
+                why: format!("{} is above the maximum {MAX_DOMAIN_ID}", self.domain_id),
+            });
+        }
+        if !(100..=600_000).contains(&self.lease_ms) {
+            return Err(ConfigError::Invalid {
+                key: "lease_ms",
+                why: format!("{} is outside 100..=600000", self.lease_ms),
+            });
+        }
+        if self.max_frame_bytes < 1024 {
+            return Err(ConfigError::Invalid {
+                key: "max_frame_bytes",
+                why: "must be at least 1024".into(),
+            });
+        }
+        for p in &self.peers {
+            self.peer_addrs_of(p)?;
+        }
+        Ok(())
+    }
+
+    /// Multicast port of the domain; unicast discovery ports follow it.
+    pub fn discovery_port(&self) -> u16 {
+        7400 + 16 * self.domain_id
+    }
+
+    /// How many unicast discovery ports per host a static peer is tried on.
+    pub const UNICAST_PORTS: u16 = 8;
+
+    /// The unicast addresses a static peer entry stands for: `host:port`, or
+    /// `host` = every unicast discovery port of the domain on that host.
+    pub(crate) fn peer_addrs_of(
+        &self,
+        entry: &str,
+    ) -> Result<Vec<std::net::SocketAddr>, ConfigError> {
+        use std::net::{SocketAddr, ToSocketAddrs};
+        let err = || ConfigError::Invalid {
+            key: "peers",
+            why: format!("`{entry}` is not `host` or `host:port`"),
+        };
+        if let Ok(a) = entry.parse::<SocketAddr>() {
+            return Ok(vec![a]);
+        }
+        if entry.contains(':') {
+            return entry
+                .to_socket_addrs()
+                .map(|i| i.filter(|a| a.is_ipv4()).take(1).collect())
+                .map_err(|_| err());
+        }
+        let base = self.discovery_port() + 1;
+        let ip = (entry, 0u16)
+            .to_socket_addrs()
+            .map_err(|_| err())?
+            .find(|a| a.is_ipv4())
+            .ok_or_else(err)?
+            .ip();
+        Ok((0..Self::UNICAST_PORTS)
+            .map(|i| SocketAddr::new(ip, base + i))
+            .collect())
+    }
+
+    /// The transport pinned for `topic` by a rule, if any (first match wins).
+    pub fn pinned_transport(&self, topic: &str) -> Option<TransportKind> {
+        self.topics
+            .iter()
+            .find(|r| glob(&r.pattern, topic))
+            .map(|r| r.transport)
+    }
+}
+
+/// `*` matches any run of characters (including `/`).
+fn glob(pattern: &str, s: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == s;
+    }
+    let mut rest = s;
+    for (i, p) in parts.iter().enumerate() {
+        if i == 0 {
+            match rest.strip_prefix(p) {
+                Some(r) => rest = r,
+                None => return false,
+            }
+        } else if i == parts.len() - 1 {
+            return rest.ends_with(p);
+        } else if let Some(pos) = rest.find(p) {
+            rest = &rest[pos + p.len()..];
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let dir = std::env::temp_dir().join(format!("ferry-cfg-{}", std::process::id()));
+        std::fs::write(&dir, "domain_id = 1\ndiscovery_mode = \"subnet\"\n").unwrap();
+        let e = Config::from_file(dir.clone()).unwrap_err().to_string();
+        assert!(e.contains("discovery_mode"), "{e}");
+        std::fs::write(
+            &dir,
+            "[[topics]]\npattern = \"/cam/*\"\ntransport = \"carrier\"\n",
+        )
+        .unwrap();
+        let e = Config::from_file(dir.clone()).unwrap_err().to_string();
+        assert!(e.contains("carrier"), "{e}");
+        std::fs::write(&dir, "domain_id = 300\n").unwrap();
+        let e = Config::from_file(dir.clone()).unwrap_err().to_string();
+        assert!(e.contains("domain_id"), "{e}");
+        std::fs::write(
+            &dir,
+            "discovery = \"subnet\"\n[[topics]]\npattern = \"/cam/*\"\ntransport = \"tcp\"\n",
+        )
+        .unwrap();
+        let c = Config::from_file(dir.clone()).unwrap();
+        assert_eq!(c.discovery, DiscoveryRange::Subnet);
+        assert_eq!(c.pinned_transport("/cam/front"), Some(TransportKind::Tcp));
+        assert_eq!(c.pinned_transport("/lidar"), None);
+        std::fs::remove_file(dir).ok();
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob("/a/*", "/a/b/c"));
+        assert!(glob("*", "/x"));
+        assert!(glob("/a/*/c", "/a/b/c"));
+        assert!(!glob("/a/*/c", "/a/b/d"));
+        assert!(glob("/exact", "/exact"));
+        assert!(!glob("/exact", "/exact2"));
+    }
+
+    #[test]
+    fn peers_expand_to_the_unicast_port_range() {
+        let c = Config::default();
+        assert_eq!(c.peer_addrs_of("10.0.0.2:9000").unwrap().len(), 1);
+        let all = c.peer_addrs_of("10.0.0.2").unwrap();
+        assert_eq!(all.len(), Config::UNICAST_PORTS as usize);
+        assert_eq!(all[0].port(), 7401);
+        assert!(c.peer_addrs_of("not a host!").is_err());
+    }
+}

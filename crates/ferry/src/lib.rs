@@ -1,0 +1,50 @@
+//! # Ferry
+//!
+//! A robotics communication middleware: nodes, publishers, subscribers and
+//! services whose every connection takes the best path for the pair — a
+//! shared pointer inside a process, TCP between processes and hosts (shared
+//! memory, wireless-grade UDP, MQTT and Zenoh plug into the same selection).
+//!
+//! ```no_run
+//! use ferry::{msgs::std_msgs, Node, Qos};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let node = Node::builder().name("talker").build()?;
+//! let publisher = node.publisher::<std_msgs::String>("/chatter").qos(Qos::default()).build()?;
+//! let listener = node.subscriber::<std_msgs::String>("/chatter").build()?;
+//! publisher.publish(std_msgs::String { data: "hello".into() })?;
+//! let sample = listener.recv()?;
+//! println!("{} via {}", sample.data, sample.info.transport);
+//! # Ok(()) }
+//! ```
+
+pub mod config;
+pub mod error;
+pub mod event;
+pub mod graph;
+pub mod host;
+pub mod message;
+pub mod msgs;
+mod names;
+mod node;
+mod publisher;
+mod queue;
+mod runtime;
+mod service;
+pub mod stats;
+mod subscriber;
+pub mod transport;
+
+pub use config::{Config, DiscoveryRange, TopicRule};
+pub use error::{BuildError, CallError, DecodeError, EncodeError, PublishError, RecvError};
+pub use event::{PortEvent, UnmatchReason};
+pub use ferry_discovery::matching::QosPolicy;
+pub use ferry_wire::{
+    Durability, EndpointId, EndpointKind, History, Locator, ParticipantId, Qos, Reliability,
+    TransportKind, TypeHash,
+};
+pub use message::{decode_cdr, encode_cdr, Codec, Message, RawBytes, Sample, SampleInfo};
+pub use node::{Node, NodeBuilder};
+pub use publisher::{Publisher, PublisherBuilder};
+pub use service::{CallFuture, Client, ClientBuilder, Service, ServiceBuilder};
+pub use stats::{ConnectionInfo, StatsSnapshot};
+pub use subscriber::{Subscriber, SubscriberBuilder};

@@ -1,0 +1,219 @@
+//! Messages: the [`Message`] trait, CDR encoding and raw bytes.
+//!
+//! Payloads are CDR (XCDR1) little endian behind the 4-byte encapsulation
+//! header `00 01 00 00`, exactly as ROS 2 sends them, so ROS 2 message
+//! definitions map one to one and other tools can decode what ferry sends.
+
+use std::any::Any;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ferry_wire::{EndpointId, TransportKind, TypeHash};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::{DecodeError, EncodeError};
+
+/// CDR encapsulation header for little-endian plain CDR (ROS 2's default).
+pub const CDR_LE_HEADER: [u8; 4] = [0x00, 0x01, 0x00, 0x00];
+
+/// A message type that ferry can carry.
+///
+/// Implement it with [`crate::message!`]: `ferry::message!(Pose, "geometry_msgs/msg/Pose");`
+pub trait Message: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// ROS-style type name, e.g. `std_msgs/msg/String`.
+    const TYPE_NAME: &'static str;
+    /// Canonical definition (ROS `.msg` text); hashed into [`Message::type_hash`]
+    /// so that two programs with the same name but different layouts don't match.
+    const DEFINITION: &'static str = "";
+
+    /// Structural hash of the type, sent in discovery.
+    fn type_hash() -> TypeHash {
+        TypeHash::of_description(&format!("{}\n{}", Self::TYPE_NAME, Self::DEFINITION))
+    }
+}
+
+/// Implements [`Message`] for a serde type: `message!(Type, "pkg/msg/Type")`
+/// or with its definition text: `message!(Type, "pkg/msg/Type", "int32 x")`.
+#[macro_export]
+macro_rules! message {
+    ($t:ty, $name:expr) => {
+        impl $crate::Message for $t {
+            const TYPE_NAME: &'static str = $name;
+        }
+    };
+    ($t:ty, $name:expr, $def:expr) => {
+        impl $crate::Message for $t {
+            const TYPE_NAME: &'static str = $name;
+            const DEFINITION: &'static str = $def;
+        }
+    };
+}
+
+/// Encodes `value` as CDR with the encapsulation header.
+pub fn encode_cdr<T: Serialize>(value: &T, type_name: &str) -> Result<Vec<u8>, EncodeError> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(&CDR_LE_HEADER);
+    cdr_encoding::to_writer::<T, byteorder::LittleEndian, _>(&mut out, value).map_err(|e| {
+        EncodeError {
+            type_name: type_name.to_string(),
+            reason: e.to_string(),
+        }
+    })?;
+    Ok(out)
+}
+
+/// Decodes CDR with an encapsulation header (little or big endian).
+pub fn decode_cdr<T: DeserializeOwned>(bytes: &[u8], type_name: &str) -> Result<T, DecodeError> {
+    if bytes.len() < 4 || bytes[0] != 0 || bytes[1] > 1 {
+        return Err(DecodeError::Encapsulation(
+            bytes[..bytes.len().min(4)].to_vec(),
+        ));
+    }
+    let body = &bytes[4..];
+    let r = if bytes[1] == 1 {
+        cdr_encoding::from_bytes::<T, byteorder::LittleEndian>(body)
+    } else {
+        cdr_encoding::from_bytes::<T, byteorder::BigEndian>(body)
+    };
+    r.map(|(v, _)| v).map_err(|e| DecodeError::Body {
+        type_name: type_name.to_string(),
+        len: bytes.len(),
+        reason: e.to_string(),
+    })
+}
+
+/// Raw bytes: sent as they are, no encoding. A raw port matches any type
+/// (it is how `ferry topic echo` listens to types it does not know).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RawBytes(pub Bytes);
+
+impl RawBytes {
+    /// Wraps bytes.
+    pub fn new(b: impl Into<Bytes>) -> Self {
+        RawBytes(b.into())
+    }
+}
+
+impl Deref for RawBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// How a port's payload type is encoded: implemented for every [`Message`]
+/// and for [`RawBytes`].
+pub trait Codec: Send + Sync + Sized + 'static {
+    /// Type name announced in discovery.
+    fn type_name() -> &'static str;
+    /// Type hash announced in discovery (`TypeHash::ANY` for raw).
+    fn type_hash() -> TypeHash;
+    /// Bytes for a network path.
+    fn encode(&self) -> Result<Bytes, EncodeError>;
+    /// Value from a network path.
+    fn decode(bytes: Bytes) -> Result<Self, DecodeError>;
+}
+
+impl<T: Message> Codec for T {
+    fn type_name() -> &'static str {
+        T::TYPE_NAME
+    }
+    fn type_hash() -> TypeHash {
+        <T as Message>::type_hash()
+    }
+    fn encode(&self) -> Result<Bytes, EncodeError> {
+        encode_cdr(self, T::TYPE_NAME).map(Bytes::from)
+    }
+    fn decode(bytes: Bytes) -> Result<Self, DecodeError> {
+        decode_cdr(&bytes, T::TYPE_NAME)
+    }
+}
+
+impl Codec for RawBytes {
+    fn type_name() -> &'static str {
+        "*"
+    }
+    fn type_hash() -> TypeHash {
+        TypeHash::ANY
+    }
+    fn encode(&self) -> Result<Bytes, EncodeError> {
+        Ok(self.0.clone())
+    }
+    fn decode(bytes: Bytes) -> Result<Self, DecodeError> {
+        Ok(RawBytes(bytes))
+    }
+}
+
+/// Metadata of a received sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleInfo {
+    /// Publisher's sequence number.
+    pub seq: u64,
+    /// Source time, ns since the Unix epoch.
+    pub source_time_ns: u64,
+    /// The publisher.
+    pub publisher: EndpointId,
+    /// The path it came over.
+    pub transport: TransportKind,
+}
+
+/// A received sample: the message (shared, never copied on the in-process
+/// path) plus its metadata. Dereferences to the message.
+#[derive(Debug, Clone)]
+pub struct Sample<T> {
+    value: Arc<T>,
+    /// Metadata.
+    pub info: SampleInfo,
+}
+
+impl<T> Sample<T> {
+    pub(crate) fn new(value: Arc<T>, info: SampleInfo) -> Self {
+        Sample { value, info }
+    }
+    /// The shared message.
+    pub fn into_arc(self) -> Arc<T> {
+        self.value
+    }
+}
+
+impl<T> Deref for Sample<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+/// A payload as it travels inside the process: the typed value when the
+/// writer has one, and its encoded bytes, produced at most once on demand.
+pub struct Payload<'a> {
+    /// The writer's value, when it is in this process.
+    pub typed: Option<&'a Arc<dyn Any + Send + Sync>>,
+    /// The encoded bytes (encoded at most once, on first call).
+    pub bytes: &'a dyn Fn() -> Result<Bytes, EncodeError>,
+}
+
+impl Payload<'_> {
+    /// The value as `T`: shared when the writer had a `T`, decoded otherwise.
+    pub fn to_typed<T: Codec>(&self) -> Result<Arc<T>, PayloadError> {
+        if let Some(t) = self.typed {
+            if let Ok(v) = t.clone().downcast::<T>() {
+                return Ok(v);
+            }
+        }
+        let b = (self.bytes)().map_err(PayloadError::Encode)?;
+        T::decode(b).map(Arc::new).map_err(PayloadError::Decode)
+    }
+}
+
+/// Why a payload could not become the reader's type.
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadError {
+    /// The writer's value could not be encoded.
+    #[error(transparent)]
+    Encode(EncodeError),
+    /// The bytes are not the reader's type.
+    #[error(transparent)]
+    Decode(DecodeError),
+}

@@ -1,0 +1,175 @@
+//! Nodes: named members of the graph that own ports.
+
+use std::sync::Arc;
+
+use ferry_wire::beacon::NodeRecord;
+
+use crate::config::Config;
+use crate::error::BuildError;
+use crate::graph::Graph;
+use crate::message::{Codec, Message};
+use crate::publisher::PublisherBuilder;
+use crate::runtime::{full_name, Runtime};
+use crate::service::{ClientBuilder, ServiceBuilder};
+use crate::subscriber::SubscriberBuilder;
+
+/// Builds a [`Node`]: `Node::builder().name("arm").namespace("/robot1").build()?`.
+#[derive(Debug, Default)]
+pub struct NodeBuilder {
+    name: Option<String>,
+    namespace: Option<String>,
+    domain_id: Option<u16>,
+    config: Option<Config>,
+}
+
+impl NodeBuilder {
+    /// The node's name (one segment: letters, digits, `_`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+    /// The node's namespace (`/robot1`); relative topic names live under it.
+    pub fn namespace(mut self, ns: impl Into<String>) -> Self {
+        self.namespace = Some(ns.into());
+        self
+    }
+    /// Overrides the domain id of the configuration.
+    pub fn domain_id(mut self, id: u16) -> Self {
+        self.domain_id = Some(id);
+        self
+    }
+    /// Uses this configuration instead of [`Config::from_env`].
+    pub fn config(mut self, cfg: Config) -> Self {
+        self.config = Some(cfg);
+        self
+    }
+    /// Creates the node, starting the process's runtime for its config if
+    /// needed. Nodes with the same config share one runtime.
+    pub fn build(self) -> Result<Node, BuildError> {
+        let name = self.name.unwrap_or_else(|| "node".into());
+        crate::names::node_name(&name)?;
+        let namespace = crate::names::namespace(self.namespace.as_deref().unwrap_or("/"))?;
+        let mut cfg = match self.config {
+            Some(c) => c,
+            None => Config::from_env()?,
+        };
+        if let Some(d) = self.domain_id {
+            cfg.domain_id = d;
+        }
+        let rt = Runtime::get(cfg)?;
+        let id = rt.shared.new_entity();
+        rt.shared.add_node(NodeRecord {
+            id,
+            name: name.clone(),
+            namespace: namespace.clone(),
+        });
+        Ok(Node {
+            inner: Arc::new(NodeInner {
+                rt,
+                id,
+                name,
+                namespace,
+            }),
+        })
+    }
+}
+
+pub(crate) struct NodeInner {
+    pub rt: Arc<Runtime>,
+    pub id: u32,
+    pub name: String,
+    pub namespace: String,
+}
+
+impl Drop for NodeInner {
+    fn drop(&mut self) {
+        self.rt.shared.remove_node(self.id);
+    }
+}
+
+/// A node. Cheap to clone; the node leaves the graph when the last clone
+/// and all of its ports are dropped.
+#[derive(Clone)]
+pub struct Node {
+    pub(crate) inner: Arc<NodeInner>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Node({})", self.fully_qualified_name())
+    }
+}
+
+impl Node {
+    /// Starts building a node.
+    pub fn builder() -> NodeBuilder {
+        NodeBuilder::default()
+    }
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+    /// The node's namespace.
+    pub fn namespace(&self) -> &str {
+        &self.inner.namespace
+    }
+    /// `/namespace/name`.
+    pub fn fully_qualified_name(&self) -> String {
+        full_name(&self.inner.namespace, &self.inner.name)
+    }
+    /// The domain the node is in.
+    pub fn domain_id(&self) -> u16 {
+        self.inner.rt.shared.cfg.domain_id
+    }
+    /// Expands a topic name against this node's namespace.
+    pub fn resolve(&self, topic: &str) -> Result<String, BuildError> {
+        crate::names::expand(topic, &self.inner.namespace, &self.inner.name)
+    }
+    /// Starts building a publisher of `T` (a [`Message`] or [`crate::RawBytes`]).
+    pub fn publisher<T: Codec>(&self, topic: &str) -> PublisherBuilder<T> {
+        PublisherBuilder::new(self.inner.clone(), topic)
+    }
+    /// Starts building a subscriber of `T`.
+    pub fn subscriber<T: Codec>(&self, topic: &str) -> SubscriberBuilder<T> {
+        SubscriberBuilder::new(self.inner.clone(), topic)
+    }
+    /// Starts building a service answering `Req` with `Resp` via `handler`.
+    pub fn service<Req: Message, Resp: Message, F>(
+        &self,
+        name: &str,
+        handler: F,
+    ) -> ServiceBuilder<Req, Resp>
+    where
+        F: Fn(&Req) -> Resp + Send + Sync + 'static,
+    {
+        ServiceBuilder::new(
+            self.inner.clone(),
+            name,
+            Box::new(move |r: &Req| Ok(handler(r))),
+        )
+    }
+    /// Like [`Node::service`], but the handler may fail with a message the
+    /// client receives as [`crate::CallError::Remote`].
+    pub fn try_service<Req: Message, Resp: Message, F>(
+        &self,
+        name: &str,
+        handler: F,
+    ) -> ServiceBuilder<Req, Resp>
+    where
+        F: Fn(&Req) -> Result<Resp, String> + Send + Sync + 'static,
+    {
+        ServiceBuilder::new(self.inner.clone(), name, Box::new(handler))
+    }
+    /// Starts building a client of a service.
+    pub fn client<Req: Message, Resp: Message>(&self, name: &str) -> ClientBuilder<Req, Resp> {
+        ClientBuilder::new(self.inner.clone(), name)
+    }
+    /// What this node's runtime knows of the graph.
+    pub fn graph(&self) -> Graph {
+        self.inner.rt.shared.graph()
+    }
+    /// This node's runtime id.
+    pub fn participant(&self) -> ferry_wire::ParticipantId {
+        self.inner.rt.shared.id
+    }
+}

@@ -1,0 +1,408 @@
+//! The I/O thread of a runtime: one `mio` poll loop for the discovery
+//! sockets, the TCP listener and every TCP connection, plus the timers of
+//! discovery and housekeeping. No thread per connection.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferry_discovery::{Destination, Via};
+use mio::net::{TcpListener, UdpSocket};
+use mio::{Events, Interest, Poll, Token, Waker};
+use parking_lot::Mutex;
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+
+use super::Shared;
+use crate::config::DiscoveryRange;
+use crate::transport::tcp::{self, FrameReader, QueuePolicy, Role, TcpConn};
+
+/// Multicast group of ferry discovery (administratively scoped).
+pub const DISCOVERY_GROUP: Ipv4Addr = Ipv4Addr::new(239, 255, 70, 1);
+
+const WAKER: Token = Token(0);
+const MCAST: Token = Token(1);
+const UCAST: Token = Token(2);
+const LISTENER: Token = Token(3);
+const FIRST_CONN: usize = 16;
+const HOUSEKEEPING: Duration = Duration::from_millis(100);
+
+pub(crate) enum Command {
+    AddConn(Arc<TcpConn>),
+    Kick,
+    Shutdown,
+}
+
+/// Lets other threads hand work to the I/O thread.
+#[derive(Clone)]
+pub(crate) struct IoHandle {
+    waker: Arc<Waker>,
+    cmds: Arc<Mutex<Vec<Command>>>,
+}
+
+impl IoHandle {
+    fn push(&self, c: Command) {
+        self.cmds.lock().push(c);
+        let _ = self.waker.wake();
+    }
+    /// Registers a connection made by a connect thread.
+    pub fn add_conn(&self, c: Arc<TcpConn>) {
+        self.push(Command::AddConn(c));
+    }
+    /// Discovery has something to send now.
+    pub fn kick(&self) {
+        self.push(Command::Kick);
+    }
+    /// Stops the loop after sending the goodbye.
+    pub fn shutdown(&self) {
+        self.push(Command::Shutdown);
+    }
+}
+
+/// Sockets opened before the thread starts (so errors reach the builder).
+pub(crate) struct Sockets {
+    poll: Poll,
+    mcast: Option<UdpSocket>,
+    ucast: UdpSocket,
+    listener: TcpListener,
+    pub listen_port: u16,
+    mcast_ifaces: Vec<Ipv4Addr>,
+    mcast_port: u16,
+    pub handle: IoHandle,
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> crate::error::BuildError {
+    let what = what.into();
+    move |source| crate::error::BuildError::Io { what, source }
+}
+
+impl Sockets {
+    pub fn open(
+        cfg: &crate::config::Config,
+        ifaces: &[crate::host::Interface],
+    ) -> Result<Self, crate::error::BuildError> {
+        let poll = Poll::new().map_err(io_err("epoll"))?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(io_err("waker"))?);
+        let local_only = cfg.discovery == DiscoveryRange::Localhost;
+        let bind_ip = if local_only {
+            Ipv4Addr::LOCALHOST
+        } else {
+            Ipv4Addr::UNSPECIFIED
+        };
+        let port = cfg.discovery_port();
+        let mcast_ifaces: Vec<Ipv4Addr> = match cfg.discovery {
+            DiscoveryRange::Off => vec![],
+            DiscoveryRange::Localhost => vec![Ipv4Addr::LOCALHOST],
+            DiscoveryRange::Subnet => {
+                let mut v: Vec<Ipv4Addr> = ifaces
+                    .iter()
+                    .filter(|i| i.multicast && !i.loopback)
+                    .map(|i| i.addr)
+                    .collect();
+                v.push(Ipv4Addr::LOCALHOST);
+                v
+            }
+        };
+        let mcast = if mcast_ifaces.is_empty() {
+            None
+        } else {
+            let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))
+                .map_err(io_err("discovery socket"))?;
+            s.set_reuse_address(true).map_err(io_err("SO_REUSEADDR"))?;
+            s.set_reuse_port(true).map_err(io_err("SO_REUSEPORT"))?;
+            s.bind(&SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port).into())
+                .map_err(io_err(format!("discovery port {port}")))?;
+            let mut joined = 0;
+            for ip in &mcast_ifaces {
+                match s.join_multicast_v4(&DISCOVERY_GROUP, ip) {
+                    Ok(()) => joined += 1,
+                    Err(e) => tracing::debug!("cannot join discovery group on {ip}: {e}"),
+                }
+            }
+            if joined == 0 {
+                return Err(crate::error::BuildError::Io {
+                    what: format!("joining multicast group {DISCOVERY_GROUP} on {mcast_ifaces:?}"),
+                    source: io::Error::other("no interface accepted the membership"),
+                });
+            }
+            s.set_nonblocking(true)
+                .map_err(io_err("discovery socket"))?;
+            Some(UdpSocket::from_std(s.into()))
+        };
+        // Unicast discovery socket: the first free port of the domain's range,
+        // so static peers can find us; an ephemeral one otherwise.
+        let mut ucast = None;
+        for p in (port + 1..port + 1 + crate::config::Config::UNICAST_PORTS).chain([0]) {
+            if let Ok(s) = std::net::UdpSocket::bind(SocketAddrV4::new(bind_ip, p)) {
+                ucast = Some(s);
+                break;
+            }
+        }
+        let ucast = ucast.ok_or_else(|| crate::error::BuildError::Io {
+            what: "unicast discovery socket".into(),
+            source: io::Error::other("no port available"),
+        })?;
+        let sr = SockRef::from(&ucast);
+        sr.set_multicast_ttl_v4(if local_only { 0 } else { 1 })
+            .map_err(io_err("IP_MULTICAST_TTL"))?;
+        sr.set_multicast_loop_v4(true)
+            .map_err(io_err("IP_MULTICAST_LOOP"))?;
+        ucast
+            .set_nonblocking(true)
+            .map_err(io_err("unicast socket"))?;
+        let mut ucast = UdpSocket::from_std(ucast);
+        let mut listener = TcpListener::bind(SocketAddr::V4(SocketAddrV4::new(bind_ip, 0)))
+            .map_err(io_err("TCP listener"))?;
+        let listen_port = listener
+            .local_addr()
+            .map_err(io_err("TCP listener"))?
+            .port();
+        let mut mcast = mcast;
+        if let Some(m) = mcast.as_mut() {
+            poll.registry()
+                .register(m, MCAST, Interest::READABLE)
+                .map_err(io_err("register"))?;
+        }
+        poll.registry()
+            .register(&mut ucast, UCAST, Interest::READABLE)
+            .map_err(io_err("register"))?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)
+            .map_err(io_err("register"))?;
+        Ok(Sockets {
+            poll,
+            mcast,
+            ucast,
+            listener,
+            listen_port,
+            mcast_ifaces,
+            mcast_port: port,
+            handle: IoHandle {
+                waker,
+                cmds: Arc::new(Mutex::new(Vec::new())),
+            },
+        })
+    }
+}
+
+struct ConnEntry {
+    conn: Arc<TcpConn>,
+    reader: FrameReader,
+}
+
+fn register(
+    poll: &Poll,
+    conns: &mut HashMap<Token, ConnEntry>,
+    next: &mut usize,
+    conn: Arc<TcpConn>,
+    max_frame: usize,
+) {
+    let t = Token(*next);
+    *next += 1;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&conn.stream);
+    match poll.registry().register(
+        &mut mio::unix::SourceFd(&fd),
+        t,
+        Interest::READABLE | Interest::WRITABLE,
+    ) {
+        Ok(()) => {
+            conns.insert(
+                t,
+                ConnEntry {
+                    conn,
+                    reader: FrameReader::new(max_frame),
+                },
+            );
+        }
+        Err(e) => {
+            tracing::warn!("cannot watch connection to {}: {e}", conn.peer);
+            tcp::on_closed(&conn);
+        }
+    }
+}
+
+fn deregister(poll: &Poll, entry: &ConnEntry) {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&entry.conn.stream);
+    let _ = poll.registry().deregister(&mut mio::unix::SourceFd(&fd));
+    tcp::on_closed(&entry.conn);
+}
+
+/// Runs the loop until shutdown.
+pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
+    let mut events = Events::with_capacity(256);
+    let mut conns: HashMap<Token, ConnEntry> = HashMap::new();
+    let mut next_token = FIRST_CONN;
+    let mut buf = vec![0u8; 65536];
+    let mut next_housekeeping = Instant::now();
+    let max_frame = shared.cfg.max_frame_bytes;
+    loop {
+        let now = Instant::now();
+        let mut timeout = next_housekeeping.saturating_duration_since(now);
+        if let Some(t) = shared.core.lock().discovery.poll_timeout() {
+            timeout = timeout.min(t.saturating_duration_since(now));
+        }
+        if let Err(e) = s.poll.poll(&mut events, Some(timeout)) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                tracing::error!("ferry I/O loop: poll failed: {e}");
+                return;
+            }
+        }
+        let mut shutdown = false;
+        for ev in events.iter() {
+            match ev.token() {
+                WAKER => {
+                    let cmds = std::mem::take(&mut *s.handle.cmds.lock());
+                    for c in cmds {
+                        match c {
+                            Command::AddConn(conn) => {
+                                register(&s.poll, &mut conns, &mut next_token, conn, max_frame);
+                            }
+                            Command::Kick => {}
+                            Command::Shutdown => shutdown = true,
+                        }
+                    }
+                }
+                MCAST | UCAST => {
+                    let (sock, via) = if ev.token() == MCAST {
+                        (s.mcast.as_ref(), Via::Multicast)
+                    } else {
+                        (Some(&s.ucast), Via::Unicast)
+                    };
+                    let Some(sock) = sock else { continue };
+                    for _ in 0..1024 {
+                        match sock.recv_from(&mut buf) {
+                            Ok((n, from)) => {
+                                let r = shared.core.lock().discovery.handle_datagram(
+                                    Instant::now(),
+                                    from,
+                                    via,
+                                    &buf[..n],
+                                );
+                                if let Err(e) = r {
+                                    tracing::debug!("discovery datagram from {from} ignored: {e}");
+                                }
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                }
+                LISTENER => loop {
+                    match s.listener.accept() {
+                        Ok((stream, peer)) => {
+                            let _ = stream.set_nodelay(true);
+                            let conn = Arc::new(TcpConn::new(
+                                stream,
+                                peer,
+                                ferry_wire::EndpointId {
+                                    participant: ferry_wire::ParticipantId(0),
+                                    entity: 0,
+                                },
+                                Role::Incoming {
+                                    bound: Mutex::new(None),
+                                },
+                                QueuePolicy {
+                                    depth: 1024,
+                                    block: None,
+                                },
+                            ));
+                            register(&s.poll, &mut conns, &mut next_token, conn, max_frame);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) => {
+                            tracing::warn!("accept failed: {e}");
+                            break;
+                        }
+                    }
+                },
+                t => {
+                    let Some(entry) = conns.get_mut(&t) else {
+                        continue;
+                    };
+                    let mut ok = !entry.conn.is_closed();
+                    if ok && ev.is_writable() {
+                        ok = entry.conn.flush().is_ok();
+                    }
+                    if ok && (ev.is_readable() || ev.is_read_closed()) {
+                        let mut frames = Vec::new();
+                        let r = entry.reader.read(&entry.conn.stream, &mut frames);
+                        let same_clock =
+                            |id: ferry_wire::EndpointId| shared.same_clock(id.participant);
+                        for f in frames {
+                            if !tcp::dispatch(&entry.conn, f, shared.id, &same_clock) {
+                                ok = false;
+                                break;
+                            }
+                        }
+                        if let Err(e) = r {
+                            if e.kind() == io::ErrorKind::InvalidData {
+                                tracing::warn!("closing connection from {}: {e}", entry.conn.peer);
+                            }
+                            ok = false;
+                        }
+                    }
+                    if !ok || ev.is_error() {
+                        if let Some(entry) = conns.remove(&t) {
+                            deregister(&s.poll, &entry);
+                            if let Role::Outgoing { writer, .. } = &entry.conn.role {
+                                shared.link_lost(*writer, entry.conn.remote);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Drop connections closed by their owners (unmatched, port dropped).
+        let closed: Vec<Token> = conns
+            .iter()
+            .filter(|(_, e)| e.conn.is_closed())
+            .map(|(t, _)| *t)
+            .collect();
+        for t in closed {
+            if let Some(entry) = conns.remove(&t) {
+                deregister(&s.poll, &entry);
+            }
+        }
+        let now = Instant::now();
+        if shutdown {
+            shared.core.lock().discovery.leave();
+        }
+        let (transmits, disc_events) = {
+            let mut core = shared.core.lock();
+            core.discovery.handle_timeout(now);
+            let t: Vec<_> = std::iter::from_fn(|| core.discovery.poll_transmit()).collect();
+            let e: Vec<_> = std::iter::from_fn(|| core.discovery.poll_event()).collect();
+            (t, e)
+        };
+        for t in transmits {
+            match t.to {
+                Destination::Group => {
+                    let sr = SockRef::from(&s.ucast);
+                    for ip in &s.mcast_ifaces {
+                        let _ = sr.set_multicast_if_v4(ip);
+                        let _ = s.ucast.send_to(
+                            &t.bytes,
+                            SocketAddr::V4(SocketAddrV4::new(DISCOVERY_GROUP, s.mcast_port)),
+                        );
+                    }
+                }
+                Destination::Peer(a) => {
+                    let _ = s.ucast.send_to(&t.bytes, a);
+                }
+            }
+        }
+        if shutdown {
+            for (_, e) in conns.drain() {
+                e.conn.mark_closed();
+            }
+            return;
+        }
+        let housekeeping = now >= next_housekeeping;
+        if housekeeping {
+            next_housekeeping = now + HOUSEKEEPING;
+        }
+        if !disc_events.is_empty() || housekeeping {
+            shared.on_discovery(disc_events, housekeeping);
+        }
+    }
+}

@@ -1,0 +1,693 @@
+//! The runtime: one per process and configuration (domain). It owns the
+//! discovery state machine, the transports and the I/O thread, and turns
+//! matches into connections.
+
+pub(crate) mod io;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use ferry_discovery::matching::{match_endpoints, Incompatibility, MatchOutcome};
+use ferry_discovery::{Discovery, Event as DiscEvent, LeaveReason};
+use ferry_wire::beacon::{EndpointRecord, NodeRecord, ParticipantInfo, Record};
+use ferry_wire::{EndpointId, EndpointKind, Locator, ParticipantId, TransportKind};
+use parking_lot::Mutex;
+
+use crate::config::Config;
+use crate::error::BuildError;
+use crate::event::{EventQueue, PortEvent, UnmatchReason};
+use crate::graph::{Graph, GraphEndpoint, GraphNode};
+use crate::transport::intra::IntraTransport;
+use crate::transport::tcp::TcpTransport;
+use crate::transport::{self, ConnectRequest, Link, PeerInfo, ReplySink, Transport};
+
+/// A local writer (publisher or client) as the runtime sees it.
+pub(crate) trait WriterPort: Send + Sync {
+    fn add_link(&self, link: Arc<dyn Link>);
+    fn remove_link(&self, reader: EndpointId);
+    fn events(&self) -> &EventQueue;
+    fn reply_sink(self: Arc<Self>) -> Option<Arc<dyn ReplySink>>;
+    fn housekeeping(&self, _now: Instant) {}
+}
+
+/// A local reader (subscriber or service) as the runtime sees it.
+pub(crate) trait ReaderPort: Send + Sync {
+    fn events(&self) -> &EventQueue;
+    fn set_matched(&self, writer: EndpointId, matched: bool);
+    fn housekeeping(&self, _now: Instant) {}
+}
+
+struct LocalWriter {
+    record: EndpointRecord,
+    port: Weak<dyn WriterPort>,
+}
+
+struct LocalReader {
+    record: EndpointRecord,
+    port: Weak<dyn ReaderPort>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PairState {
+    Connecting,
+    Connected(TransportKind),
+    /// Connect failed; retry after this instant.
+    Failed(Instant),
+    /// Remote writer → local reader: nothing to do but remember.
+    Matched,
+    Incompatible,
+}
+
+/// Mutable state under one lock.
+pub(crate) struct Core {
+    pub discovery: Discovery,
+    nodes: BTreeMap<u32, NodeRecord>,
+    writers: HashMap<u32, LocalWriter>,
+    readers: HashMap<u32, LocalReader>,
+    pairs: HashMap<(EndpointId, EndpointId), PairState>,
+}
+
+/// State shared by the API threads and the I/O thread.
+pub(crate) struct Shared {
+    pub id: ParticipantId,
+    pub cfg: Config,
+    pub local: PeerInfo,
+    pub core: Mutex<Core>,
+    transports: Vec<Arc<dyn Transport>>,
+    pub io: io::IoHandle,
+    next_entity: AtomicU32,
+}
+
+/// Handle that keeps a runtime alive; the last one stops it.
+pub(crate) struct Runtime {
+    pub shared: Arc<Shared>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shared.io.shutdown();
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn registry() -> &'static Mutex<HashMap<Config, Weak<Runtime>>> {
+    static R: OnceLock<Mutex<HashMap<Config, Weak<Runtime>>>> = OnceLock::new();
+    R.get_or_init(Default::default)
+}
+
+impl Runtime {
+    /// The runtime of this process for `cfg`, started on first use.
+    pub fn get(cfg: Config) -> Result<Arc<Runtime>, BuildError> {
+        let mut reg = registry().lock();
+        if let Some(rt) = reg.get(&cfg).and_then(Weak::upgrade) {
+            return Ok(rt);
+        }
+        let rt = Self::start(cfg.clone())?;
+        reg.retain(|_, w| w.strong_count() > 0);
+        reg.insert(cfg, Arc::downgrade(&rt));
+        Ok(rt)
+    }
+
+    fn start(cfg: Config) -> Result<Arc<Runtime>, BuildError> {
+        cfg.validate()?;
+        let ifaces = crate::host::interfaces();
+        let sockets = io::Sockets::open(&cfg, &ifaces)?;
+        let id = ParticipantId(random_u64());
+        let mut tcp_locators = vec![Locator {
+            transport: TransportKind::Tcp,
+            address: format!("127.0.0.1:{}", sockets.listen_port),
+        }];
+        if cfg.discovery != crate::config::DiscoveryRange::Localhost {
+            for i in ifaces.iter().filter(|i| !i.loopback) {
+                tcp_locators.push(Locator {
+                    transport: TransportKind::Tcp,
+                    address: format!("{}:{}", i.addr, sockets.listen_port),
+                });
+            }
+        }
+        let transports: Vec<Arc<dyn Transport>> = vec![
+            Arc::new(IntraTransport),
+            Arc::new(TcpTransport::new(
+                tcp_locators,
+                sockets.handle.clone(),
+                cfg.max_frame_bytes,
+                Duration::from_millis(cfg.keep_all_block_ms),
+                ifaces.clone(),
+            )),
+        ];
+        let locators: Vec<Locator> = transports.iter().flat_map(|t| t.locators()).collect();
+        let local = PeerInfo {
+            participant: id,
+            host_id: crate::host::host_id(),
+            net_id: crate::host::net_id(),
+            pid: std::process::id(),
+            locators: locators.clone(),
+        };
+        let info = ParticipantInfo {
+            host_id: local.host_id,
+            net_id: local.net_id,
+            pid: local.pid,
+            lease_ms: cfg.lease_ms,
+            name: crate::host::process_name(),
+            locators,
+        };
+        let mut dcfg = ferry_discovery::Config::new(cfg.domain_id, id, info);
+        dcfg.multicast = cfg.discovery != crate::config::DiscoveryRange::Off;
+        for p in &cfg.peers {
+            dcfg.static_peers.extend(cfg.peer_addrs_of(p)?);
+        }
+        let discovery = Discovery::new(dcfg, Instant::now());
+        let shared = Arc::new(Shared {
+            id,
+            cfg,
+            local,
+            core: Mutex::new(Core {
+                discovery,
+                nodes: BTreeMap::new(),
+                writers: HashMap::new(),
+                readers: HashMap::new(),
+                pairs: HashMap::new(),
+            }),
+            transports,
+            io: sockets.handle.clone(),
+            next_entity: AtomicU32::new(1),
+        });
+        let s2 = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("ferry-io".into())
+            .spawn(move || io::run(sockets, s2))
+            .map_err(|source| BuildError::Io {
+                what: "I/O thread".into(),
+                source,
+            })?;
+        Ok(Arc::new(Runtime {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        }))
+    }
+}
+
+fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom writes at most b.len() bytes into b.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != 8 {
+        let t = crate::stats::now_ns();
+        return t ^ (u64::from(std::process::id()) << 32);
+    }
+    u64::from_le_bytes(b) | 1
+}
+
+impl Shared {
+    pub fn new_entity(&self) -> u32 {
+        self.next_entity.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn publish_records(&self, core: &mut Core) {
+        let mut recs: Vec<Record> = core.nodes.values().cloned().map(Record::Node).collect();
+        let mut eps: Vec<&EndpointRecord> = core
+            .writers
+            .values()
+            .map(|w| &w.record)
+            .chain(core.readers.values().map(|r| &r.record))
+            .collect();
+        eps.sort_by_key(|e| e.entity);
+        recs.extend(eps.into_iter().cloned().map(Record::Endpoint));
+        core.discovery.set_records(recs, Instant::now());
+        self.io.kick();
+    }
+
+    pub fn add_node(&self, rec: NodeRecord) {
+        let mut core = self.core.lock();
+        core.nodes.insert(rec.id, rec);
+        self.publish_records(&mut core);
+    }
+
+    pub fn remove_node(&self, id: u32) {
+        let mut core = self.core.lock();
+        core.nodes.remove(&id);
+        self.publish_records(&mut core);
+    }
+
+    pub fn add_writer(self: &Arc<Self>, record: EndpointRecord, port: Weak<dyn WriterPort>) {
+        {
+            let mut core = self.core.lock();
+            core.writers
+                .insert(record.entity, LocalWriter { record, port });
+            self.publish_records(&mut core);
+        }
+        self.rematch(&HashSet::new());
+    }
+
+    pub fn add_reader(self: &Arc<Self>, record: EndpointRecord, port: Weak<dyn ReaderPort>) {
+        {
+            let mut core = self.core.lock();
+            core.readers
+                .insert(record.entity, LocalReader { record, port });
+            self.publish_records(&mut core);
+        }
+        self.rematch(&HashSet::new());
+    }
+
+    pub fn remove_endpoint(self: &Arc<Self>, entity: u32) {
+        {
+            let mut core = self.core.lock();
+            core.writers.remove(&entity);
+            core.readers.remove(&entity);
+            self.publish_records(&mut core);
+        }
+        self.rematch(&HashSet::new());
+    }
+
+    /// Whether source timestamps of `p` are from our clock (same host).
+    pub fn same_clock(&self, p: ParticipantId) -> bool {
+        p == self.id
+            || self
+                .core
+                .lock()
+                .discovery
+                .participant_info(p)
+                .is_some_and(|rp| rp.info.host_id == self.local.host_id)
+    }
+
+    /// A writer's connection broke: forget the pair so it reconnects if
+    /// the reader is still there.
+    pub fn link_lost(&self, writer: EndpointId, reader: EndpointId) {
+        let port = {
+            let mut core = self.core.lock();
+            core.pairs.remove(&(writer, reader));
+            core.writers
+                .get(&writer.entity)
+                .and_then(|w| w.port.upgrade())
+        };
+        if let Some(p) = port {
+            p.remove_link(reader);
+            p.events().push(PortEvent::Unmatched {
+                remote: reader,
+                reason: UnmatchReason::ConnectionLost,
+            });
+        }
+    }
+
+    /// Called by the I/O thread with new discovery events and on each tick.
+    pub fn on_discovery(self: &Arc<Self>, events: Vec<DiscEvent>, housekeeping: bool) {
+        let mut expired = HashSet::new();
+        for e in &events {
+            match e {
+                DiscEvent::ParticipantLeft { id, reason } => {
+                    if *reason == LeaveReason::LeaseExpired {
+                        expired.insert(*id);
+                        tracing::info!("participant {id} expired (silent past its lease)");
+                    }
+                }
+                DiscEvent::ParticipantJoined(id) => tracing::debug!("participant {id} joined"),
+                _ => {}
+            }
+        }
+        if !events.is_empty() || housekeeping {
+            self.rematch(&expired);
+        }
+        if housekeeping {
+            let now = Instant::now();
+            let (ws, rs): (Vec<_>, Vec<_>) = {
+                let core = self.core.lock();
+                (
+                    core.writers
+                        .values()
+                        .filter_map(|w| w.port.upgrade())
+                        .collect(),
+                    core.readers
+                        .values()
+                        .filter_map(|r| r.port.upgrade())
+                        .collect(),
+                )
+            };
+            for w in ws {
+                w.housekeeping(now);
+            }
+            for r in rs {
+                r.housekeeping(now);
+            }
+        }
+    }
+
+    /// Recomputes matches between every local port and every known endpoint,
+    /// opening connections for new matches and closing vanished ones.
+    fn rematch(self: &Arc<Self>, expired: &HashSet<ParticipantId>) {
+        let now = Instant::now();
+        let mut connects = Vec::new();
+        let mut notes: Vec<(PortRef, PortEvent)> = Vec::new();
+        let mut unlinks: Vec<(Arc<dyn WriterPort>, EndpointId)> = Vec::new();
+        {
+            let mut guard = self.core.lock();
+            let core = &mut *guard;
+            // Every endpoint we know: (id, record, peer info).
+            let mut all: Vec<(EndpointId, &EndpointRecord, PeerInfo)> = Vec::new();
+            for w in core.writers.values() {
+                all.push((self.eid(w.record.entity), &w.record, self.local.clone()));
+            }
+            for r in core.readers.values() {
+                all.push((self.eid(r.record.entity), &r.record, self.local.clone()));
+            }
+            for rp in core.discovery.participants() {
+                let peer = PeerInfo {
+                    participant: rp.id,
+                    host_id: rp.info.host_id,
+                    net_id: rp.info.net_id,
+                    pid: rp.info.pid,
+                    locators: rp.info.locators.clone(),
+                };
+                for e in rp.endpoints.values() {
+                    all.push((
+                        EndpointId {
+                            participant: rp.id,
+                            entity: e.entity,
+                        },
+                        e,
+                        peer.clone(),
+                    ));
+                }
+            }
+            let mut live: HashSet<(EndpointId, EndpointId)> = HashSet::new();
+            for (wid, wrec, _) in all.iter().filter(|(_, r, _)| is_writer(r.kind)) {
+                for (rid, rrec, rpeer) in all.iter().filter(|(_, r, _)| !is_writer(r.kind)) {
+                    let local_w = wid.participant == self.id;
+                    let local_r = rid.participant == self.id;
+                    if !local_w && !local_r {
+                        continue;
+                    }
+                    let key = (*wid, *rid);
+                    let outcome = match_endpoints(wrec, rrec);
+                    if outcome == MatchOutcome::Unrelated {
+                        continue;
+                    }
+                    live.insert(key);
+                    let state = core.pairs.get(&key).copied();
+                    match outcome {
+                        MatchOutcome::Incompatible(why) => {
+                            if state != Some(PairState::Incompatible) {
+                                core.pairs.insert(key, PairState::Incompatible);
+                                tracing::warn!(
+                                    "{} → {} on `{}` not connected: {why}",
+                                    wid,
+                                    rid,
+                                    wrec.topic
+                                );
+                                let ev = |remote| incompat_event(remote, &why);
+                                if local_w {
+                                    notes.push((PortRef::W(wid.entity), ev(*rid)));
+                                }
+                                if local_r {
+                                    notes.push((PortRef::R(rid.entity), ev(*wid)));
+                                }
+                            }
+                        }
+                        MatchOutcome::Matched if local_w => {
+                            let retry = matches!(state, Some(PairState::Failed(t)) if t <= now);
+                            if state.is_none() || state == Some(PairState::Incompatible) || retry {
+                                let pin = wrec
+                                    .qos
+                                    .transport
+                                    .or(rrec.qos.transport)
+                                    .or_else(|| self.cfg.pinned_transport(&wrec.topic));
+                                match transport::select(&self.transports, pin, &self.local, rpeer) {
+                                    Some(t) => {
+                                        core.pairs.insert(key, PairState::Connecting);
+                                        let port = core
+                                            .writers
+                                            .get(&wid.entity)
+                                            .and_then(|w| w.port.upgrade());
+                                        if let Some(port) = port {
+                                            connects.push((
+                                                t,
+                                                port,
+                                                *wid,
+                                                wrec.kind,
+                                                *rid,
+                                                wrec.topic.clone(),
+                                                wrec.qos,
+                                                rpeer.clone(),
+                                            ));
+                                        }
+                                    }
+                                    None => {
+                                        if state.is_none() {
+                                            tracing::warn!("{wid} → {rid} on `{}`: no transport reaches the peer (pinned: {pin:?})", wrec.topic);
+                                        }
+                                        core.pairs.insert(
+                                            key,
+                                            PairState::Failed(now + Duration::from_secs(1)),
+                                        );
+                                    }
+                                }
+                            }
+                            if local_r && state.is_none() {
+                                // Reader side of a same-runtime pair.
+                                notes.push((
+                                    PortRef::Rm(rid.entity, *wid),
+                                    PortEvent::Matched {
+                                        remote: *wid,
+                                        transport: None,
+                                    },
+                                ));
+                            }
+                        }
+                        MatchOutcome::Matched => {
+                            // Remote writer, local reader.
+                            if state.is_none() || state == Some(PairState::Incompatible) {
+                                core.pairs.insert(key, PairState::Matched);
+                                notes.push((
+                                    PortRef::Rm(rid.entity, *wid),
+                                    PortEvent::Matched {
+                                        remote: *wid,
+                                        transport: None,
+                                    },
+                                ));
+                            }
+                        }
+                        MatchOutcome::Unrelated => {}
+                    }
+                }
+            }
+            // Pairs whose endpoints are gone.
+            let gone: Vec<((EndpointId, EndpointId), PairState)> = core
+                .pairs
+                .iter()
+                .filter(|(k, _)| !live.contains(k))
+                .map(|(k, s)| (*k, *s))
+                .collect();
+            for ((w, r), state) in gone {
+                core.pairs.remove(&(w, r));
+                if state == PairState::Incompatible {
+                    continue;
+                }
+                let reason_for = |p: ParticipantId| {
+                    if expired.contains(&p) {
+                        UnmatchReason::LeaseExpired
+                    } else {
+                        UnmatchReason::Withdrawn
+                    }
+                };
+                if w.participant == self.id {
+                    if let Some(port) = core.writers.get(&w.entity).and_then(|x| x.port.upgrade()) {
+                        unlinks.push((port, r));
+                        notes.push((
+                            PortRef::W(w.entity),
+                            PortEvent::Unmatched {
+                                remote: r,
+                                reason: reason_for(r.participant),
+                            },
+                        ));
+                    }
+                }
+                if r.participant == self.id {
+                    notes.push((
+                        PortRef::Ru(r.entity, w),
+                        PortEvent::Unmatched {
+                            remote: w,
+                            reason: reason_for(w.participant),
+                        },
+                    ));
+                }
+            }
+            // Deliver notes while we can still resolve ports.
+            for (target, ev) in notes.drain(..) {
+                match target {
+                    PortRef::W(e) => {
+                        if let Some(p) = core.writers.get(&e).and_then(|x| x.port.upgrade()) {
+                            p.events().push(ev);
+                        }
+                    }
+                    PortRef::R(e) => {
+                        if let Some(p) = core.readers.get(&e).and_then(|x| x.port.upgrade()) {
+                            p.events().push(ev);
+                        }
+                    }
+                    PortRef::Rm(e, w) | PortRef::Ru(e, w) => {
+                        if let Some(p) = core.readers.get(&e).and_then(|x| x.port.upgrade()) {
+                            p.set_matched(w, matches!(target, PortRef::Rm(..)));
+                            p.events().push(ev);
+                        }
+                    }
+                }
+            }
+        }
+        for (port, r) in unlinks {
+            port.remove_link(r);
+        }
+        for (t, port, wid, kind, rid, topic, qos, peer) in connects {
+            let me = self.clone();
+            let req = ConnectRequest {
+                writer: wid,
+                writer_kind: kind,
+                reader: rid,
+                topic,
+                qos,
+                remote: peer,
+                reply_sink: port.clone().reply_sink(),
+            };
+            let in_process = t.kind() == TransportKind::InProcess;
+            let run = move || {
+                let result = t.connect(req);
+                let mut core = me.core.lock();
+                let still = core.pairs.get(&(wid, rid)) == Some(&PairState::Connecting);
+                match result {
+                    Ok(link) if still => {
+                        let kind = link.transport();
+                        core.pairs.insert((wid, rid), PairState::Connected(kind));
+                        drop(core);
+                        tracing::debug!("{wid} → {rid} connected over {kind}");
+                        port.add_link(link);
+                        port.events().push(PortEvent::Matched {
+                            remote: rid,
+                            transport: Some(kind),
+                        });
+                    }
+                    Ok(link) => link.close(),
+                    Err(e) => {
+                        if still {
+                            tracing::warn!("{wid} → {rid}: {e}; retrying in 1 s");
+                            core.pairs.insert(
+                                (wid, rid),
+                                PairState::Failed(Instant::now() + Duration::from_secs(1)),
+                            );
+                        }
+                    }
+                }
+            };
+            if in_process {
+                run(); // never blocks: connect synchronously so data flows at once
+            } else {
+                let _ = std::thread::Builder::new()
+                    .name("ferry-connect".into())
+                    .spawn(run);
+            }
+        }
+    }
+
+    fn eid(&self, entity: u32) -> EndpointId {
+        EndpointId {
+            participant: self.id,
+            entity,
+        }
+    }
+
+    /// A snapshot of everything known: local and remote nodes and endpoints.
+    pub fn graph(&self) -> Graph {
+        let core = self.core.lock();
+        let mut g = Graph::default();
+        let local_name = |nodes: &BTreeMap<u32, NodeRecord>, id: u32| {
+            nodes
+                .get(&id)
+                .map(|n| full_name(&n.namespace, &n.name))
+                .unwrap_or_default()
+        };
+        for n in core.nodes.values() {
+            g.nodes.push(GraphNode {
+                name: full_name(&n.namespace, &n.name),
+                participant: self.id,
+                pid: self.local.pid,
+                host_id: self.local.host_id,
+                locators: self.local.locators.iter().map(|l| l.to_string()).collect(),
+            });
+        }
+        for e in core
+            .writers
+            .values()
+            .map(|w| &w.record)
+            .chain(core.readers.values().map(|r| &r.record))
+        {
+            g.endpoints.push(GraphEndpoint::new(
+                self.eid(e.entity),
+                e,
+                local_name(&core.nodes, e.node),
+            ));
+        }
+        for rp in core.discovery.participants() {
+            for n in rp.nodes.values() {
+                g.nodes.push(GraphNode {
+                    name: full_name(&n.namespace, &n.name),
+                    participant: rp.id,
+                    pid: rp.info.pid,
+                    host_id: rp.info.host_id,
+                    locators: rp.info.locators.iter().map(|l| l.to_string()).collect(),
+                });
+            }
+            for e in rp.endpoints.values() {
+                g.endpoints.push(GraphEndpoint::new(
+                    EndpointId {
+                        participant: rp.id,
+                        entity: e.entity,
+                    },
+                    e,
+                    local_name(&rp.nodes, e.node),
+                ));
+            }
+        }
+        g.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        g.endpoints
+            .sort_by(|a, b| a.topic.cmp(&b.topic).then(a.id.cmp(&b.id)));
+        g
+    }
+}
+
+enum PortRef {
+    W(u32),
+    R(u32),
+    /// Reader matched with writer.
+    Rm(u32, EndpointId),
+    /// Reader unmatched from writer.
+    Ru(u32, EndpointId),
+}
+
+fn is_writer(k: EndpointKind) -> bool {
+    matches!(k, EndpointKind::Publisher | EndpointKind::Client)
+}
+
+fn incompat_event(remote: EndpointId, why: &Incompatibility) -> PortEvent {
+    match why {
+        Incompatibility::Qos(p) => PortEvent::IncompatibleQos {
+            remote,
+            policies: p.clone(),
+        },
+        Incompatibility::Type { offered, requested } => PortEvent::IncompatibleType {
+            remote,
+            offered: offered.clone(),
+            requested: requested.clone(),
+        },
+    }
+}
+
+/// `/ns/name` from a namespace and a node name.
+pub(crate) fn full_name(ns: &str, name: &str) -> String {
+    if ns == "/" {
+        format!("/{name}")
+    } else {
+        format!("{ns}/{name}")
+    }
+}

@@ -1,0 +1,575 @@
+//! Services and clients: request/response with timeouts that never hang.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use ferry_wire::beacon::EndpointRecord;
+use ferry_wire::frame::FrameKind;
+use ferry_wire::{EndpointId, EndpointKind, Qos, TypeHash};
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::error::{BuildError, CallError};
+use crate::event::{EventQueue, PortEvent};
+use crate::message::{Codec, Message, Payload};
+use crate::node::NodeInner;
+use crate::runtime::{ReaderPort, WriterPort};
+use crate::stats::{now_ns, ConnectionInfo, Side};
+use crate::transport::{InFrame, InboundConn, Inbox, Link, OutFrame, ReplyBody, ReplySink};
+
+type Handler<Req, Resp> = Box<dyn Fn(&Req) -> Result<Resp, String> + Send + Sync>;
+
+/// Type name and hash of a service: both halves must match.
+fn service_type<Req: Message, Resp: Message>() -> (String, TypeHash) {
+    let name = format!("{}|{}", Req::TYPE_NAME, Resp::TYPE_NAME);
+    let (a, b) = (
+        <Req as Message>::type_hash(),
+        <Resp as Message>::type_hash(),
+    );
+    let mut h = [0u8; 16];
+    for i in 0..16 {
+        h[i] = a.0[i] ^ b.0[(i + 5) % 16];
+    }
+    (name, TypeHash(h))
+}
+
+/// Builds a [`Service`].
+pub struct ServiceBuilder<Req, Resp> {
+    node: Arc<NodeInner>,
+    name: String,
+    qos: Qos,
+    handler: Handler<Req, Resp>,
+}
+
+impl<Req: Message, Resp: Message> ServiceBuilder<Req, Resp> {
+    pub(crate) fn new(node: Arc<NodeInner>, name: &str, handler: Handler<Req, Resp>) -> Self {
+        ServiceBuilder {
+            node,
+            name: name.to_string(),
+            qos: Qos::services_default(),
+            handler,
+        }
+    }
+    /// Sets the QoS (default: ROS 2 `services_default`).
+    pub fn qos(mut self, qos: Qos) -> Self {
+        self.qos = qos;
+        self
+    }
+    /// Creates the service and announces it. Requests are handled one at a
+    /// time on the service's own thread, so a slow handler never stalls
+    /// other traffic.
+    pub fn build(self) -> Result<Service<Req, Resp>, BuildError> {
+        let topic = crate::names::expand(&self.name, &self.node.namespace, &self.node.name)?;
+        let rt = self.node.rt.clone();
+        let entity = rt.shared.new_entity();
+        let id = EndpointId {
+            participant: rt.shared.id,
+            entity,
+        };
+        let (type_name, type_hash) = service_type::<Req, Resp>();
+        let record = EndpointRecord {
+            entity,
+            node: self.node.id,
+            kind: EndpointKind::Service,
+            topic: topic.clone(),
+            type_name,
+            type_hash,
+            qos: self.qos,
+        };
+        let (tx, rx) = mpsc::channel::<Job<Req>>();
+        let shared = Arc::new(SrvShared::<Req> {
+            id,
+            topic: topic.clone(),
+            jobs: Mutex::new(Some(tx)),
+            conns: Mutex::new(Vec::new()),
+            events: EventQueue::default(),
+        });
+        let handler = self.handler;
+        let t = topic.clone();
+        let worker = std::thread::Builder::new()
+            .name(format!("ferry-srv{}", entity))
+            .spawn(move || {
+                for job in rx {
+                    let Some(replier) = job.conn.replier.clone() else {
+                        continue;
+                    };
+                    let result = match catch_unwind(AssertUnwindSafe(|| handler(&job.req))) {
+                        Ok(Ok(resp)) => {
+                            let resp = Arc::new(resp);
+                            let r2 = resp.clone();
+                            Ok(ReplyBody {
+                                typed: resp,
+                                encode: Box::new(move || r2.encode()),
+                            })
+                        }
+                        Ok(Err(msg)) => Err(msg),
+                        Err(_) => {
+                            tracing::error!("service `{t}`: handler panicked");
+                            Err("the service handler panicked".to_string())
+                        }
+                    };
+                    replier.reply(job.request_id, result);
+                }
+            })
+            .map_err(|source| BuildError::Io {
+                what: "service thread".into(),
+                source,
+            })?;
+        let inbox: Arc<dyn Inbox> = shared.clone();
+        crate::transport::intra::register_reader(&inbox);
+        let port: Arc<dyn ReaderPort> = shared.clone();
+        rt.shared.add_reader(record, Arc::downgrade(&port));
+        Ok(Service {
+            shared,
+            node: self.node,
+            worker: Some(worker),
+            _resp: Default::default(),
+        })
+    }
+}
+
+struct Job<Req> {
+    conn: Arc<InboundConn>,
+    request_id: u64,
+    req: Arc<Req>,
+}
+
+struct SrvShared<Req> {
+    id: EndpointId,
+    topic: String,
+    jobs: Mutex<Option<mpsc::Sender<Job<Req>>>>,
+    conns: Mutex<Vec<Arc<InboundConn>>>,
+    events: EventQueue,
+}
+
+impl<Req: Message> Inbox for SrvShared<Req> {
+    fn id(&self) -> EndpointId {
+        self.id
+    }
+    fn attach(&self, conn: Arc<InboundConn>) {
+        self.conns.lock().push(conn);
+    }
+    fn detach(&self, remote: EndpointId) {
+        self.conns.lock().retain(|c| c.remote != remote);
+    }
+    fn deliver(&self, conn: &Arc<InboundConn>, frame: &InFrame<'_>) {
+        if frame.kind != FrameKind::Request {
+            return;
+        }
+        if conn.transport == ferry_wire::TransportKind::InProcess {
+            conn.stats.message(0);
+        }
+        match frame.payload.to_typed::<Req>() {
+            Ok(req) => {
+                if let Some(tx) = self.jobs.lock().as_ref() {
+                    let _ = tx.send(Job {
+                        conn: conn.clone(),
+                        request_id: frame.seq,
+                        req,
+                    });
+                }
+            }
+            Err(e) => {
+                conn.stats.errors.fetch_add(1, Ordering::Relaxed);
+                if let Some(r) = &conn.replier {
+                    r.reply(frame.seq, Err(format!("bad request: {e}")));
+                }
+            }
+        }
+    }
+}
+
+impl<Req: Message> ReaderPort for SrvShared<Req> {
+    fn events(&self) -> &EventQueue {
+        &self.events
+    }
+    fn set_matched(&self, _writer: EndpointId, _matched: bool) {}
+}
+
+/// Answers requests of type `Req` with `Resp`.
+pub struct Service<Req: Message, Resp: Message> {
+    shared: Arc<SrvShared<Req>>,
+    node: Arc<NodeInner>,
+    worker: Option<std::thread::JoinHandle<()>>,
+    _resp: std::marker::PhantomData<fn() -> Resp>,
+}
+
+impl<Req: Message, Resp: Message> Service<Req, Resp> {
+    /// The fully qualified service name.
+    pub fn name(&self) -> &str {
+        &self.shared.topic
+    }
+    /// The connections (one per client) with their paths and statistics.
+    pub fn connections(&self) -> Vec<ConnectionInfo> {
+        self.shared
+            .conns
+            .lock()
+            .iter()
+            .map(|c| {
+                ConnectionInfo::new(
+                    &self.shared.topic,
+                    self.shared.id,
+                    c.remote,
+                    Side::Reader,
+                    c.transport,
+                    &c.locator,
+                    &c.stats,
+                )
+            })
+            .collect()
+    }
+}
+
+impl<Req: Message, Resp: Message> Drop for Service<Req, Resp> {
+    fn drop(&mut self) {
+        crate::transport::intra::unregister_reader(self.shared.id);
+        self.node.rt.shared.remove_endpoint(self.shared.id.entity);
+        self.shared.jobs.lock().take();
+        if let Some(w) = self.worker.take() {
+            if w.thread().id() != std::thread::current().id() {
+                let _ = w.join();
+            }
+        }
+    }
+}
+
+/// Builds a [`Client`].
+pub struct ClientBuilder<Req, Resp> {
+    node: Arc<NodeInner>,
+    name: String,
+    qos: Qos,
+    _t: std::marker::PhantomData<fn() -> (Req, Resp)>,
+}
+
+impl<Req: Message, Resp: Message> ClientBuilder<Req, Resp> {
+    pub(crate) fn new(node: Arc<NodeInner>, name: &str) -> Self {
+        ClientBuilder {
+            node,
+            name: name.to_string(),
+            qos: Qos::services_default(),
+            _t: Default::default(),
+        }
+    }
+    /// Sets the QoS (default: ROS 2 `services_default`).
+    pub fn qos(mut self, qos: Qos) -> Self {
+        self.qos = qos;
+        self
+    }
+    /// Creates the client and announces it.
+    pub fn build(self) -> Result<Client<Req, Resp>, BuildError> {
+        let topic = crate::names::expand(&self.name, &self.node.namespace, &self.node.name)?;
+        let rt = self.node.rt.clone();
+        let entity = rt.shared.new_entity();
+        let id = EndpointId {
+            participant: rt.shared.id,
+            entity,
+        };
+        let (type_name, type_hash) = service_type::<Req, Resp>();
+        let record = EndpointRecord {
+            entity,
+            node: self.node.id,
+            kind: EndpointKind::Client,
+            topic: topic.clone(),
+            type_name,
+            type_hash,
+            qos: self.qos,
+        };
+        let shared = Arc::new(CliShared::<Resp> {
+            id,
+            topic,
+            links: RwLock::new(Vec::new()),
+            links_cv: (Mutex::new(()), Condvar::new()),
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            events: EventQueue::default(),
+        });
+        let port: Arc<dyn WriterPort> = shared.clone();
+        rt.shared.add_writer(record, Arc::downgrade(&port));
+        Ok(Client {
+            shared,
+            node: self.node,
+            _req: Default::default(),
+        })
+    }
+}
+
+type CallResult<Resp> = Result<Arc<Resp>, CallError>;
+
+struct Slot<Resp> {
+    result: Mutex<Option<CallResult<Resp>>>,
+    cv: Condvar,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl<Resp> Slot<Resp> {
+    fn fill(&self, r: CallResult<Resp>) {
+        *self.result.lock() = Some(r);
+        self.cv.notify_all();
+        if let Some(w) = self.waker.lock().take() {
+            w.wake();
+        }
+    }
+}
+
+struct PendingCall<Resp> {
+    service: EndpointId,
+    slot: Arc<Slot<Resp>>,
+}
+
+struct CliShared<Resp> {
+    id: EndpointId,
+    topic: String,
+    links: RwLock<Vec<Arc<dyn Link>>>,
+    links_cv: (Mutex<()>, Condvar),
+    pending: Mutex<HashMap<u64, PendingCall<Resp>>>,
+    next_id: AtomicU64,
+    events: EventQueue,
+}
+
+impl<Resp: Message> ReplySink for CliShared<Resp> {
+    fn on_reply(&self, request_id: u64, result: Result<Payload<'_>, String>) {
+        let Some(p) = self.pending.lock().remove(&request_id) else {
+            return;
+        };
+        let r = match result {
+            Ok(payload) => payload.to_typed::<Resp>().map_err(|e| match e {
+                crate::message::PayloadError::Decode(d) => CallError::Decode(d),
+                crate::message::PayloadError::Encode(e) => CallError::Encode(e),
+            }),
+            Err(message) => Err(CallError::Remote {
+                service: self.topic.clone(),
+                message,
+            }),
+        };
+        p.slot.fill(r);
+    }
+    fn on_link_lost(&self, service: EndpointId) {
+        let gone: Vec<PendingCall<Resp>> = {
+            let mut pend = self.pending.lock();
+            let ids: Vec<u64> = pend
+                .iter()
+                .filter(|(_, p)| p.service == service)
+                .map(|(k, _)| *k)
+                .collect();
+            ids.into_iter().filter_map(|k| pend.remove(&k)).collect()
+        };
+        for p in gone {
+            p.slot.fill(Err(CallError::ServiceGone {
+                service: self.topic.clone(),
+            }));
+        }
+    }
+}
+
+impl<Resp: Message> WriterPort for CliShared<Resp> {
+    fn add_link(&self, link: Arc<dyn Link>) {
+        self.links.write().push(link);
+        let _g = self.links_cv.0.lock();
+        self.links_cv.1.notify_all();
+    }
+    fn remove_link(&self, reader: EndpointId) {
+        self.links.write().retain(|l| {
+            if l.remote() == reader {
+                l.close();
+                false
+            } else {
+                true
+            }
+        });
+        self.on_link_lost(reader);
+    }
+    fn events(&self) -> &EventQueue {
+        &self.events
+    }
+    fn reply_sink(self: Arc<Self>) -> Option<Arc<dyn ReplySink>> {
+        Some(self)
+    }
+    fn housekeeping(&self, _now: Instant) {
+        self.links.write().retain(|l| !l.is_closed());
+    }
+}
+
+/// Calls a service.
+pub struct Client<Req: Message, Resp: Message> {
+    shared: Arc<CliShared<Resp>>,
+    node: Arc<NodeInner>,
+    _req: std::marker::PhantomData<fn() -> Req>,
+}
+
+impl<Req: Message, Resp: Message> Client<Req, Resp> {
+    /// Waits up to `timeout` for a matching service to be connected.
+    pub fn wait_for_service(&self, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        let mut g = self.shared.links_cv.0.lock();
+        loop {
+            if self.shared.links.read().iter().any(|l| !l.is_closed()) {
+                return true;
+            }
+            if self.shared.links_cv.1.wait_until(&mut g, end).timed_out() {
+                return self.shared.links.read().iter().any(|l| !l.is_closed());
+            }
+        }
+    }
+
+    /// True if a service is connected now.
+    pub fn service_is_ready(&self) -> bool {
+        self.shared.links.read().iter().any(|l| !l.is_closed())
+    }
+
+    fn start(&self, req: Req) -> Result<(u64, Arc<Slot<Resp>>), CallError> {
+        let link = self
+            .shared
+            .links
+            .read()
+            .iter()
+            .find(|l| !l.is_closed())
+            .cloned()
+            .ok_or_else(|| CallError::NoService {
+                service: self.shared.topic.clone(),
+                waited: Duration::ZERO,
+            })?;
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let slot = Arc::new(Slot {
+            result: Mutex::new(None),
+            cv: Condvar::new(),
+            waker: Mutex::new(None),
+        });
+        self.shared.pending.lock().insert(
+            id,
+            PendingCall {
+                service: link.remote(),
+                slot: slot.clone(),
+            },
+        );
+        let typed: Arc<dyn std::any::Any + Send + Sync> = Arc::new(req);
+        let bytes = || {
+            typed
+                .downcast_ref::<Req>()
+                .expect("typed is a Req")
+                .encode()
+        };
+        let frame = OutFrame {
+            kind: FrameKind::Request,
+            seq: id,
+            stamp_ns: now_ns(),
+            payload: Payload {
+                typed: Some(&typed),
+                bytes: &bytes,
+            },
+        };
+        if let Err(e) = link.send(&frame) {
+            self.shared.pending.lock().remove(&id);
+            return Err(match e {
+                crate::transport::SendError::Encode(e) => CallError::Encode(e),
+                _ => CallError::ServiceGone {
+                    service: self.shared.topic.clone(),
+                },
+            });
+        }
+        Ok((id, slot))
+    }
+
+    /// Calls the service and waits for the response, at most `timeout` in
+    /// all (waiting for the service to appear included).
+    pub fn call(&self, req: Req, timeout: Duration) -> Result<Arc<Resp>, CallError> {
+        let start = Instant::now();
+        if !self.wait_for_service(timeout) {
+            return Err(CallError::NoService {
+                service: self.shared.topic.clone(),
+                waited: timeout,
+            });
+        }
+        let (id, slot) = self.start(req)?;
+        let end = start + timeout;
+        let mut g = slot.result.lock();
+        while g.is_none() {
+            if slot.cv.wait_until(&mut g, end).timed_out() && g.is_none() {
+                drop(g);
+                self.shared.pending.lock().remove(&id);
+                return Err(CallError::Timeout {
+                    service: self.shared.topic.clone(),
+                    timeout,
+                });
+            }
+        }
+        g.take().expect("checked is_some")
+    }
+
+    /// Sends the request now and resolves with the response on any executor.
+    /// Fails at once if no service is connected; wrap it in your executor's
+    /// timeout to bound the wait.
+    pub fn call_async(&self, req: Req) -> CallFuture<Resp> {
+        match self.start(req) {
+            Ok((_, slot)) => CallFuture { state: Ok(slot) },
+            Err(e) => CallFuture {
+                state: Err(Some(e)),
+            },
+        }
+    }
+
+    /// The connections with their paths and statistics.
+    pub fn connections(&self) -> Vec<ConnectionInfo> {
+        self.shared
+            .links
+            .read()
+            .iter()
+            .map(|l| {
+                ConnectionInfo::new(
+                    &self.shared.topic,
+                    self.shared.id,
+                    l.remote(),
+                    Side::Writer,
+                    l.transport(),
+                    &l.locator(),
+                    l.stats(),
+                )
+            })
+            .collect()
+    }
+
+    /// The next event, if any.
+    pub fn try_event(&self) -> Option<PortEvent> {
+        self.shared.events.try_next()
+    }
+
+    /// The fully qualified service name.
+    pub fn name(&self) -> &str {
+        &self.shared.topic
+    }
+}
+
+impl<Req: Message, Resp: Message> Drop for Client<Req, Resp> {
+    fn drop(&mut self) {
+        self.node.rt.shared.remove_endpoint(self.shared.id.entity);
+        for l in self.shared.links.write().drain(..) {
+            l.close();
+        }
+    }
+}
+
+/// Future of [`Client::call_async`].
+pub struct CallFuture<Resp> {
+    state: Result<Arc<Slot<Resp>>, Option<CallError>>,
+}
+
+impl<Resp> Future for CallFuture<Resp> {
+    type Output = Result<Arc<Resp>, CallError>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.state {
+            Err(e) => Poll::Ready(Err(e.take().expect("polled after completion"))),
+            Ok(slot) => {
+                *slot.waker.lock() = Some(cx.waker().clone());
+                match slot.result.lock().take() {
+                    Some(r) => Poll::Ready(r),
+                    None => Poll::Pending,
+                }
+            }
+        }
+    }
+}

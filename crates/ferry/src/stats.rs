@@ -1,0 +1,188 @@
+//! Per-connection statistics, shared by both ends of an in-process
+//! connection and kept separately on each side of a network connection.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
+
+use ferry_wire::{EndpointId, TransportKind};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+/// Live counters of one connection (lock-free on the data path).
+#[derive(Debug)]
+pub struct ConnStats {
+    /// Messages carried.
+    pub messages: AtomicU64,
+    /// Payload bytes carried.
+    pub bytes: AtomicU64,
+    /// Samples dropped.
+    pub drops: AtomicU64,
+    /// Samples that failed to decode or deliver.
+    pub errors: AtomicU64,
+    latency_sum_ns: AtomicU64,
+    latency_count: AtomicU64,
+    latency_last_ns: AtomicU64,
+    latency_max_ns: AtomicU64,
+    created: Instant,
+    window: Mutex<(Instant, u64, u64)>,
+}
+
+impl Default for ConnStats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ConnStats {
+    /// Fresh counters.
+    pub fn new() -> Self {
+        let now = Instant::now();
+        ConnStats {
+            messages: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            drops: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            latency_sum_ns: AtomicU64::new(0),
+            latency_count: AtomicU64::new(0),
+            latency_last_ns: AtomicU64::new(0),
+            latency_max_ns: AtomicU64::new(0),
+            created: now,
+            window: Mutex::new((now, 0, 0)),
+        }
+    }
+
+    /// Counts one message of `len` bytes.
+    #[inline]
+    pub fn message(&self, len: usize) {
+        self.messages.fetch_add(1, Relaxed);
+        self.bytes.fetch_add(len as u64, Relaxed);
+    }
+
+    /// Records a one-way latency sample.
+    #[inline]
+    pub fn latency(&self, ns: u64) {
+        self.latency_sum_ns.fetch_add(ns, Relaxed);
+        self.latency_count.fetch_add(1, Relaxed);
+        self.latency_last_ns.store(ns, Relaxed);
+        self.latency_max_ns.fetch_max(ns, Relaxed);
+    }
+
+    /// A snapshot; rates are over the time since the previous snapshot.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let messages = self.messages.load(Relaxed);
+        let bytes = self.bytes.load(Relaxed);
+        let now = Instant::now();
+        let (rate_hz, bytes_per_sec) = {
+            let mut w = self.window.lock();
+            let dt = now.duration_since(w.0).as_secs_f64();
+            let r = if dt > 0.0 {
+                ((messages - w.1) as f64 / dt, (bytes - w.2) as f64 / dt)
+            } else {
+                (0.0, 0.0)
+            };
+            if dt >= 0.2 {
+                *w = (now, messages, bytes);
+            }
+            r
+        };
+        let n = self.latency_count.load(Relaxed);
+        StatsSnapshot {
+            messages,
+            bytes,
+            drops: self.drops.load(Relaxed),
+            errors: self.errors.load(Relaxed),
+            rate_hz,
+            bytes_per_sec,
+            latency_avg_us: (n > 0)
+                .then(|| self.latency_sum_ns.load(Relaxed) as f64 / n as f64 / 1e3),
+            latency_last_us: (n > 0).then(|| self.latency_last_ns.load(Relaxed) as f64 / 1e3),
+            latency_max_us: (n > 0).then(|| self.latency_max_ns.load(Relaxed) as f64 / 1e3),
+            age_s: now.duration_since(self.created).as_secs_f64(),
+        }
+    }
+}
+
+/// Counters of a connection at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct StatsSnapshot {
+    /// Messages carried.
+    pub messages: u64,
+    /// Payload bytes carried.
+    pub bytes: u64,
+    /// Samples dropped (queue overflow under keep_last, lifespan expiry).
+    pub drops: u64,
+    /// Samples that could not be decoded or delivered.
+    pub errors: u64,
+    /// Messages per second since the previous snapshot.
+    pub rate_hz: f64,
+    /// Bytes per second since the previous snapshot.
+    pub bytes_per_sec: f64,
+    /// Mean one-way latency (µs), when source timestamps are comparable.
+    pub latency_avg_us: Option<f64>,
+    /// Latest one-way latency (µs).
+    pub latency_last_us: Option<f64>,
+    /// Largest one-way latency (µs).
+    pub latency_max_us: Option<f64>,
+    /// Seconds since the connection was made.
+    pub age_s: f64,
+}
+
+/// Which end of a connection a report is from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    /// The publisher/client end.
+    Writer,
+    /// The subscriber/service end.
+    Reader,
+}
+
+/// One connection between a local and a remote endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionInfo {
+    /// Topic or service name.
+    pub topic: String,
+    /// The local endpoint.
+    pub local: String,
+    /// The other endpoint.
+    pub remote: String,
+    /// Which end `local` is.
+    pub side: Side,
+    /// The path it takes (`intra`, `tcp`, …).
+    pub transport: String,
+    /// The remote locator, when the path has one.
+    pub locator: String,
+    /// Counters.
+    pub stats: StatsSnapshot,
+}
+
+impl ConnectionInfo {
+    pub(crate) fn new(
+        topic: &str,
+        local: EndpointId,
+        remote: EndpointId,
+        side: Side,
+        transport: TransportKind,
+        locator: &str,
+        stats: &ConnStats,
+    ) -> Self {
+        ConnectionInfo {
+            topic: topic.to_string(),
+            local: local.to_string(),
+            remote: remote.to_string(),
+            side,
+            transport: transport.to_string(),
+            locator: locator.to_string(),
+            stats: stats.snapshot(),
+        }
+    }
+}
+
+/// Nanoseconds since the Unix epoch (the source timestamp of samples).
+#[inline]
+pub(crate) fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}

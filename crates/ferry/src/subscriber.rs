@@ -1,0 +1,327 @@
+//! Subscribers: by callback, or by blocking / async receive.
+
+use std::collections::HashSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferry_wire::beacon::EndpointRecord;
+use ferry_wire::frame::FrameKind;
+use ferry_wire::{EndpointId, EndpointKind, Qos, TypeHash};
+use parking_lot::Mutex;
+
+use crate::error::{BuildError, RecvError};
+use crate::event::{EventQueue, PortEvent};
+use crate::message::{Codec, Sample, SampleInfo};
+use crate::node::NodeInner;
+use crate::queue::SampleQueue;
+use crate::runtime::ReaderPort;
+use crate::stats::{now_ns, ConnectionInfo, Side};
+use crate::transport::{InFrame, InboundConn, Inbox};
+
+type Callback<T> = Box<dyn Fn(Sample<T>) + Send + Sync>;
+
+/// Builds a [`Subscriber`].
+pub struct SubscriberBuilder<T> {
+    node: Arc<NodeInner>,
+    topic: String,
+    qos: Qos,
+    callback: Option<Callback<T>>,
+    type_name: Option<(String, TypeHash)>,
+}
+
+impl<T: Codec> SubscriberBuilder<T> {
+    pub(crate) fn new(node: Arc<NodeInner>, topic: &str) -> Self {
+        SubscriberBuilder {
+            node,
+            topic: topic.to_string(),
+            qos: Qos::default(),
+            callback: None,
+            type_name: None,
+        }
+    }
+    /// Sets the QoS (default: ROS 2 `default`).
+    pub fn qos(mut self, qos: Qos) -> Self {
+        self.qos = qos;
+        self
+    }
+    /// Delivers every sample to `f` instead of queueing it for `recv`.
+    ///
+    /// The callback runs on the delivering thread: the publisher's own thread
+    /// on the in-process path (that is what makes it a ~1 µs hop), ferry's I/O
+    /// thread on network paths. Keep it short; hand heavy work to your own
+    /// thread, or use `recv` there. A panic in it is caught and logged.
+    pub fn callback(mut self, f: impl Fn(Sample<T>) + Send + Sync + 'static) -> Self {
+        self.callback = Some(Box::new(f));
+        self
+    }
+    /// For raw-byte subscribers: announce this type instead of matching any.
+    pub fn type_info(mut self, name: &str, hash: TypeHash) -> Self {
+        self.type_name = Some((name.to_string(), hash));
+        self
+    }
+    /// Creates the subscriber and announces it.
+    pub fn build(self) -> Result<Subscriber<T>, BuildError> {
+        let topic = crate::names::expand(&self.topic, &self.node.namespace, &self.node.name)?;
+        let rt = self.node.rt.clone();
+        let entity = rt.shared.new_entity();
+        let id = EndpointId {
+            participant: rt.shared.id,
+            entity,
+        };
+        let (type_name, type_hash) = self
+            .type_name
+            .unwrap_or_else(|| (T::type_name().to_string(), T::type_hash()));
+        let record = EndpointRecord {
+            entity,
+            node: self.node.id,
+            kind: EndpointKind::Subscriber,
+            topic: topic.clone(),
+            type_name,
+            type_hash,
+            qos: self.qos,
+        };
+        let shared = Arc::new(SubShared::<T> {
+            id,
+            topic,
+            qos: self.qos,
+            callback: self.callback,
+            queue: SampleQueue::new(self.qos.history.depth(1 << 16)),
+            conns: Mutex::new(Vec::new()),
+            matched: Mutex::new(HashSet::new()),
+            events: EventQueue::default(),
+            last_rx: Mutex::new(None),
+            deadline_misses: AtomicU64::new(0),
+        });
+        let inbox: Arc<dyn Inbox> = shared.clone();
+        crate::transport::intra::register_reader(&inbox);
+        let port: Arc<dyn ReaderPort> = shared.clone();
+        rt.shared.add_reader(record, Arc::downgrade(&port));
+        Ok(Subscriber {
+            shared,
+            node: self.node,
+        })
+    }
+}
+
+pub(crate) struct SubShared<T> {
+    id: EndpointId,
+    topic: String,
+    qos: Qos,
+    callback: Option<Callback<T>>,
+    queue: SampleQueue<Sample<T>>,
+    conns: Mutex<Vec<Arc<InboundConn>>>,
+    matched: Mutex<HashSet<EndpointId>>,
+    events: EventQueue,
+    last_rx: Mutex<Option<Instant>>,
+    deadline_misses: AtomicU64,
+}
+
+impl<T: Codec> Inbox for SubShared<T> {
+    fn id(&self) -> EndpointId {
+        self.id
+    }
+    fn attach(&self, conn: Arc<InboundConn>) {
+        self.conns.lock().push(conn);
+    }
+    fn detach(&self, remote: EndpointId) {
+        self.conns.lock().retain(|c| c.remote != remote);
+    }
+    fn deliver(&self, conn: &Arc<InboundConn>, frame: &InFrame<'_>) {
+        if frame.kind != FrameKind::Data {
+            return;
+        }
+        let value = match frame.payload.to_typed::<T>() {
+            Ok(v) => v,
+            Err(e) => {
+                let n = conn.stats.errors.fetch_add(1, Ordering::Relaxed);
+                if n.is_power_of_two() || n == 0 {
+                    tracing::warn!(
+                        "`{}`: undecodable sample from {} ({} so far): {e}",
+                        self.topic,
+                        conn.remote,
+                        n + 1
+                    );
+                }
+                return;
+            }
+        };
+        if conn.transport == ferry_wire::TransportKind::InProcess {
+            conn.stats.message(0);
+        }
+        if conn.same_clock && frame.stamp_ns > 0 {
+            let age = now_ns().saturating_sub(frame.stamp_ns);
+            conn.stats.latency(age);
+            if let Some(ls) = self.qos.lifespan {
+                if age > ls.as_nanos() as u64 {
+                    conn.stats.drops.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+        if self.qos.deadline.is_some() {
+            *self.last_rx.lock() = Some(Instant::now());
+        }
+        let sample = Sample::new(
+            value,
+            SampleInfo {
+                seq: frame.seq,
+                source_time_ns: frame.stamp_ns,
+                publisher: conn.remote,
+                transport: conn.transport,
+            },
+        );
+        if let Some(cb) = &self.callback {
+            if catch_unwind(AssertUnwindSafe(|| cb(sample))).is_err() {
+                conn.stats.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(
+                    "`{}`: subscriber callback panicked; sample dropped, node keeps running",
+                    self.topic
+                );
+            }
+        } else if self.queue.push(sample) {
+            conn.stats.drops.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl<T: Codec> ReaderPort for SubShared<T> {
+    fn events(&self) -> &EventQueue {
+        &self.events
+    }
+    fn set_matched(&self, writer: EndpointId, matched: bool) {
+        let mut m = self.matched.lock();
+        if matched {
+            m.insert(writer);
+        } else {
+            m.remove(&writer);
+        }
+    }
+    fn housekeeping(&self, now: Instant) {
+        if let Some(d) = self.qos.deadline {
+            let mut last = self.last_rx.lock();
+            let since = last.get_or_insert(now);
+            if now.duration_since(*since) > d {
+                *since = now;
+                let total = self.deadline_misses.fetch_add(1, Ordering::Relaxed) + 1;
+                self.events.push(PortEvent::DeadlineMissed { total });
+            }
+        }
+    }
+}
+
+/// Receives samples of `T` from every matched publisher.
+pub struct Subscriber<T: Codec> {
+    shared: Arc<SubShared<T>>,
+    node: Arc<NodeInner>,
+}
+
+impl<T: Codec> Subscriber<T> {
+    fn check_mode(&self) -> Result<(), RecvError> {
+        if self.shared.callback.is_some() {
+            Err(RecvError::CallbackMode)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Waits up to `timeout` for the next sample.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Sample<T>, RecvError> {
+        self.check_mode()?;
+        self.shared
+            .queue
+            .pop_timeout(timeout)
+            .ok_or(RecvError::Timeout(timeout))
+    }
+
+    /// Waits for the next sample.
+    pub fn recv(&self) -> Result<Sample<T>, RecvError> {
+        loop {
+            match self.recv_timeout(Duration::from_secs(3600)) {
+                Err(RecvError::Timeout(_)) => continue,
+                r => return r,
+            }
+        }
+    }
+
+    /// The next sample if one is queued.
+    pub fn try_recv(&self) -> Option<Sample<T>> {
+        self.shared.queue.try_pop()
+    }
+
+    /// Waits for the next sample without blocking a thread (any executor).
+    pub async fn recv_async(&self) -> Result<Sample<T>, RecvError> {
+        self.check_mode()?;
+        Ok(self.shared.queue.pop_async().await)
+    }
+
+    /// Samples waiting in the queue.
+    pub fn queued(&self) -> usize {
+        self.shared.queue.len()
+    }
+
+    /// Number of matched publishers (known from discovery).
+    pub fn publisher_count(&self) -> usize {
+        self.shared.matched.lock().len()
+    }
+
+    /// Waits until at least `n` publishers are connected.
+    pub fn wait_for_publishers(&self, n: usize, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        while self.shared.conns.lock().len() < n {
+            if Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        true
+    }
+
+    /// The connections with their paths and statistics.
+    pub fn connections(&self) -> Vec<ConnectionInfo> {
+        self.shared
+            .conns
+            .lock()
+            .iter()
+            .map(|c| {
+                ConnectionInfo::new(
+                    &self.shared.topic,
+                    self.shared.id,
+                    c.remote,
+                    Side::Reader,
+                    c.transport,
+                    &c.locator,
+                    &c.stats,
+                )
+            })
+            .collect()
+    }
+
+    /// The next event, if any.
+    pub fn try_event(&self) -> Option<PortEvent> {
+        self.shared.events.try_next()
+    }
+
+    /// Waits up to `timeout` for the next event.
+    pub fn next_event(&self, timeout: Duration) -> Option<PortEvent> {
+        self.shared.events.next_timeout(timeout)
+    }
+
+    /// The fully qualified topic name.
+    pub fn topic(&self) -> &str {
+        &self.shared.topic
+    }
+
+    /// The subscriber's global id.
+    pub fn id(&self) -> EndpointId {
+        self.shared.id
+    }
+}
+
+impl<T: Codec> Drop for Subscriber<T> {
+    fn drop(&mut self) {
+        crate::transport::intra::unregister_reader(self.shared.id);
+        self.node.rt.shared.remove_endpoint(self.shared.id.entity);
+    }
+}

@@ -1,0 +1,160 @@
+//! The in-process path: the writer calls the reader's inbox directly with a
+//! shared `Arc` of the message: no serialization, no copy, no thread hop.
+//!
+//! Readers of every runtime of the process register here, so the path also
+//! works between two runtimes (two domains' configs) of one process.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+
+use ferry_wire::{EndpointId, Locator, TransportKind};
+use parking_lot::RwLock;
+
+use super::{
+    Capabilities, ConnectError, ConnectRequest, InFrame, InboundConn, Inbox, Link, OutFrame,
+    PeerInfo, SendError, Transport,
+};
+use crate::stats::ConnStats;
+
+fn readers() -> &'static RwLock<HashMap<EndpointId, Weak<dyn Inbox>>> {
+    static R: OnceLock<RwLock<HashMap<EndpointId, Weak<dyn Inbox>>>> = OnceLock::new();
+    R.get_or_init(Default::default)
+}
+
+/// Makes a reader reachable by in-process writers and stream acceptors.
+pub fn register_reader(inbox: &Arc<dyn Inbox>) {
+    readers().write().insert(inbox.id(), Arc::downgrade(inbox));
+}
+
+/// Removes a reader.
+pub fn unregister_reader(id: EndpointId) {
+    readers().write().remove(&id);
+}
+
+/// Finds a live reader of this process.
+pub fn lookup_reader(id: EndpointId) -> Option<Arc<dyn Inbox>> {
+    readers().read().get(&id).and_then(Weak::upgrade)
+}
+
+/// The in-process transport.
+#[derive(Debug, Default)]
+pub struct IntraTransport;
+
+impl Transport for IntraTransport {
+    fn kind(&self) -> TransportKind {
+        TransportKind::InProcess
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            reliable: true,
+            ordered: true,
+            zero_copy: true,
+            mtu: None,
+        }
+    }
+    fn locators(&self) -> Vec<Locator> {
+        Vec::new()
+    }
+    fn reaches(&self, local: &PeerInfo, remote: &PeerInfo) -> bool {
+        local.same_process(remote)
+    }
+    fn connect(&self, req: ConnectRequest) -> Result<Arc<dyn Link>, ConnectError> {
+        let reader = lookup_reader(req.reader).ok_or(ConnectError::NoReader(req.reader))?;
+        let stats = Arc::new(ConnStats::new());
+        let replier = req
+            .reply_sink
+            .map(|sink| Arc::new(IntraReplier { sink }) as Arc<dyn super::Replier>);
+        let conn = Arc::new(InboundConn {
+            remote: req.writer,
+            transport: TransportKind::InProcess,
+            locator: String::new(),
+            stats: stats.clone(),
+            replier,
+            same_clock: true,
+        });
+        reader.attach(conn.clone());
+        Ok(Arc::new(IntraLink {
+            reader: Arc::downgrade(&reader),
+            reader_id: req.reader,
+            conn,
+            closed: AtomicBool::new(false),
+        }))
+    }
+}
+
+struct IntraReplier {
+    sink: Arc<dyn super::ReplySink>,
+}
+
+impl super::Replier for IntraReplier {
+    fn reply(&self, request_id: u64, result: Result<super::ReplyBody, String>) {
+        match result {
+            Ok(body) => {
+                let enc = &body.encode;
+                let bytes = || enc();
+                self.sink.on_reply(
+                    request_id,
+                    Ok(crate::message::Payload {
+                        typed: Some(&body.typed),
+                        bytes: &bytes,
+                    }),
+                )
+            }
+            Err(e) => self.sink.on_reply(request_id, Err(e)),
+        }
+    }
+}
+
+/// Writer end of an in-process connection; the stats are shared by both ends.
+struct IntraLink {
+    reader: Weak<dyn Inbox>,
+    reader_id: EndpointId,
+    conn: Arc<InboundConn>,
+    closed: AtomicBool,
+}
+
+impl Link for IntraLink {
+    fn transport(&self) -> TransportKind {
+        TransportKind::InProcess
+    }
+    fn remote(&self) -> EndpointId {
+        self.reader_id
+    }
+    fn locator(&self) -> String {
+        String::new()
+    }
+    #[inline]
+    fn send(&self, frame: &OutFrame<'_>) -> Result<(), SendError> {
+        let Some(reader) = self.reader.upgrade() else {
+            self.closed.store(true, Ordering::Relaxed);
+            return Err(SendError::Closed);
+        };
+        reader.deliver(
+            &self.conn,
+            &InFrame {
+                kind: frame.kind,
+                seq: frame.seq,
+                stamp_ns: frame.stamp_ns,
+                payload: crate::message::Payload {
+                    typed: frame.payload.typed,
+                    bytes: frame.payload.bytes,
+                },
+            },
+        );
+        Ok(())
+    }
+    fn stats(&self) -> &ConnStats {
+        &self.conn.stats
+    }
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+    fn close(&self) {
+        if !self.closed.swap(true, Ordering::Relaxed) {
+            if let Some(r) = self.reader.upgrade() {
+                r.detach(self.conn.remote);
+            }
+        }
+    }
+}

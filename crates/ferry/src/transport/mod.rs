@@ -1,0 +1,234 @@
+//! Transports and path selection.
+//!
+//! A match between a writer (publisher or client) and a reader (subscriber or
+//! service) becomes a *connection*: the writer's runtime asks path selection
+//! ([`select`]) for the most preferred transport that reaches the reader's
+//! runtime (or the one pinned by QoS/config), and that transport's
+//! [`Transport::connect`] returns a [`Link`] the writer sends on. The reader
+//! side receives through its [`Inbox`], whatever the transport.
+//!
+//! Preference follows [`TransportKind::ALL`]: in-process, shared memory, UDP,
+//! TCP, MQTT, Zenoh. New transports plug in by implementing [`Transport`] and
+//! being registered with the runtime; nothing else changes.
+
+pub mod intra;
+pub mod tcp;
+
+use std::any::Any;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ferry_wire::frame::FrameKind;
+use ferry_wire::{EndpointId, EndpointKind, Locator, ParticipantId, Qos, TransportKind};
+
+use crate::error::EncodeError;
+use crate::message::Payload;
+use crate::stats::ConnStats;
+
+/// What a transport guarantees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Delivers every sample it accepts (or reports the connection lost).
+    pub reliable: bool,
+    /// Delivers in publish order.
+    pub ordered: bool,
+    /// The reader sees the writer's memory; no copy, no serialization.
+    pub zero_copy: bool,
+    /// Largest datagram, for packet transports; `None` for streams.
+    pub mtu: Option<usize>,
+}
+
+/// What path selection knows about a runtime (from discovery or itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerInfo {
+    /// Runtime id.
+    pub participant: ParticipantId,
+    /// Shared-memory identity of its host.
+    pub host_id: u64,
+    /// Network-stack identity.
+    pub net_id: u64,
+    /// Process id.
+    pub pid: u32,
+    /// Where its transports listen.
+    pub locators: Vec<Locator>,
+}
+
+impl PeerInfo {
+    /// Same process (and the same host, so pids are comparable).
+    pub fn same_process(&self, other: &PeerInfo) -> bool {
+        self.host_id == other.host_id && self.net_id == other.net_id && self.pid == other.pid
+    }
+}
+
+/// A request to connect a local writer to a reader.
+pub struct ConnectRequest {
+    /// The local writer.
+    pub writer: EndpointId,
+    /// Publisher or client.
+    pub writer_kind: EndpointKind,
+    /// The reader.
+    pub reader: EndpointId,
+    /// Topic or service name.
+    pub topic: String,
+    /// The writer's QoS (queue policy of the link).
+    pub qos: Qos,
+    /// Where the reader lives.
+    pub remote: PeerInfo,
+    /// For clients: where replies go.
+    pub reply_sink: Option<Arc<dyn ReplySink>>,
+}
+
+/// Why a connection could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The reader is not (or no longer) there.
+    #[error("reader {0} is not available")]
+    NoReader(EndpointId),
+    /// No locator of the peer answered.
+    #[error("cannot reach {peer} at any of [{tried}]: {last}")]
+    Unreachable {
+        /// The peer runtime.
+        peer: ParticipantId,
+        /// Locators tried.
+        tried: String,
+        /// The last error.
+        last: String,
+    },
+}
+
+/// One frame a writer sends.
+pub struct OutFrame<'a> {
+    /// Data, request or reply.
+    pub kind: FrameKind,
+    /// Sequence number or request id.
+    pub seq: u64,
+    /// Source time, ns since the epoch.
+    pub stamp_ns: u64,
+    /// The payload, typed and/or as bytes on demand.
+    pub payload: Payload<'a>,
+}
+
+/// Why a send failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// The payload could not be encoded for this path.
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+    /// A keep_all link stayed full for the whole blocking bound.
+    #[error("link full for {0:?}")]
+    Blocked(std::time::Duration),
+    /// The connection is closed.
+    #[error("connection closed")]
+    Closed,
+}
+
+/// The writer's end of one connection.
+pub trait Link: Send + Sync {
+    /// The path.
+    fn transport(&self) -> TransportKind;
+    /// The reader at the other end.
+    fn remote(&self) -> EndpointId;
+    /// The remote locator (`tcp/10.0.0.2:7400`), empty in-process.
+    fn locator(&self) -> String;
+    /// Sends one frame; never blocks except keep_all + reliable up to its bound.
+    fn send(&self, frame: &OutFrame<'_>) -> Result<(), SendError>;
+    /// Writer-side counters.
+    fn stats(&self) -> &ConnStats;
+    /// True once the connection broke or was closed.
+    fn is_closed(&self) -> bool;
+    /// Closes the connection.
+    fn close(&self);
+}
+
+/// A transport: how connections of one kind are made.
+pub trait Transport: Send + Sync {
+    /// Its kind.
+    fn kind(&self) -> TransportKind;
+    /// What it guarantees.
+    fn capabilities(&self) -> Capabilities;
+    /// Where this runtime listens on it (announced in discovery).
+    fn locators(&self) -> Vec<Locator>;
+    /// Whether it can carry data from `local`'s runtime to `remote`'s.
+    fn reaches(&self, local: &PeerInfo, remote: &PeerInfo) -> bool;
+    /// Opens a link (may block for a connect; runs off the I/O thread).
+    fn connect(&self, req: ConnectRequest) -> Result<Arc<dyn Link>, ConnectError>;
+}
+
+/// Picks the transport for one connection: the pinned kind if any,
+/// otherwise the most preferred transport that reaches the peer.
+pub fn select(
+    transports: &[Arc<dyn Transport>],
+    pin: Option<TransportKind>,
+    local: &PeerInfo,
+    remote: &PeerInfo,
+) -> Option<Arc<dyn Transport>> {
+    let mut candidates: Vec<&Arc<dyn Transport>> = transports
+        .iter()
+        .filter(|t| pin.is_none_or(|p| t.kind() == p))
+        .filter(|t| t.reaches(local, remote))
+        .collect();
+    candidates.sort_by_key(|t| t.kind());
+    candidates.first().map(|t| (*t).clone())
+}
+
+/// A frame arriving at a reader.
+pub struct InFrame<'a> {
+    /// Data or request.
+    pub kind: FrameKind,
+    /// Sequence number or request id.
+    pub seq: u64,
+    /// Source time.
+    pub stamp_ns: u64,
+    /// The payload.
+    pub payload: Payload<'a>,
+}
+
+/// Answers requests that arrived on one connection.
+pub trait Replier: Send + Sync {
+    /// Sends the reply for `request_id`: the response bytes or an error text.
+    fn reply(&self, request_id: u64, result: Result<ReplyBody, String>);
+}
+
+/// A response as the service produced it.
+pub struct ReplyBody {
+    /// The typed response (used by in-process clients).
+    pub typed: Arc<dyn Any + Send + Sync>,
+    /// Encodes it for network paths.
+    pub encode: Box<dyn Fn() -> Result<Bytes, EncodeError> + Send + Sync>,
+}
+
+/// Where a client's replies arrive.
+pub trait ReplySink: Send + Sync {
+    /// A reply (or the service's error text) for `request_id`.
+    fn on_reply(&self, request_id: u64, result: Result<Payload<'_>, String>);
+    /// The link to `service` broke: calls in flight on it fail.
+    fn on_link_lost(&self, service: EndpointId);
+}
+
+/// The reader's end of one connection.
+pub struct InboundConn {
+    /// The writer.
+    pub remote: EndpointId,
+    /// The path.
+    pub transport: TransportKind,
+    /// The writer's address, when known.
+    pub locator: String,
+    /// Reader-side counters.
+    pub stats: Arc<ConnStats>,
+    /// For services: answers go here.
+    pub replier: Option<Arc<dyn Replier>>,
+    /// Source timestamps are comparable (same host clock): latency is measured.
+    pub same_clock: bool,
+}
+
+/// A reader (subscriber or service) as transports see it.
+pub trait Inbox: Send + Sync {
+    /// The reader's id.
+    fn id(&self) -> EndpointId;
+    /// A writer connected.
+    fn attach(&self, conn: Arc<InboundConn>);
+    /// A writer's connection ended.
+    fn detach(&self, remote: EndpointId);
+    /// A frame arrived on `conn`.
+    fn deliver(&self, conn: &Arc<InboundConn>, frame: &InFrame<'_>);
+}

@@ -1,0 +1,609 @@
+//! The TCP path: one socket per connection (so each connection can later get
+//! its own priority), a fixed 32-byte frame header ([`ferry_wire::frame`]),
+//! `TCP_NODELAY`. Writers write straight from the publishing thread when the
+//! socket has room; what does not fit waits in a per-connection backlog that
+//! the I/O thread flushes when the socket becomes writable. The backlog obeys
+//! the writer's QoS: keep_last drops the oldest unsent samples, keep_all
+//! blocks the publisher up to a bound.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{SocketAddr, TcpStream as StdTcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ferry_wire::frame::{FrameHeader, FrameKind, Hello, FLAG_ERROR, HEADER_LEN};
+use ferry_wire::{EndpointId, History, Locator, Reliability, TransportKind};
+use parking_lot::{Condvar, Mutex};
+
+use super::{
+    Capabilities, ConnectError, ConnectRequest, InFrame, InboundConn, Inbox, Link, OutFrame,
+    PeerInfo, Replier, ReplyBody, ReplySink, SendError, Transport,
+};
+use crate::host::Interface;
+use crate::message::Payload;
+use crate::runtime::io::IoHandle;
+use crate::stats::ConnStats;
+
+/// Queue policy of a connection's backlog.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QueuePolicy {
+    /// Most unsent frames kept.
+    pub depth: usize,
+    /// keep_all + reliable: block the writer up to this long instead of dropping.
+    pub block: Option<Duration>,
+}
+
+struct Pending {
+    header: [u8; HEADER_LEN],
+    body: Bytes,
+    sent: usize,
+}
+
+impl Pending {
+    fn len(&self) -> usize {
+        HEADER_LEN + self.body.len()
+    }
+}
+
+/// What the connection is for, decided when it is made.
+pub(crate) enum Role {
+    /// We connected (publisher or client); replies may come back.
+    Outgoing {
+        writer: EndpointId,
+        reply_sink: Option<Arc<dyn ReplySink>>,
+    },
+    /// A peer connected to us; bound to a reader by its Hello frame.
+    Incoming {
+        bound: Mutex<Option<(Arc<dyn Inbox>, Arc<InboundConn>)>>,
+    },
+}
+
+/// One TCP connection, shared by the writing threads and the I/O thread.
+pub(crate) struct TcpConn {
+    pub stream: mio::net::TcpStream,
+    out: Mutex<VecDeque<Pending>>,
+    drained: Condvar,
+    closed: AtomicBool,
+    pub stats: Arc<ConnStats>,
+    pub role: Role,
+    pub peer: SocketAddr,
+    pub remote: EndpointId,
+    policy: QueuePolicy,
+}
+
+impl TcpConn {
+    pub fn new(
+        stream: mio::net::TcpStream,
+        peer: SocketAddr,
+        remote: EndpointId,
+        role: Role,
+        policy: QueuePolicy,
+    ) -> Self {
+        TcpConn {
+            stream,
+            out: Mutex::new(VecDeque::new()),
+            drained: Condvar::new(),
+            closed: AtomicBool::new(false),
+            stats: Arc::new(ConnStats::new()),
+            role,
+            peer,
+            remote,
+            policy,
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Marks closed, wakes blocked writers, tells the other side.
+    pub fn mark_closed(&self) {
+        if !self.closed.swap(true, Ordering::AcqRel) {
+            let _ = self.stream.shutdown(std::net::Shutdown::Both);
+            self.drained.notify_all();
+        }
+    }
+
+    /// Queues one frame, writing directly when the backlog is empty.
+    pub fn send_frame(&self, header: FrameHeader, body: Bytes) -> Result<(), SendError> {
+        if self.is_closed() {
+            return Err(SendError::Closed);
+        }
+        let mut out = self.out.lock();
+        if out.is_empty() {
+            let h = header.encode();
+            match write_vectored_all(&self.stream, &h, &body, 0) {
+                Ok(n) if n == HEADER_LEN + body.len() => return Ok(()),
+                Ok(n) => out.push_back(Pending {
+                    header: h,
+                    body,
+                    sent: n,
+                }),
+                Err(_) => {
+                    drop(out);
+                    self.mark_closed();
+                    return Err(SendError::Closed);
+                }
+            }
+            return Ok(());
+        }
+        // Backlog: apply the queue policy to frames not yet started.
+        if out.len() >= self.policy.depth {
+            if let Some(limit) = self.policy.block {
+                let deadline = Instant::now() + limit;
+                while out.len() >= self.policy.depth && !self.is_closed() {
+                    if self.drained.wait_until(&mut out, deadline).timed_out() {
+                        return Err(SendError::Blocked(limit));
+                    }
+                }
+                if self.is_closed() {
+                    return Err(SendError::Closed);
+                }
+            } else {
+                // Drop the oldest frame that has not started going out.
+                let idx = if out.front().is_some_and(|p| p.sent > 0) {
+                    1
+                } else {
+                    0
+                };
+                if idx < out.len() {
+                    out.remove(idx);
+                    self.stats.drops.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        out.push_back(Pending {
+            header: header.encode(),
+            body,
+            sent: 0,
+        });
+        Ok(())
+    }
+
+    /// Flushes the backlog (I/O thread, on writable). Err = connection broken.
+    pub fn flush(&self) -> io::Result<()> {
+        let mut out = self.out.lock();
+        while let Some(p) = out.front_mut() {
+            let n = write_vectored_all(&self.stream, &p.header, &p.body, p.sent)?;
+            p.sent = n;
+            if n < p.len() {
+                break;
+            }
+            out.pop_front();
+        }
+        drop(out);
+        self.drained.notify_all();
+        Ok(())
+    }
+}
+
+/// Writes `header ++ body` starting at offset `from`; returns the new offset
+/// (stops early on `WouldBlock`).
+fn write_vectored_all(
+    mut stream: &mio::net::TcpStream,
+    header: &[u8; HEADER_LEN],
+    body: &[u8],
+    mut from: usize,
+) -> io::Result<usize> {
+    let total = HEADER_LEN + body.len();
+    while from < total {
+        let r = if from < HEADER_LEN {
+            stream.write_vectored(&[IoSlice::new(&header[from..]), IoSlice::new(body)])
+        } else {
+            stream.write(&body[from - HEADER_LEN..])
+        };
+        match r {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => from += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(from)
+}
+
+/// Reads frames off a connection (I/O thread only).
+pub(crate) struct FrameReader {
+    buf: Vec<u8>,
+    max_body: usize,
+}
+
+/// One complete frame.
+pub(crate) struct RawFrame {
+    pub header: FrameHeader,
+    pub body: Bytes,
+}
+
+impl FrameReader {
+    pub fn new(max_body: usize) -> Self {
+        FrameReader {
+            buf: Vec::with_capacity(64 * 1024),
+            max_body,
+        }
+    }
+
+    /// Reads what is available and returns the complete frames.
+    /// Err: the peer closed, broke the connection or sent a bad frame.
+    pub fn read(
+        &mut self,
+        mut stream: &mio::net::TcpStream,
+        frames: &mut Vec<RawFrame>,
+    ) -> io::Result<()> {
+        loop {
+            // Read at least what the frame in progress still needs.
+            let want = match self.pending_header()? {
+                Some(h) => (HEADER_LEN + h.body_len as usize).saturating_sub(self.buf.len()),
+                None => HEADER_LEN - self.buf.len().min(HEADER_LEN),
+            }
+            .max(64 * 1024);
+            let start = self.buf.len();
+            self.buf.resize(start + want, 0);
+            match stream.read(&mut self.buf[start..]) {
+                Ok(0) => {
+                    self.buf.truncate(start);
+                    return Err(io::ErrorKind::UnexpectedEof.into());
+                }
+                Ok(n) => self.buf.truncate(start + n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.buf.truncate(start);
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    self.buf.truncate(start);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            while let Some(h) = self.pending_header()? {
+                let len = HEADER_LEN + h.body_len as usize;
+                if self.buf.len() < len {
+                    break;
+                }
+                let body = if self.buf.len() == len {
+                    // Hand the buffer over without copying (large samples).
+                    let mut v = std::mem::replace(&mut self.buf, Vec::with_capacity(64 * 1024));
+                    v.drain(..HEADER_LEN);
+                    Bytes::from(v)
+                } else {
+                    let b = Bytes::copy_from_slice(&self.buf[HEADER_LEN..len]);
+                    self.buf.drain(..len);
+                    b
+                };
+                frames.push(RawFrame { header: h, body });
+            }
+        }
+    }
+
+    fn pending_header(&self) -> io::Result<Option<FrameHeader>> {
+        if self.buf.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        FrameHeader::parse(&self.buf[..HEADER_LEN], self.max_body)
+            .map(Some)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+}
+
+/// Handles one frame from a connection (I/O thread). Returns false if the
+/// frame was invalid for this connection and it must be closed.
+pub(crate) fn dispatch(
+    conn: &Arc<TcpConn>,
+    frame: RawFrame,
+    local: ferry_wire::ParticipantId,
+    same_clock: &dyn Fn(EndpointId) -> bool,
+) -> bool {
+    match (&conn.role, frame.header.kind) {
+        (Role::Incoming { bound }, FrameKind::Hello) => {
+            let Ok(hello) = Hello::parse(&frame.body) else {
+                return false;
+            };
+            if hello.to.participant != local || bound.lock().is_some() {
+                return false;
+            }
+            let Some(reader) = super::intra::lookup_reader(hello.to) else {
+                tracing::debug!(
+                    "connection from {} for unknown reader {}",
+                    conn.peer,
+                    hello.to
+                );
+                return false;
+            };
+            let replier = (hello.from_kind == ferry_wire::EndpointKind::Client)
+                .then(|| Arc::new(TcpReplier(Arc::downgrade(conn))) as Arc<dyn Replier>);
+            let inbound = Arc::new(InboundConn {
+                remote: hello.from,
+                transport: TransportKind::Tcp,
+                locator: format!("tcp/{}", conn.peer),
+                stats: conn.stats.clone(),
+                replier,
+                same_clock: same_clock(hello.from),
+            });
+            reader.attach(inbound.clone());
+            *bound.lock() = Some((reader, inbound));
+            true
+        }
+        (Role::Incoming { bound }, FrameKind::Data | FrameKind::Request) => {
+            let Some((reader, inbound)) = bound.lock().clone() else {
+                return false; // data before hello
+            };
+            inbound.stats.message(frame.body.len());
+            let body = frame.body;
+            let bytes = move || Ok(body.clone());
+            reader.deliver(
+                &inbound,
+                &InFrame {
+                    kind: frame.header.kind,
+                    seq: frame.header.seq,
+                    stamp_ns: frame.header.stamp_ns,
+                    payload: Payload {
+                        typed: None,
+                        bytes: &bytes,
+                    },
+                },
+            );
+            true
+        }
+        (
+            Role::Outgoing {
+                reply_sink: Some(sink),
+                ..
+            },
+            FrameKind::Reply,
+        ) => {
+            if frame.header.flags & FLAG_ERROR != 0 {
+                let msg = String::from_utf8_lossy(&frame.body).into_owned();
+                sink.on_reply(frame.header.seq, Err(msg));
+            } else {
+                let body = frame.body;
+                let bytes = move || Ok(body.clone());
+                sink.on_reply(
+                    frame.header.seq,
+                    Ok(Payload {
+                        typed: None,
+                        bytes: &bytes,
+                    }),
+                );
+            }
+            true
+        }
+        (_, FrameKind::Close) => false,
+        _ => false,
+    }
+}
+
+/// Called by the I/O thread when a connection ends.
+pub(crate) fn on_closed(conn: &TcpConn) {
+    conn.mark_closed();
+    match &conn.role {
+        Role::Incoming { bound } => {
+            if let Some((reader, inbound)) = bound.lock().take() {
+                reader.detach(inbound.remote);
+            }
+        }
+        Role::Outgoing { reply_sink, .. } => {
+            if let Some(s) = reply_sink {
+                s.on_link_lost(conn.remote);
+            }
+        }
+    }
+}
+
+struct TcpReplier(Weak<TcpConn>);
+
+impl Replier for TcpReplier {
+    fn reply(&self, request_id: u64, result: Result<ReplyBody, String>) {
+        let Some(conn) = self.0.upgrade() else { return };
+        let (flags, body) = match result.and_then(|b| (b.encode)().map_err(|e| e.to_string())) {
+            Ok(b) => (0, b),
+            Err(e) => (FLAG_ERROR, Bytes::from(e.into_bytes())),
+        };
+        let h = FrameHeader {
+            kind: FrameKind::Reply,
+            flags,
+            body_len: body.len() as u32,
+            seq: request_id,
+            stamp_ns: crate::stats::now_ns(),
+        };
+        let _ = conn.send_frame(h, body);
+    }
+}
+
+/// Writer end of a TCP connection.
+struct TcpLink {
+    conn: Arc<TcpConn>,
+    remote: EndpointId,
+}
+
+impl Link for TcpLink {
+    fn transport(&self) -> TransportKind {
+        TransportKind::Tcp
+    }
+    fn remote(&self) -> EndpointId {
+        self.remote
+    }
+    fn locator(&self) -> String {
+        format!("tcp/{}", self.conn.peer)
+    }
+    fn send(&self, frame: &OutFrame<'_>) -> Result<(), SendError> {
+        let body = (frame.payload.bytes)()?;
+        let len = body.len();
+        let h = FrameHeader {
+            kind: frame.kind,
+            flags: 0,
+            body_len: len as u32,
+            seq: frame.seq,
+            stamp_ns: frame.stamp_ns,
+        };
+        self.conn.send_frame(h, body)?;
+        self.conn.stats.message(len);
+        Ok(())
+    }
+    fn stats(&self) -> &ConnStats {
+        &self.conn.stats
+    }
+    fn is_closed(&self) -> bool {
+        self.conn.is_closed()
+    }
+    fn close(&self) {
+        self.conn.mark_closed();
+    }
+}
+
+/// The TCP transport of one runtime.
+pub struct TcpTransport {
+    locators: Vec<Locator>,
+    io: IoHandle,
+    max_frame: usize,
+    keep_all_block: Duration,
+    interfaces: Vec<Interface>,
+}
+
+impl TcpTransport {
+    pub(crate) fn new(
+        locators: Vec<Locator>,
+        io: IoHandle,
+        max_frame: usize,
+        keep_all_block: Duration,
+        interfaces: Vec<Interface>,
+    ) -> Self {
+        TcpTransport {
+            locators,
+            io,
+            max_frame,
+            keep_all_block,
+            interfaces,
+        }
+    }
+
+    /// The peer's TCP addresses, best first: loopback when we share a network
+    /// stack, then addresses on one of our subnets, then the rest.
+    fn candidates(&self, local: &PeerInfo, remote: &PeerInfo) -> Vec<SocketAddr> {
+        let mut v: Vec<(u8, SocketAddr)> = remote
+            .locators
+            .iter()
+            .filter(|l| l.transport == TransportKind::Tcp)
+            .filter_map(|l| l.address.parse::<SocketAddr>().ok())
+            .filter_map(|a| {
+                let std::net::IpAddr::V4(ip) = a.ip() else {
+                    return None;
+                };
+                let rank = if ip.is_loopback() {
+                    if local.net_id == remote.net_id {
+                        0
+                    } else {
+                        return None;
+                    }
+                } else if self
+                    .interfaces
+                    .iter()
+                    .any(|i| !i.loopback && i.contains(ip))
+                {
+                    1
+                } else {
+                    2
+                };
+                Some((rank, a))
+            })
+            .collect();
+        v.sort_by_key(|(r, _)| *r);
+        v.into_iter().map(|(_, a)| a).collect()
+    }
+}
+
+impl Transport for TcpTransport {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Tcp
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            reliable: true,
+            ordered: true,
+            zero_copy: false,
+            mtu: None,
+        }
+    }
+    fn locators(&self) -> Vec<Locator> {
+        self.locators.clone()
+    }
+    fn reaches(&self, local: &PeerInfo, remote: &PeerInfo) -> bool {
+        !self.candidates(local, remote).is_empty()
+    }
+    fn connect(&self, req: ConnectRequest) -> Result<Arc<dyn Link>, ConnectError> {
+        let local = PeerInfo {
+            participant: req.writer.participant,
+            host_id: crate::host::host_id(),
+            net_id: crate::host::net_id(),
+            pid: std::process::id(),
+            locators: Vec::new(),
+        };
+        let addrs = self.candidates(&local, &req.remote);
+        let mut last = String::from("no tcp locator");
+        for addr in &addrs {
+            match StdTcpStream::connect_timeout(addr, Duration::from_secs(1)) {
+                Ok(s) => {
+                    let hello = Hello {
+                        from: req.writer,
+                        from_kind: req.writer_kind,
+                        to: req.reader,
+                    }
+                    .encode();
+                    let h = FrameHeader {
+                        kind: FrameKind::Hello,
+                        flags: 0,
+                        body_len: hello.len() as u32,
+                        seq: 0,
+                        stamp_ns: 0,
+                    }
+                    .encode();
+                    let setup = (|| -> io::Result<()> {
+                        s.set_nodelay(true)?;
+                        let mut s2 = &s;
+                        s2.write_all(&h)?;
+                        s2.write_all(&hello)?;
+                        s.set_nonblocking(true)
+                    })();
+                    if let Err(e) = setup {
+                        last = e.to_string();
+                        continue;
+                    }
+                    let policy = QueuePolicy {
+                        depth: req.qos.history.depth(1024),
+                        block: (req.qos.reliability == Reliability::Reliable
+                            && req.qos.history == History::KeepAll)
+                            .then_some(self.keep_all_block),
+                    };
+                    let conn = Arc::new(TcpConn::new(
+                        mio::net::TcpStream::from_std(s),
+                        *addr,
+                        req.reader,
+                        Role::Outgoing {
+                            writer: req.writer,
+                            reply_sink: req.reply_sink.clone(),
+                        },
+                        policy,
+                    ));
+                    self.io.add_conn(conn.clone());
+                    return Ok(Arc::new(TcpLink {
+                        conn,
+                        remote: req.reader,
+                    }));
+                }
+                Err(e) => last = e.to_string(),
+            }
+        }
+        let _ = self.max_frame;
+        Err(ConnectError::Unreachable {
+            peer: req.remote.participant,
+            tried: addrs
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            last,
+        })
+    }
+}

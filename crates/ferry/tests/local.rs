@@ -1,0 +1,271 @@
+//! One process: in-process path, TCP path (pinned), services, QoS events.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry::msgs::{example_interfaces::*, std_msgs};
+use ferry::{CallError, Config, DiscoveryRange, Node, PortEvent, Qos, QosPolicy, TransportKind};
+
+/// A private domain per test so parallel tests do not see each other.
+fn node(name: &str, domain: u16) -> Node {
+    let cfg = Config {
+        domain_id: domain,
+        discovery: DiscoveryRange::Localhost,
+        ..Config::default()
+    };
+    Node::builder().name(name).config(cfg).build().unwrap()
+}
+
+const T: Duration = Duration::from_secs(5);
+
+#[test]
+fn in_process_pub_sub_shares_the_arc() {
+    let n = node("a", 101);
+    let p = n.publisher::<std_msgs::String>("/chatter").build().unwrap();
+    let s = n.subscriber::<std_msgs::String>("chatter").build().unwrap();
+    assert!(p.wait_for_subscribers(1, T));
+    let msg = Arc::new(std_msgs::String { data: "hi".into() });
+    p.publish(msg.clone()).unwrap();
+    let got = s.recv_timeout(T).unwrap();
+    assert_eq!(got.data, "hi");
+    assert_eq!(got.info.transport, TransportKind::InProcess);
+    assert!(
+        Arc::ptr_eq(&got.clone().into_arc(), &msg),
+        "in-process path copied the message"
+    );
+    let c = p.connections();
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].transport, "intra");
+    assert_eq!(s.connections()[0].stats.messages, 1);
+}
+
+#[test]
+fn callback_and_async_receive() {
+    let n = node("a", 102);
+    let count = Arc::new(AtomicUsize::new(0));
+    let c2 = count.clone();
+    let _cb = n
+        .subscriber::<std_msgs::Int32>("/n")
+        .callback(move |s| {
+            c2.fetch_add(s.data as usize, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    let q = n.subscriber::<std_msgs::Int32>("/n").build().unwrap();
+    let p = n.publisher::<std_msgs::Int32>("/n").build().unwrap();
+    assert!(p.wait_for_subscribers(2, T));
+    for i in 1..=10 {
+        p.publish(std_msgs::Int32 { data: i }).unwrap();
+    }
+    assert_eq!(count.load(Ordering::SeqCst), 55);
+    // Async receive on a tiny hand-rolled executor: poll with a no-op waker.
+    let fut = q.recv_async();
+    let mut fut = std::pin::pin!(fut);
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    match std::future::Future::poll(fut.as_mut(), &mut cx) {
+        std::task::Poll::Ready(Ok(s)) => assert_eq!(s.data, 1),
+        other => panic!("queued sample not ready: {:?}", other.is_ready()),
+    }
+}
+
+#[test]
+fn tcp_path_when_pinned() {
+    let n = node("a", 103);
+    let q = Qos::default().transport(TransportKind::Tcp);
+    let p = n
+        .publisher::<std_msgs::String>("/t")
+        .qos(q)
+        .build()
+        .unwrap();
+    let s = n.subscriber::<std_msgs::String>("/t").build().unwrap();
+    assert!(p.wait_for_subscribers(1, T));
+    for i in 0..100 {
+        p.publish(std_msgs::String {
+            data: format!("m{i}"),
+        })
+        .unwrap();
+    }
+    for i in 0..10 {
+        let got = s.recv_timeout(T).unwrap();
+        assert_eq!(
+            got.data,
+            format!("m{}", i + 90),
+            "keep_last 10 keeps the newest"
+        );
+        let _ = got;
+        if i == 0 {
+            assert_eq!(got.info.transport, TransportKind::Tcp);
+        }
+    }
+    let c = &p.connections()[0];
+    assert_eq!(c.transport, "tcp");
+    assert!(c.locator.starts_with("tcp/127.0.0.1:"), "{}", c.locator);
+}
+
+#[test]
+fn large_samples_over_tcp_are_byte_exact() {
+    let n = node("a", 104);
+    let q = Qos::default().transport(TransportKind::Tcp).keep_all();
+    let p = n
+        .publisher::<ferry::RawBytes>("/big")
+        .qos(q)
+        .build()
+        .unwrap();
+    let s = n
+        .subscriber::<ferry::RawBytes>("/big")
+        .qos(Qos::default().keep_all())
+        .build()
+        .unwrap();
+    assert!(p.wait_for_subscribers(1, T));
+    for size in [0usize, 1, 31, 32, 33, 65536, 1 << 20, 8 << 20] {
+        let data: Vec<u8> = (0..size).map(|i| (i * 7 + size) as u8).collect();
+        p.publish(ferry::RawBytes::new(data.clone())).unwrap();
+        let got = s.recv_timeout(T).unwrap();
+        assert_eq!(got.len(), size);
+        assert!(got[..] == data[..], "payload of {size} B corrupted");
+    }
+}
+
+#[test]
+fn services_in_process_and_over_tcp() {
+    let n = node("a", 105);
+    let _srv = n
+        .service::<AddTwoIntsRequest, AddTwoIntsResponse, _>("/add", |r| AddTwoIntsResponse {
+            sum: r.a + r.b,
+        })
+        .build()
+        .unwrap();
+    let c = n
+        .client::<AddTwoIntsRequest, AddTwoIntsResponse>("/add")
+        .build()
+        .unwrap();
+    let r = c.call(AddTwoIntsRequest { a: 2, b: 40 }, T).unwrap();
+    assert_eq!(r.sum, 42);
+    assert_eq!(c.connections()[0].transport, "intra");
+    let ct = n
+        .client::<AddTwoIntsRequest, AddTwoIntsResponse>("/add")
+        .qos(Qos::services_default().transport(TransportKind::Tcp))
+        .build()
+        .unwrap();
+    for i in 0..20 {
+        assert_eq!(
+            ct.call(AddTwoIntsRequest { a: i, b: 1 }, T).unwrap().sum,
+            i + 1
+        );
+    }
+    assert_eq!(ct.connections()[0].transport, "tcp");
+}
+
+#[test]
+fn missing_service_and_failing_handler_are_clear_errors() {
+    let n = node("a", 106);
+    let c = n
+        .client::<AddTwoIntsRequest, AddTwoIntsResponse>("/nobody")
+        .build()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let e = c
+        .call(AddTwoIntsRequest::default(), Duration::from_millis(300))
+        .unwrap_err();
+    assert!(matches!(e, CallError::NoService { .. }), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    let _srv = n
+        .try_service::<AddTwoIntsRequest, AddTwoIntsResponse, _>("/fails", |_| {
+            Err("arm is e-stopped".into())
+        })
+        .build()
+        .unwrap();
+    let c = n
+        .client::<AddTwoIntsRequest, AddTwoIntsResponse>("/fails")
+        .qos(Qos::services_default().transport(TransportKind::Tcp))
+        .build()
+        .unwrap();
+    let e = c.call(AddTwoIntsRequest::default(), T).unwrap_err();
+    assert!(e.to_string().contains("e-stopped"), "{e}");
+    let _slow = n
+        .service::<AddTwoIntsRequest, AddTwoIntsResponse, _>("/slow", |_| {
+            std::thread::sleep(Duration::from_secs(2));
+            AddTwoIntsResponse::default()
+        })
+        .build()
+        .unwrap();
+    let c = n
+        .client::<AddTwoIntsRequest, AddTwoIntsResponse>("/slow")
+        .build()
+        .unwrap();
+    let e = c
+        .call(AddTwoIntsRequest::default(), Duration::from_millis(200))
+        .unwrap_err();
+    assert!(matches!(e, CallError::Timeout { .. }), "{e}");
+}
+
+#[test]
+fn incompatible_qos_and_type_are_reported_to_both_sides() {
+    let n = node("a", 107);
+    let p = n
+        .publisher::<std_msgs::String>("/q")
+        .qos(Qos::sensor_data())
+        .build()
+        .unwrap();
+    let s = n
+        .subscriber::<std_msgs::String>("/q")
+        .qos(Qos::default())
+        .build()
+        .unwrap();
+    let want = |e: Option<PortEvent>| match e {
+        Some(PortEvent::IncompatibleQos { policies, .. }) => {
+            assert_eq!(policies, vec![QosPolicy::Reliability])
+        }
+        other => panic!("expected IncompatibleQos, got {other:?}"),
+    };
+    want(p.next_event(T));
+    want(s.next_event(T));
+    assert_eq!(p.subscriber_count(), 0);
+    let s2 = n
+        .subscriber::<std_msgs::Int32>("/q")
+        .qos(Qos::sensor_data())
+        .build()
+        .unwrap();
+    assert!(matches!(
+        s2.next_event(T),
+        Some(PortEvent::IncompatibleType { .. })
+    ));
+}
+
+#[test]
+fn transient_local_late_joiner_gets_the_last_samples() {
+    let n = node("a", 108);
+    let p = n
+        .publisher::<std_msgs::Int32>("/latched")
+        .qos(Qos::latched().keep_last(3))
+        .build()
+        .unwrap();
+    for i in 0..10 {
+        p.publish(std_msgs::Int32 { data: i }).unwrap();
+    }
+    for pin in [None, Some(TransportKind::Tcp)] {
+        let mut q = Qos::latched().keep_last(3);
+        q.transport = pin;
+        let s = n
+            .subscriber::<std_msgs::Int32>("/latched")
+            .qos(q)
+            .build()
+            .unwrap();
+        let got: Vec<i32> = (0..3).map(|_| s.recv_timeout(T).unwrap().data).collect();
+        assert_eq!(got, vec![7, 8, 9], "pin {pin:?}");
+    }
+}
+
+#[test]
+fn bad_names_are_clear_errors() {
+    let n = node("a", 109);
+    let e = n
+        .publisher::<std_msgs::String>("bad name")
+        .build()
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("bad name"), "{e}");
+    assert!(Node::builder().name("a/b").build().is_err());
+}
