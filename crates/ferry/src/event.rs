@@ -29,7 +29,8 @@ pub enum PortEvent {
     Matched {
         /// The peer endpoint.
         remote: EndpointId,
-        /// The path chosen (for readers: the path the writer chose).
+        /// The path chosen (writers only; readers learn the path when the
+        /// connection arrives, see `Subscriber::connections`).
         transport: Option<TransportKind>,
     },
     /// A matched peer is gone.

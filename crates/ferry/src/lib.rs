@@ -17,6 +17,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod admin;
 pub mod config;
 pub mod error;
 pub mod event;

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use ferry_wire::beacon::NodeRecord;
 
+use crate::admin::{AdminReply, AdminRequest};
 use crate::config::Config;
 use crate::error::BuildError;
 use crate::graph::Graph;
@@ -63,13 +64,36 @@ impl NodeBuilder {
             name: name.clone(),
             namespace: namespace.clone(),
         });
-        Ok(Node {
-            inner: Arc::new(NodeInner {
-                rt,
-                id,
-                name,
-                namespace,
+        let inner = Arc::new(NodeInner {
+            rt,
+            id,
+            name,
+            namespace,
+        });
+        let node_id = inner.id;
+        let shared = Arc::downgrade(&inner.rt.shared);
+        let admin_name = crate::admin::service_name(&full_name(&inner.namespace, &inner.name));
+        let admin = ServiceBuilder::<AdminRequest, AdminReply>::new(
+            inner.clone(),
+            &admin_name,
+            Box::new(move |req: &AdminRequest| {
+                let Some(shared) = shared.upgrade() else {
+                    return Err("runtime is shutting down".into());
+                };
+                match req.command.as_str() {
+                    "connections" => serde_json::to_string(&shared.node_connections(node_id))
+                        .map(|json| AdminReply { json })
+                        .map_err(|e| e.to_string()),
+                    other => Err(format!(
+                        "unknown admin command `{other}` (known: connections)"
+                    )),
+                }
             }),
+        )
+        .build()?;
+        Ok(Node {
+            inner,
+            _admin: Arc::new(admin),
         })
     }
 }
@@ -92,6 +116,7 @@ impl Drop for NodeInner {
 #[derive(Clone)]
 pub struct Node {
     pub(crate) inner: Arc<NodeInner>,
+    _admin: Arc<crate::service::Service<AdminRequest, AdminReply>>,
 }
 
 impl std::fmt::Debug for Node {

@@ -165,6 +165,23 @@ impl<T: Codec> PubShared<T> {
 }
 
 impl<T: Codec> WriterPort for PubShared<T> {
+    fn connections(&self) -> Vec<ConnectionInfo> {
+        self.links
+            .read()
+            .iter()
+            .map(|l| {
+                ConnectionInfo::new(
+                    &self.topic,
+                    self.id,
+                    l.remote(),
+                    Side::Writer,
+                    l.transport(),
+                    &l.locator(),
+                    l.stats(),
+                )
+            })
+            .collect()
+    }
     fn add_link(&self, link: Arc<dyn Link>) {
         if self.qos.durability == Durability::TransientLocal {
             // Replay the history, then go live, under the history lock so no

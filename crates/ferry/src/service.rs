@@ -186,6 +186,23 @@ impl<Req: Message> Inbox for SrvShared<Req> {
 }
 
 impl<Req: Message> ReaderPort for SrvShared<Req> {
+    fn connections(&self) -> Vec<ConnectionInfo> {
+        self.conns
+            .lock()
+            .iter()
+            .map(|c| {
+                ConnectionInfo::new(
+                    &self.topic,
+                    self.id,
+                    c.remote,
+                    Side::Reader,
+                    c.transport,
+                    &c.locator,
+                    &c.stats,
+                )
+            })
+            .collect()
+    }
     fn events(&self) -> &EventQueue {
         &self.events
     }
@@ -368,6 +385,23 @@ impl<Resp: Message> ReplySink for CliShared<Resp> {
 }
 
 impl<Resp: Message> WriterPort for CliShared<Resp> {
+    fn connections(&self) -> Vec<ConnectionInfo> {
+        self.links
+            .read()
+            .iter()
+            .map(|l| {
+                ConnectionInfo::new(
+                    &self.topic,
+                    self.id,
+                    l.remote(),
+                    Side::Writer,
+                    l.transport(),
+                    &l.locator(),
+                    l.stats(),
+                )
+            })
+            .collect()
+    }
     fn add_link(&self, link: Arc<dyn Link>) {
         self.links.write().push(link);
         let _g = self.links_cv.0.lock();

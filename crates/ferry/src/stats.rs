@@ -24,7 +24,8 @@ pub struct ConnStats {
     latency_last_ns: AtomicU64,
     latency_max_ns: AtomicU64,
     created: Instant,
-    window: Mutex<(Instant, u64, u64)>,
+    /// (window start, messages, bytes at start, last rate, last byte rate)
+    window: Mutex<(Instant, u64, u64, f64, f64)>,
 }
 
 impl Default for ConnStats {
@@ -47,7 +48,7 @@ impl ConnStats {
             latency_last_ns: AtomicU64::new(0),
             latency_max_ns: AtomicU64::new(0),
             created: now,
-            window: Mutex::new((now, 0, 0)),
+            window: Mutex::new((now, 0, 0, 0.0, 0.0)),
         }
     }
 
@@ -72,18 +73,17 @@ impl ConnStats {
         let messages = self.messages.load(Relaxed);
         let bytes = self.bytes.load(Relaxed);
         let now = Instant::now();
+        // Rates over windows of at least 0.5 s; a snapshot taken sooner (the
+        // other end of an in-process connection reads the same counters)
+        // gets the last full window's rate.
         let (rate_hz, bytes_per_sec) = {
             let mut w = self.window.lock();
             let dt = now.duration_since(w.0).as_secs_f64();
-            let r = if dt > 0.0 {
-                ((messages - w.1) as f64 / dt, (bytes - w.2) as f64 / dt)
-            } else {
-                (0.0, 0.0)
-            };
-            if dt >= 0.2 {
-                *w = (now, messages, bytes);
+            if dt >= 0.5 {
+                let r = ((messages - w.1) as f64 / dt, (bytes - w.2) as f64 / dt);
+                *w = (now, messages, bytes, r.0, r.1);
             }
-            r
+            (w.3, w.4)
         };
         let n = self.latency_count.load(Relaxed);
         StatsSnapshot {

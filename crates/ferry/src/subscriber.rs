@@ -187,6 +187,23 @@ impl<T: Codec> Inbox for SubShared<T> {
 }
 
 impl<T: Codec> ReaderPort for SubShared<T> {
+    fn connections(&self) -> Vec<ConnectionInfo> {
+        self.conns
+            .lock()
+            .iter()
+            .map(|c| {
+                ConnectionInfo::new(
+                    &self.topic,
+                    self.id,
+                    c.remote,
+                    Side::Reader,
+                    c.transport,
+                    &c.locator,
+                    &c.stats,
+                )
+            })
+            .collect()
+    }
     fn events(&self) -> &EventQueue {
         &self.events
     }

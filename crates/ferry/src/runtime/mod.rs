@@ -25,6 +25,7 @@ use crate::transport::{self, ConnectRequest, Link, PeerInfo, ReplySink, Transpor
 
 /// A local writer (publisher or client) as the runtime sees it.
 pub(crate) trait WriterPort: Send + Sync {
+    fn connections(&self) -> Vec<crate::stats::ConnectionInfo>;
     fn add_link(&self, link: Arc<dyn Link>);
     fn remove_link(&self, reader: EndpointId);
     fn events(&self) -> &EventQueue;
@@ -34,6 +35,7 @@ pub(crate) trait WriterPort: Send + Sync {
 
 /// A local reader (subscriber or service) as the runtime sees it.
 pub(crate) trait ReaderPort: Send + Sync {
+    fn connections(&self) -> Vec<crate::stats::ConnectionInfo>;
     fn events(&self) -> &EventQueue;
     fn set_matched(&self, writer: EndpointId, matched: bool);
     fn housekeeping(&self, _now: Instant) {}
@@ -280,6 +282,14 @@ impl Shared {
     pub fn link_lost(&self, writer: EndpointId, reader: EndpointId) {
         let port = {
             let mut core = self.core.lock();
+            // Only a connection that was live counts as lost; one closed on
+            // purpose (unmatched, port dropped) is already forgotten.
+            if !matches!(
+                core.pairs.get(&(writer, reader)),
+                Some(PairState::Connected(_))
+            ) {
+                return;
+            }
             core.pairs.remove(&(writer, reader));
             core.writers
                 .get(&writer.entity)
@@ -595,6 +605,28 @@ impl Shared {
             participant: self.id,
             entity,
         }
+    }
+
+    /// Connections of every port of one local node (for the admin plane).
+    pub fn node_connections(&self, node: u32) -> Vec<crate::stats::ConnectionInfo> {
+        let (ws, rs): (Vec<_>, Vec<_>) = {
+            let core = self.core.lock();
+            (
+                core.writers
+                    .values()
+                    .filter(|w| w.record.node == node)
+                    .filter_map(|w| w.port.upgrade())
+                    .collect(),
+                core.readers
+                    .values()
+                    .filter(|r| r.record.node == node)
+                    .filter_map(|r| r.port.upgrade())
+                    .collect(),
+            )
+        };
+        let mut out: Vec<_> = ws.iter().flat_map(|w| w.connections()).collect();
+        out.extend(rs.iter().flat_map(|r| r.connections()));
+        out
     }
 
     /// A snapshot of everything known: local and remote nodes and endpoints.

@@ -1,0 +1,178 @@
+//! `ferry`: inspect and drive a ferry system from the shell, shaped like `ros2`.
+
+mod demo;
+mod topic;
+mod types;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "ferry", version, about = "Ferry robotics middleware command line", long_about = None)]
+struct Cli {
+    /// How long to listen to discovery before answering (ms).
+    #[arg(long, global = true, default_value_t = 400)]
+    spin_time: u64,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Topics: list, info, echo, hz, bw, pub.
+    #[command(subcommand)]
+    Topic(topic::TopicCmd),
+    /// Nodes: list, info.
+    #[command(subcommand)]
+    Node(NodeCmd),
+    /// Services: list, call.
+    #[command(subcommand)]
+    Service(ServiceCmd),
+    /// Start a small robot system (several processes) and show its paths live.
+    Demo(demo::DemoArgs),
+    /// One process of the demo (used by `ferry demo`).
+    #[command(hide = true)]
+    DemoRole { role: String },
+}
+
+#[derive(Subcommand)]
+enum NodeCmd {
+    /// List the nodes.
+    List,
+    /// Show a node's publishers, subscribers, services and clients.
+    Info { node: String },
+}
+
+#[derive(Subcommand)]
+enum ServiceCmd {
+    /// List the services.
+    List {
+        /// Show types.
+        #[arg(short = 't', long)]
+        show_types: bool,
+    },
+    /// Call a service: `ferry service call /add example_interfaces/srv/AddTwoInts '{a: 1, b: 2}'`.
+    Call {
+        service: String,
+        service_type: String,
+        #[arg(default_value = "{}")]
+        request: String,
+        /// Timeout (s).
+        #[arg(long, default_value_t = 5.0)]
+        timeout: f64,
+    },
+}
+
+/// Creates the CLI's own hidden node.
+pub fn cli_node() -> Result<ferry::Node, String> {
+    ferry::Node::builder()
+        .name(format!("_ferry_cli_{}", std::process::id()))
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    let spin = Duration::from_millis(cli.spin_time);
+    match cli.cmd {
+        Cmd::Topic(t) => topic::run(t, spin),
+        Cmd::Node(NodeCmd::List) => {
+            let node = cli_node()?;
+            std::thread::sleep(spin);
+            for n in node.graph().node_names() {
+                println!("{n}");
+            }
+            Ok(())
+        }
+        Cmd::Node(NodeCmd::Info { node: name }) => {
+            let node = cli_node()?;
+            std::thread::sleep(spin);
+            let g = node.graph();
+            if !g.node_names().contains(&name) {
+                return Err(format!(
+                    "node `{name}` not found (is it running, in domain {}?)",
+                    node.domain_id()
+                ));
+            }
+            println!("{name}");
+            for (title, kind) in [
+                ("Subscribers", ferry::EndpointKind::Subscriber),
+                ("Publishers", ferry::EndpointKind::Publisher),
+                ("Service Servers", ferry::EndpointKind::Service),
+                ("Service Clients", ferry::EndpointKind::Client),
+            ] {
+                println!("  {title}:");
+                for e in g
+                    .endpoints_of_node(&name)
+                    .filter(|e| e.kind == kind && !e.topic.starts_with(ferry::graph::HIDDEN_PREFIX))
+                {
+                    println!("    {}: {}", e.topic, e.type_name);
+                }
+            }
+            if let Some(n) = g.nodes.iter().find(|n| n.name == name) {
+                println!(
+                    "  Process: pid {} participant {} at {}",
+                    n.pid,
+                    n.participant,
+                    n.locators.join(" ")
+                );
+            }
+            Ok(())
+        }
+        Cmd::Service(ServiceCmd::List { show_types }) => {
+            let node = cli_node()?;
+            std::thread::sleep(spin);
+            for (s, types) in node.graph().services() {
+                if show_types {
+                    println!("{s} [{}]", types.join(", "));
+                } else {
+                    println!("{s}");
+                }
+            }
+            Ok(())
+        }
+        Cmd::Service(ServiceCmd::Call {
+            service,
+            service_type,
+            request,
+            timeout,
+        }) => {
+            let known = types::services();
+            let Some(k) = known.iter().find(|k| k.name == service_type) else {
+                let names: Vec<&str> = known.iter().map(|k| k.name).collect();
+                return Err(format!(
+                    "unknown service type `{service_type}` (known: {})",
+                    names.join(", ")
+                ));
+            };
+            let node = cli_node()?;
+            println!("requester: making request: {request}");
+            let v = (k.call)(&node, &service, &request, Duration::from_secs_f64(timeout))?;
+            println!(
+                "response:\n{}",
+                serde_yaml::to_string(&v).unwrap_or_default()
+            );
+            Ok(())
+        }
+        Cmd::Demo(args) => demo::run(args),
+        Cmd::DemoRole { role } => demo::role(&role),
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ferry: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,386 @@
+//! `ferry topic …`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Subcommand;
+use ferry::graph::Graph;
+use ferry::{EndpointKind, Node, Qos, RawBytes};
+
+use crate::types;
+
+#[derive(Subcommand)]
+pub enum TopicCmd {
+    /// List the topics.
+    List {
+        /// Show types.
+        #[arg(short = 't', long)]
+        show_types: bool,
+        /// Show publisher and subscriber counts.
+        #[arg(short, long)]
+        verbose: bool,
+    },
+    /// Show a topic's type, endpoints and (with -v) connections and paths.
+    Info {
+        topic: String,
+        #[arg(short, long)]
+        verbose: bool,
+    },
+    /// Print the samples of a topic.
+    Echo {
+        topic: String,
+        /// Print one sample and exit.
+        #[arg(long)]
+        once: bool,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        /// Stop after this many samples.
+        #[arg(long)]
+        count: Option<u64>,
+        /// Stop after this many seconds.
+        #[arg(long)]
+        timeout: Option<f64>,
+    },
+    /// Print a topic's publish rate.
+    Hz {
+        topic: String,
+        /// Stop after this many seconds.
+        #[arg(long)]
+        timeout: Option<f64>,
+    },
+    /// Print a topic's bandwidth.
+    Bw {
+        topic: String,
+        /// Stop after this many seconds.
+        #[arg(long)]
+        timeout: Option<f64>,
+    },
+    /// Publish: `ferry topic pub /chatter std_msgs/msg/String 'data: hi'`.
+    Pub {
+        topic: String,
+        msg_type: String,
+        #[arg(default_value = "{}")]
+        values: String,
+        /// Rate (Hz).
+        #[arg(short, long, default_value_t = 1.0)]
+        rate: f64,
+        /// Publish once and exit.
+        #[arg(long)]
+        once: bool,
+        /// Publish this many times and exit.
+        #[arg(short, long)]
+        times: Option<u64>,
+        /// QoS profile: default, sensor_data, latched.
+        #[arg(long, default_value = "default")]
+        qos: String,
+    },
+}
+
+fn stop_flag(timeout: Option<f64>) -> (Arc<AtomicBool>, Option<Instant>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let _ = ctrlc::set_handler(move || s2.store(true, Ordering::SeqCst));
+    (
+        stop,
+        timeout.map(|t| Instant::now() + Duration::from_secs_f64(t)),
+    )
+}
+
+fn expired(stop: &AtomicBool, end: Option<Instant>) -> bool {
+    stop.load(Ordering::SeqCst) || end.is_some_and(|e| Instant::now() >= e)
+}
+
+/// Type name of a topic, from its publishers (or subscribers).
+fn topic_type(g: &Graph, topic: &str) -> Option<String> {
+    let mut eps: Vec<_> = g
+        .endpoints_of(topic)
+        .filter(|e| e.type_name != "*")
+        .collect();
+    eps.sort_by_key(|e| e.kind != EndpointKind::Publisher);
+    eps.first().map(|e| e.type_name.clone())
+}
+
+fn node_of(g: &Graph, id: &str) -> String {
+    g.endpoints
+        .iter()
+        .find(|e| e.id.to_string() == id)
+        .map(|e| e.node.clone())
+        .unwrap_or_else(|| id.to_string())
+}
+
+/// Connections of `nodes`, asked through their admin services.
+pub fn connections_of(node: &Node, nodes: &[String]) -> Vec<ferry::ConnectionInfo> {
+    let mut out = Vec::new();
+    for n in nodes {
+        let Ok(c) = node
+            .client::<ferry::admin::AdminRequest, ferry::admin::AdminReply>(
+                &ferry::admin::service_name(n),
+            )
+            .build()
+        else {
+            continue;
+        };
+        if let Ok(r) = c.call(
+            ferry::admin::AdminRequest {
+                command: "connections".into(),
+            },
+            Duration::from_secs(2),
+        ) {
+            out.extend(ferry::admin::parse_connections(&r).unwrap_or_default());
+        }
+    }
+    out
+}
+
+fn describe_qos(q: &Qos) -> String {
+    format!(
+        "{:?}, {:?}, {:?}{}",
+        q.reliability,
+        q.history,
+        q.durability,
+        q.transport
+            .map(|t| format!(", pinned to {t}"))
+            .unwrap_or_default()
+    )
+}
+
+pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
+    let node = crate::cli_node()?;
+    std::thread::sleep(spin);
+    match cmd {
+        TopicCmd::List {
+            show_types,
+            verbose,
+        } => {
+            let g = node.graph();
+            for (t, ty) in g.topics() {
+                let pubs = g
+                    .endpoints_of(&t)
+                    .filter(|e| e.kind == EndpointKind::Publisher && !e.node.starts_with("/_ferry"))
+                    .count();
+                let subs = g
+                    .endpoints_of(&t)
+                    .filter(|e| {
+                        e.kind == EndpointKind::Subscriber && !e.node.starts_with("/_ferry")
+                    })
+                    .count();
+                if pubs + subs == 0 {
+                    continue;
+                }
+                let mut line = t.clone();
+                if show_types || verbose {
+                    line.push_str(&format!(" [{}]", ty.join(", ")));
+                }
+                if verbose {
+                    line.push_str(&format!(" {pubs} publisher(s), {subs} subscriber(s)"));
+                }
+                println!("{line}");
+            }
+            Ok(())
+        }
+        TopicCmd::Info { topic, verbose } => {
+            let g = node.graph();
+            let eps: Vec<_> = g
+                .endpoints_of(&topic)
+                .filter(|e| !e.node.starts_with("/_ferry"))
+                .collect();
+            if eps.is_empty() {
+                return Err(format!("unknown topic `{topic}`"));
+            }
+            println!(
+                "Type: {}",
+                topic_type(&g, &topic).unwrap_or_else(|| "(raw bytes)".into())
+            );
+            for kind in [EndpointKind::Publisher, EndpointKind::Subscriber] {
+                let list: Vec<_> = eps.iter().filter(|e| e.kind == kind).collect();
+                println!("{:?} count: {}", kind, list.len());
+                if verbose {
+                    for e in list {
+                        println!(
+                            "  node {}  id {}  type {} ({})  QoS: {}",
+                            e.node,
+                            e.id,
+                            e.type_name,
+                            e.type_hash,
+                            describe_qos(&e.qos)
+                        );
+                    }
+                }
+            }
+            if verbose {
+                let mut nodes: Vec<String> = eps
+                    .iter()
+                    .filter(|e| e.kind == EndpointKind::Publisher)
+                    .map(|e| e.node.clone())
+                    .collect();
+                nodes.sort();
+                nodes.dedup();
+                println!("Connections:");
+                for c in connections_of(&node, &nodes)
+                    .into_iter()
+                    .filter(|c| c.topic == topic)
+                {
+                    println!(
+                        "  {} -> {}  path {}  {}  {} msgs, {:.1} Hz",
+                        node_of(&g, &c.local),
+                        node_of(&g, &c.remote),
+                        c.transport,
+                        if c.locator.is_empty() {
+                            "(in process)".to_string()
+                        } else {
+                            c.locator.clone()
+                        },
+                        c.stats.messages,
+                        c.stats.rate_hz
+                    );
+                }
+            }
+            Ok(())
+        }
+        TopicCmd::Echo {
+            topic,
+            once,
+            json,
+            count,
+            timeout,
+        } => {
+            let (stop, end) = stop_flag(timeout);
+            let sub = node
+                .subscriber::<RawBytes>(&topic)
+                .qos(Qos::sensor_data().keep_last(100))
+                .build()
+                .map_err(|e| e.to_string())?;
+            let mut ty: Option<types::KnownType> = None;
+            let limit = if once { Some(1) } else { count };
+            let mut n = 0u64;
+            while !expired(&stop, end) && limit.is_none_or(|l| n < l) {
+                let Ok(s) = sub.recv_timeout(Duration::from_millis(100)) else {
+                    continue;
+                };
+                if ty.is_none() {
+                    ty = topic_type(&node.graph(), &topic).and_then(|t| types::find(&t));
+                }
+                let decoded = ty.as_ref().map(|t| (t.decode)(&s));
+                match decoded {
+                    Some(Ok(v)) if json => {
+                        println!("{}", serde_json::to_string(&v).unwrap_or_default())
+                    }
+                    Some(Ok(v)) => print!("{}---\n", serde_yaml::to_string(&v).unwrap_or_default()),
+                    _ if json => println!(
+                        "{}",
+                        serde_json::json!({ "hex": s.iter().map(|b| format!("{b:02x}")).collect::<String>() })
+                    ),
+                    _ => print!("{}---\n", types::hex(&s)),
+                }
+                n += 1;
+            }
+            Ok(())
+        }
+        TopicCmd::Hz { topic, timeout } => rate(&node, &topic, timeout, false),
+        TopicCmd::Bw { topic, timeout } => rate(&node, &topic, timeout, true),
+        TopicCmd::Pub {
+            topic,
+            msg_type,
+            values,
+            rate,
+            once,
+            times,
+            qos,
+        } => {
+            let t = types::find(&msg_type).ok_or_else(|| {
+                let names: Vec<&str> = types::known().iter().map(|k| k.name).collect();
+                format!(
+                    "unknown message type `{msg_type}` (known: {})",
+                    names.join(", ")
+                )
+            })?;
+            let bytes = (t.encode)(&values)?;
+            let q = Qos::profile(&qos).ok_or_else(|| {
+                format!(
+                    "unknown QoS profile `{qos}` (default, sensor_data, services_default, latched)"
+                )
+            })?;
+            let p = node
+                .publisher::<RawBytes>(&topic)
+                .qos(q)
+                .type_info(t.name, t.hash)
+                .build()
+                .map_err(|e| e.to_string())?;
+            let (stop, _) = stop_flag(None);
+            p.wait_for_subscribers(1, Duration::from_secs(1));
+            let limit = if once { Some(1) } else { times };
+            let period = Duration::from_secs_f64(1.0 / rate.max(0.001));
+            let mut n = 0u64;
+            let mut next = Instant::now();
+            while !stop.load(Ordering::SeqCst) && limit.is_none_or(|l| n < l) {
+                p.publish(RawBytes::new(bytes.clone()))
+                    .map_err(|e| e.to_string())?;
+                n += 1;
+                println!("publishing #{n}: {values}");
+                next += period;
+                while Instant::now() < next && !stop.load(Ordering::SeqCst) {
+                    std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
+                }
+            }
+            // Let the last sample leave before the connection closes.
+            std::thread::sleep(Duration::from_millis(200));
+            Ok(())
+        }
+    }
+}
+
+fn rate(node: &Node, topic: &str, timeout: Option<f64>, bw: bool) -> Result<(), String> {
+    let (stop, end) = stop_flag(timeout);
+    let sub = node
+        .subscriber::<RawBytes>(topic)
+        .qos(Qos::sensor_data().keep_last(1000))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut stamps: std::collections::VecDeque<(Instant, usize)> = Default::default();
+    let mut last_print = Instant::now();
+    while !expired(&stop, end) {
+        if let Ok(s) = sub.recv_timeout(Duration::from_millis(50)) {
+            stamps.push_back((Instant::now(), s.len()));
+            if stamps.len() > 10_000 {
+                stamps.pop_front();
+            }
+        }
+        if last_print.elapsed() >= Duration::from_secs(1) {
+            last_print = Instant::now();
+            if stamps.len() < 2 {
+                println!("no new messages");
+                continue;
+            }
+            let span = stamps
+                .back()
+                .unwrap()
+                .0
+                .duration_since(stamps.front().unwrap().0)
+                .as_secs_f64();
+            if bw {
+                let bytes: usize = stamps.iter().map(|s| s.1).sum();
+                println!(
+                    "{:.2} MB/s from {} messages (mean size {:.0} B)",
+                    bytes as f64 / span / 1e6,
+                    stamps.len(),
+                    bytes as f64 / stamps.len() as f64
+                );
+            } else {
+                let gaps: Vec<f64> = stamps
+                    .iter()
+                    .zip(stamps.iter().skip(1))
+                    .map(|(a, b)| b.0.duration_since(a.0).as_secs_f64())
+                    .collect();
+                let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+                let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64)
+                    .sqrt();
+                let min = gaps.iter().cloned().fold(f64::MAX, f64::min);
+                let max = gaps.iter().cloned().fold(0.0, f64::max);
+                println!("average rate: {:.3}\n\tmin: {min:.3}s max: {max:.3}s std dev: {sd:.5}s window: {}", 1.0 / mean, stamps.len());
+            }
+        }
+    }
+    Ok(())
+}
