@@ -317,6 +317,20 @@ pub fn role(role: &str) -> Result<(), String> {
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
+        "slow_service" => {
+            // Used by the tests: a service that takes 10 s to answer.
+            let n = Node::builder().name("slow").build().map_err(e)?;
+            let _srv = n
+                .service::<AddTwoIntsRequest, AddTwoIntsResponse, _>("/slow", |r| {
+                    std::thread::sleep(Duration::from_secs(10));
+                    AddTwoIntsResponse { sum: r.a + r.b }
+                })
+                .build()
+                .map_err(e)?;
+            while !stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
         other => return Err(format!("unknown demo role `{other}`")),
     }
     Ok(())

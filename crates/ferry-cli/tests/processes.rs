@@ -1,0 +1,394 @@
+//! Multi-process tests on one host: real processes, real sockets.
+
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ferry::msgs::{example_interfaces::*, std_msgs};
+use ferry::{CallError, Config, DiscoveryRange, Node, PortEvent, UnmatchReason};
+
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+const T: Duration = Duration::from_secs(10);
+
+fn cfg(domain: u16) -> Config {
+    Config {
+        domain_id: domain,
+        discovery: DiscoveryRange::Localhost,
+        ..Config::default()
+    }
+}
+
+fn node(name: &str, domain: u16) -> Node {
+    Node::builder()
+        .name(name)
+        .config(cfg(domain))
+        .build()
+        .unwrap()
+}
+
+/// A child `ferry` process in `domain`, killed when dropped.
+struct Proc(Child);
+
+impl Proc {
+    fn spawn(domain: u16, args: &[&str]) -> Proc {
+        let c = Command::new(FERRY)
+            .args(args)
+            .env("FERRY_DOMAIN_ID", domain.to_string())
+            .env("FERRY_DISCOVERY", "localhost")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn ferry");
+        Proc(c)
+    }
+    fn kill9(&mut self) {
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+    /// Waits for exit (bounded) and returns (success, stdout, stderr).
+    fn finish(mut self, limit: Duration) -> (bool, String, String) {
+        let end = Instant::now() + limit;
+        loop {
+            if let Ok(Some(st)) = self.0.try_wait() {
+                let mut out = String::new();
+                let mut err = String::new();
+                self.0
+                    .stdout
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut out)
+                    .unwrap();
+                self.0
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
+                return (st.success(), out, err);
+            }
+            assert!(
+                Instant::now() < end,
+                "process did not finish within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn pub_in_another_process_reaches_us_over_tcp() {
+    let n = node("sub", 201);
+    let s = n
+        .subscriber::<std_msgs::String>("/chatter")
+        .build()
+        .unwrap();
+    let _p = Proc::spawn(
+        201,
+        &[
+            "topic",
+            "pub",
+            "/chatter",
+            "std_msgs/msg/String",
+            "data: from afar",
+            "-r",
+            "50",
+        ],
+    );
+    let got = s.recv_timeout(T).expect("no sample from the other process");
+    assert_eq!(got.data, "from afar");
+    assert_eq!(got.info.transport, ferry::TransportKind::Tcp);
+    let c = s.connections();
+    assert_eq!(c[0].transport, "tcp");
+}
+
+#[test]
+fn kill_9_of_a_publisher_is_seen_within_the_lease() {
+    let n = node("watcher", 202);
+    let s = n.subscriber::<std_msgs::String>("/beat").build().unwrap();
+    let mut p = Proc::spawn(
+        202,
+        &[
+            "topic",
+            "pub",
+            "/beat",
+            "std_msgs/msg/String",
+            "data: x",
+            "-r",
+            "20",
+        ],
+    );
+    s.recv_timeout(T).expect("publisher never arrived");
+    while s.try_event().is_some() {}
+    let t0 = Instant::now();
+    p.kill9();
+    let lease = Duration::from_millis(Config::default().lease_ms as u64);
+    loop {
+        let left = (lease + Duration::from_millis(500)).saturating_sub(t0.elapsed());
+        match s.next_event(left) {
+            Some(PortEvent::Unmatched { reason, .. }) => {
+                // The TCP connection drop is seen at once; discovery confirms
+                // the death by lease expiry. Either way, within the lease.
+                assert!(matches!(
+                    reason,
+                    UnmatchReason::LeaseExpired
+                        | UnmatchReason::Withdrawn
+                        | UnmatchReason::ConnectionLost
+                ));
+                break;
+            }
+            Some(_) => continue,
+            None => panic!("publisher not gone {:?} after kill -9", t0.elapsed()),
+        }
+    }
+    // And discovery forgets the process within the lease.
+    let end = t0 + lease + Duration::from_millis(500);
+    while n
+        .graph()
+        .endpoints_of("/beat")
+        .any(|e| e.kind == ferry::EndpointKind::Publisher)
+    {
+        assert!(
+            Instant::now() < end,
+            "killed publisher still in the graph after {:?}",
+            t0.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(t0.elapsed() <= lease + Duration::from_millis(500));
+}
+
+#[test]
+fn clean_exit_withdraws_at_once() {
+    let n = node("watcher", 203);
+    let s = n.subscriber::<std_msgs::String>("/bye").build().unwrap();
+    let p = Proc::spawn(
+        203,
+        &[
+            "topic",
+            "pub",
+            "/bye",
+            "std_msgs/msg/String",
+            "data: x",
+            "--times",
+            "3",
+            "-r",
+            "20",
+        ],
+    );
+    s.recv_timeout(T).unwrap();
+    let (ok, _, err) = p.finish(T);
+    assert!(ok, "{err}");
+    let t0 = Instant::now();
+    while n
+        .graph()
+        .endpoints_of("/bye")
+        .any(|e| e.kind == ferry::EndpointKind::Publisher)
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(1),
+            "clean exit not withdrawn within 1 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn service_dying_mid_call_is_a_clear_error() {
+    let n = node("caller", 204);
+    let mut srv = Proc::spawn(204, &["demo-role", "slow_service"]);
+    let c = n
+        .client::<AddTwoIntsRequest, AddTwoIntsResponse>("/slow")
+        .build()
+        .unwrap();
+    assert!(c.wait_for_service(T));
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        srv.kill9();
+    });
+    let t0 = Instant::now();
+    let e = c
+        .call(AddTwoIntsRequest { a: 1, b: 2 }, Duration::from_secs(30))
+        .unwrap_err();
+    killer.join().unwrap();
+    assert!(matches!(e, CallError::ServiceGone { .. }), "{e}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        t0.elapsed()
+    );
+}
+
+#[test]
+fn cli_echo_and_service_call_across_processes() {
+    let n = node("talker", 205);
+    let p = n.publisher::<std_msgs::String>("/chatter").build().unwrap();
+    let _srv = n
+        .service::<AddTwoIntsRequest, AddTwoIntsResponse, _>("/add", |r| AddTwoIntsResponse {
+            sum: r.a + r.b,
+        })
+        .build()
+        .unwrap();
+    let echo = Proc::spawn(
+        205,
+        &[
+            "topic",
+            "echo",
+            "/chatter",
+            "--once",
+            "--json",
+            "--timeout",
+            "10",
+        ],
+    );
+    assert!(p.wait_for_subscribers(1, T), "echo never subscribed");
+    p.publish(std_msgs::String {
+        data: "hello echo".into(),
+    })
+    .unwrap();
+    let (ok, out, err) = echo.finish(T);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), r#"{"data":"hello echo"}"#);
+    let call = Proc::spawn(
+        205,
+        &[
+            "service",
+            "call",
+            "/add",
+            "example_interfaces/srv/AddTwoInts",
+            "{a: 2, b: 40}",
+        ],
+    );
+    let (ok, out, err) = call.finish(T);
+    assert!(ok, "{err}");
+    assert!(out.contains("sum: 42"), "{out}");
+    let list = Proc::spawn(205, &["topic", "list", "-t"]);
+    let (ok, out, _) = list.finish(T);
+    assert!(ok);
+    assert!(out.contains("/chatter [std_msgs/msg/String]"), "{out}");
+    let info = Proc::spawn(205, &["topic", "info", "/chatter", "-v"]);
+    drop(info);
+}
+
+#[test]
+fn topic_info_shows_the_path_of_each_connection() {
+    let n = node("talker", 206);
+    let p = n.publisher::<std_msgs::String>("/path").build().unwrap();
+    let _local = n.subscriber::<std_msgs::String>("/path").build().unwrap();
+    let _remote = Proc::spawn(206, &["topic", "echo", "/path", "--timeout", "20"]);
+    assert!(p.wait_for_subscribers(2, T));
+    let info = Proc::spawn(206, &["topic", "info", "/path", "-v"]);
+    let (ok, out, err) = info.finish(T);
+    assert!(ok, "{err}");
+    assert!(out.contains("path intra"), "{out}");
+    assert!(out.contains("path tcp"), "{out}");
+}
+
+#[test]
+fn bad_config_is_a_clear_error() {
+    let out = Command::new(FERRY)
+        .args(["topic", "list"])
+        .env("FERRY_DISCOVERY", "everywhere")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("FERRY_DISCOVERY"), "{err}");
+    let path = std::env::temp_dir().join(format!("ferry-bad-{}.toml", std::process::id()));
+    std::fs::write(&path, "domian_id = 3\n").unwrap();
+    let out = Command::new(FERRY)
+        .args(["topic", "list"])
+        .env("FERRY_CONFIG", &path)
+        .output()
+        .unwrap();
+    std::fs::remove_file(&path).ok();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("domian_id"), "{err}");
+}
+
+#[test]
+fn garbage_on_discovery_and_tcp_ports_harms_nothing() {
+    let domain = 207;
+    let n = node("victim", domain);
+    let p = n.publisher::<std_msgs::Int32>("/n").build().unwrap();
+    let s = n
+        .subscriber::<std_msgs::Int32>("/n")
+        .qos(ferry::Qos::default().transport(ferry::TransportKind::Tcp))
+        .build()
+        .unwrap();
+    assert!(p.wait_for_subscribers(1, T));
+    // Garbage and truncated beacons to the discovery group and unicast ports.
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let base = cfg(domain).discovery_port();
+    let mut junk: Vec<Vec<u8>> = vec![
+        vec![],
+        b"FD".to_vec(),
+        b"FD\x01\x01".to_vec(),
+        vec![0xff; 1400],
+    ];
+    for i in 0..200u32 {
+        let mut v = b"FD\x01\x01".to_vec();
+        v.extend_from_slice(&(domain).to_le_bytes());
+        v.extend((0..(i % 90)).map(|k| (k * 31 + i) as u8));
+        junk.push(v);
+    }
+    for j in &junk {
+        let _ = udp.send_to(j, ("239.255.70.1", base));
+        for port in base + 1..base + 9 {
+            let _ = udp.send_to(j, ("127.0.0.1", port));
+        }
+    }
+    // Garbage, a huge length and a truncated frame to the TCP listener.
+    let loc = n
+        .graph()
+        .nodes
+        .iter()
+        .find(|x| x.name == "/victim")
+        .unwrap()
+        .locators[0]
+        .clone();
+    let addr = loc.strip_prefix("tcp/").unwrap().to_string();
+    for bad in [
+        b"GET / HTTP/1.1\r\n\r\n".to_vec(),
+        {
+            let mut h = b"FR\x01\x02".to_vec();
+            h.extend_from_slice(&[0; 4]);
+            h.extend_from_slice(&u32::MAX.to_le_bytes());
+            h.extend_from_slice(&[0; 20]);
+            h
+        },
+        b"FR\x01".to_vec(),
+    ] {
+        let mut c = std::net::TcpStream::connect(&addr).unwrap();
+        let _ = c.write_all(&bad);
+        let mut buf = [0u8; 16];
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // The runtime closes a connection that sends garbage.
+        if bad.len() > 3 {
+            assert_eq!(
+                c.read(&mut buf).unwrap_or(0),
+                0,
+                "connection with garbage not closed"
+            );
+        }
+    }
+    // Traffic is unaffected.
+    for i in 0..50 {
+        p.publish(std_msgs::Int32 { data: i }).unwrap();
+    }
+    let mut last = -1;
+    while let Ok(x) = s.recv_timeout(Duration::from_secs(2)) {
+        last = x.data;
+        if last == 49 {
+            break;
+        }
+    }
+    assert_eq!(last, 49);
+}
