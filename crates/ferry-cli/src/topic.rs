@@ -267,12 +267,12 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                     Some(Ok(v)) if json => {
                         println!("{}", serde_json::to_string(&v).unwrap_or_default())
                     }
-                    Some(Ok(v)) => print!("{}---\n", serde_yaml::to_string(&v).unwrap_or_default()),
+                    Some(Ok(v)) => println!("{}---", serde_yaml::to_string(&v).unwrap_or_default()),
                     _ if json => println!(
                         "{}",
                         serde_json::json!({ "hex": s.iter().map(|b| format!("{b:02x}")).collect::<String>() })
                     ),
-                    _ => print!("{}---\n", types::hex(&s)),
+                    _ => println!("{}---", types::hex(&s)),
                 }
                 n += 1;
             }

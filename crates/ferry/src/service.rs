@@ -33,8 +33,8 @@ fn service_type<Req: Message, Resp: Message>() -> (String, TypeHash) {
         <Resp as Message>::type_hash(),
     );
     let mut h = [0u8; 16];
-    for i in 0..16 {
-        h[i] = a.0[i] ^ b.0[(i + 5) % 16];
+    for (i, x) in h.iter_mut().enumerate() {
+        *x = a.0[i] ^ b.0[(i + 5) % 16];
     }
     (name, TypeHash(h))
 }

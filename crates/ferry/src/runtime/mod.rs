@@ -309,11 +309,11 @@ impl Shared {
         let mut expired = HashSet::new();
         for e in &events {
             match e {
-                DiscEvent::ParticipantLeft { id, reason } => {
-                    if *reason == LeaveReason::LeaseExpired {
-                        expired.insert(*id);
-                        tracing::info!("participant {id} expired (silent past its lease)");
-                    }
+                DiscEvent::ParticipantLeft { id, reason }
+                    if *reason == LeaveReason::LeaseExpired =>
+                {
+                    expired.insert(*id);
+                    tracing::info!("participant {id} expired (silent past its lease)");
                 }
                 DiscEvent::ParticipantJoined(id) => tracing::debug!("participant {id} joined"),
                 _ => {}

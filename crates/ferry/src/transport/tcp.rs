@@ -48,6 +48,9 @@ impl Pending {
     }
 }
 
+/// The reader an incoming connection delivers to, and its end of it.
+pub(crate) type BoundReader = (Arc<dyn Inbox>, Arc<InboundConn>);
+
 /// What the connection is for, decided when it is made.
 pub(crate) enum Role {
     /// We connected (publisher or client); replies may come back.
@@ -56,9 +59,7 @@ pub(crate) enum Role {
         reply_sink: Option<Arc<dyn ReplySink>>,
     },
     /// A peer connected to us; bound to a reader by its Hello frame.
-    Incoming {
-        bound: Mutex<Option<(Arc<dyn Inbox>, Arc<InboundConn>)>>,
-    },
+    Incoming { bound: Mutex<Option<BoundReader>> },
 }
 
 /// One TCP connection, shared by the writing threads and the I/O thread.
