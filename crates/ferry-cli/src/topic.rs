@@ -148,6 +148,8 @@ fn describe_qos(q: &Qos) -> String {
 
 pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
     let node = crate::cli_node()?;
+    // This process's own endpoints (echo's subscriber) are not shown.
+    let me = node.participant();
     std::thread::sleep(spin);
     match cmd {
         TopicCmd::List {
@@ -158,13 +160,11 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
             for (t, ty) in g.topics() {
                 let pubs = g
                     .endpoints_of(&t)
-                    .filter(|e| e.kind == EndpointKind::Publisher && !e.node.starts_with("/_ferry"))
+                    .filter(|e| e.kind == EndpointKind::Publisher && e.id.participant != me)
                     .count();
                 let subs = g
                     .endpoints_of(&t)
-                    .filter(|e| {
-                        e.kind == EndpointKind::Subscriber && !e.node.starts_with("/_ferry")
-                    })
+                    .filter(|e| e.kind == EndpointKind::Subscriber && e.id.participant != me)
                     .count();
                 if pubs + subs == 0 {
                     continue;
@@ -184,7 +184,7 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
             let g = node.graph();
             let eps: Vec<_> = g
                 .endpoints_of(&topic)
-                .filter(|e| !e.node.starts_with("/_ferry"))
+                .filter(|e| e.id.participant != me)
                 .collect();
             if eps.is_empty() {
                 return Err(format!("unknown topic `{topic}`"));

@@ -1,0 +1,300 @@
+//! Two hosts: two network namespaces joined by a veth pair (needs root,
+//! `ip` and `nft`; `scripts/setup.sh` installs them). Real processes,
+//! real multicast, real nftables.
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+
+fn sh(cmd: &str) -> Output {
+    Command::new("sh").arg("-c").arg(cmd).output().expect("sh")
+}
+
+fn ok(cmd: &str) {
+    let o = sh(cmd);
+    assert!(
+        o.status.success(),
+        "`{cmd}` failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Two namespaces `a` and `b` with 10.77.N.1 and 10.77.N.2; deleted on drop.
+struct Lab {
+    a: String,
+    b: String,
+    net: u8,
+}
+
+impl Lab {
+    fn new(net: u8) -> Option<Lab> {
+        if unsafe { libc::geteuid() } != 0
+            || !sh("command -v ip && command -v nft").status.success()
+        {
+            eprintln!(
+                "SKIPPED: namespace tests need root, iproute2 and nftables (bash scripts/setup.sh)"
+            );
+            return None;
+        }
+        let tag = format!("{}{}", std::process::id() % 10000, net);
+        let lab = Lab {
+            a: format!("fa{tag}"),
+            b: format!("fb{tag}"),
+            net,
+        };
+        let (a, b) = (&lab.a, &lab.b);
+        ok(&format!("ip netns add {a} && ip netns add {b}"));
+        ok(&format!(
+            "ip link add va{tag} netns {a} type veth peer name vb{tag} netns {b}"
+        ));
+        for (ns, dev, host) in [(a, format!("va{tag}"), 1), (b, format!("vb{tag}"), 2)] {
+            ok(&format!(
+                "ip -n {ns} link set lo up && ip -n {ns} addr add 10.77.{net}.{host}/24 dev {dev} && ip -n {ns} link set {dev} up"
+            ));
+        }
+        Some(lab)
+    }
+    fn ip(&self, host: u8) -> String {
+        format!("10.77.{}.{host}", self.net)
+    }
+    /// Drops all multicast in and out of both namespaces.
+    fn block_multicast(&self) {
+        for ns in [&self.a, &self.b] {
+            ok(&format!(
+                "ip netns exec {ns} nft -f - <<'EOF'\ntable inet lab {{\n chain out {{ type filter hook output priority 0; ip daddr 224.0.0.0/4 drop; }}\n chain in {{ type filter hook input priority 0; ip daddr 224.0.0.0/4 drop; }}\n}}\nEOF"
+            ));
+        }
+    }
+    /// Runs `ferry args…` in namespace `ns` with `env`.
+    fn ferry(&self, ns: &str, env: &[(&str, String)], args: &[&str]) -> std::process::Child {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns, FERRY]).args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn")
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        // Processes first, then the namespaces (the veth pair goes with them).
+        for ns in [&self.a, &self.b] {
+            let _ = sh(&format!(
+                "ip netns pids {ns} | xargs -r kill -9; ip netns del {ns}"
+            ));
+        }
+    }
+}
+
+fn wait_output(mut c: std::process::Child, limit: Duration) -> (bool, String, String) {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        if let Ok(Some(_)) = c.try_wait() {
+            let o = c.wait_with_output().unwrap();
+            return (
+                o.status.success(),
+                String::from_utf8_lossy(&o.stdout).into(),
+                String::from_utf8_lossy(&o.stderr).into(),
+            );
+        }
+        if std::time::Instant::now() > end {
+            let _ = c.kill();
+            let o = c.wait_with_output().unwrap();
+            return (
+                false,
+                String::from_utf8_lossy(&o.stdout).into(),
+                String::from_utf8_lossy(&o.stderr).into(),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn env(domain: u16, discovery: &str, peers: Option<String>) -> Vec<(&'static str, String)> {
+    let mut e = vec![
+        ("FERRY_DOMAIN_ID", domain.to_string()),
+        ("FERRY_DISCOVERY", discovery.to_string()),
+    ];
+    if let Some(p) = peers {
+        e.push(("FERRY_PEERS", p));
+    }
+    e
+}
+
+#[test]
+fn multicast_discovery_across_two_hosts() {
+    let Some(lab) = Lab::new(1) else { return };
+    let e = env(9, "subnet", None);
+    let mut publ = lab.ferry(
+        &lab.a,
+        &e,
+        &[
+            "topic",
+            "pub",
+            "/across",
+            "std_msgs/msg/String",
+            "data: over the veth",
+            "-r",
+            "20",
+        ],
+    );
+    let echo = lab.ferry(
+        &lab.b,
+        &e,
+        &[
+            "topic",
+            "echo",
+            "/across",
+            "--once",
+            "--json",
+            "--timeout",
+            "15",
+        ],
+    );
+    let (ok_, out, err) = wait_output(echo, Duration::from_secs(20));
+    assert!(
+        ok_ && out.contains("over the veth"),
+        "echo in b saw nothing from a: {out} {err}"
+    );
+    // b sees a's publisher in its graph...
+    let list = lab.ferry(&lab.b, &e, &["topic", "list", "-v"]);
+    let (_, out, _) = wait_output(list, Duration::from_secs(10));
+    assert!(
+        out.contains("/across [std_msgs/msg/String] 1 publisher(s)"),
+        "{out}"
+    );
+    // ...and a subscriber in b is reached over TCP at b's veth address (the
+    // publisher's admin service, asked from b across the link, says so).
+    let _sub = lab.ferry(&lab.b, &e, &["topic", "echo", "/across", "--timeout", "15"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let info = lab.ferry(&lab.b, &e, &["topic", "info", "/across", "-v"]);
+    let (_, out, err) = wait_output(info, Duration::from_secs(10));
+    assert!(
+        out.contains(&format!("path tcp  tcp/{}:", lab.ip(2))),
+        "{out} {err}"
+    );
+    let _ = publ.kill();
+    let _ = publ.wait();
+}
+
+#[test]
+fn static_peers_work_with_multicast_blocked() {
+    let Some(lab) = Lab::new(2) else { return };
+    lab.block_multicast();
+    // Negative control: with multicast blocked and no peers, nothing is found.
+    let e = env(10, "subnet", None);
+    let mut publ = lab.ferry(
+        &lab.a,
+        &e,
+        &[
+            "topic",
+            "pub",
+            "/static",
+            "std_msgs/msg/String",
+            "data: unicast only",
+            "-r",
+            "20",
+        ],
+    );
+    let echo = lab.ferry(
+        &lab.b,
+        &e,
+        &[
+            "topic",
+            "echo",
+            "/static",
+            "--once",
+            "--json",
+            "--timeout",
+            "3",
+        ],
+    );
+    let (_, out, _) = wait_output(echo, Duration::from_secs(10));
+    assert!(
+        !out.contains("unicast only"),
+        "multicast was not blocked: {out}"
+    );
+    let _ = publ.kill();
+    let _ = publ.wait();
+    // With static peers (only b names a; a learns b from b's unicast beacons).
+    let ea = env(10, "subnet", None);
+    let eb = env(10, "subnet", Some(lab.ip(1)));
+    let mut publ = lab.ferry(
+        &lab.a,
+        &ea,
+        &[
+            "topic",
+            "pub",
+            "/static",
+            "std_msgs/msg/String",
+            "data: unicast only",
+            "-r",
+            "20",
+        ],
+    );
+    let echo = lab.ferry(
+        &lab.b,
+        &eb,
+        &[
+            "topic",
+            "echo",
+            "/static",
+            "--once",
+            "--json",
+            "--timeout",
+            "15",
+        ],
+    );
+    let (ok_, out, err) = wait_output(echo, Duration::from_secs(20));
+    assert!(
+        ok_ && out.contains("unicast only"),
+        "static peer discovery failed: {out} {err}"
+    );
+    let _ = publ.kill();
+    let _ = publ.wait();
+}
+
+#[test]
+fn localhost_range_stays_inside_the_host() {
+    let Some(lab) = Lab::new(3) else { return };
+    // localhost discovery in a and b: they must not find each other.
+    let e = env(11, "localhost", None);
+    let mut publ = lab.ferry(
+        &lab.a,
+        &e,
+        &[
+            "topic",
+            "pub",
+            "/local",
+            "std_msgs/msg/String",
+            "data: stays home",
+            "-r",
+            "20",
+        ],
+    );
+    let echo = lab.ferry(
+        &lab.b,
+        &e,
+        &["topic", "echo", "/local", "--once", "--timeout", "3"],
+    );
+    let (_, out, _) = wait_output(echo, Duration::from_secs(10));
+    assert!(
+        !out.contains("stays home"),
+        "localhost discovery crossed hosts: {out}"
+    );
+    // While a process in the same namespace does find it.
+    let echo = lab.ferry(
+        &lab.a,
+        &e,
+        &["topic", "echo", "/local", "--once", "--timeout", "10"],
+    );
+    let (ok_, out, err) = wait_output(echo, Duration::from_secs(15));
+    assert!(ok_ && out.contains("stays home"), "{out} {err}");
+    let _ = publ.kill();
+    let _ = publ.wait();
+}
