@@ -170,7 +170,7 @@ fn multicast_discovery_across_two_hosts() {
     );
     // ...and a subscriber in b is reached over TCP at b's veth address (the
     // publisher's admin service, asked from b across the link, says so).
-    let _sub = lab.ferry(&lab.b, &e, &["topic", "echo", "/across", "--timeout", "15"]);
+    let mut sub = lab.ferry(&lab.b, &e, &["topic", "echo", "/across", "--timeout", "15"]);
     std::thread::sleep(Duration::from_millis(1500));
     let info = lab.ferry(&lab.b, &e, &["topic", "info", "/across", "-v"]);
     let (_, out, err) = wait_output(info, Duration::from_secs(10));
