@@ -174,6 +174,8 @@ fn multicast_discovery_across_two_hosts() {
     std::thread::sleep(Duration::from_millis(1500));
     let info = lab.ferry(&lab.b, &e, &["topic", "info", "/across", "-v"]);
     let (_, out, err) = wait_output(info, Duration::from_secs(10));
+    let _ = sub.kill();
+    let _ = sub.wait();
     assert!(
         out.contains(&format!("path tcp  tcp/{}:", lab.ip(2))),
         "{out} {err}"
