@@ -392,3 +392,71 @@ fn garbage_on_discovery_and_tcp_ports_harms_nothing() {
     }
     assert_eq!(last, 49);
 }
+
+#[test]
+fn cli_hz_and_bw_measure_a_live_topic() {
+    let n = node("talker", 208);
+    let p = n.publisher::<std_msgs::String>("/rate").build().unwrap();
+    let hz = Proc::spawn(208, &["topic", "hz", "/rate", "--timeout", "3"]);
+    let bw = Proc::spawn(208, &["topic", "bw", "/rate", "--timeout", "3"]);
+    let end = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < end {
+        p.publish(std_msgs::String {
+            data: "x".repeat(100),
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (ok, out, err) = hz.finish(T);
+    assert!(ok, "{err}");
+    let rate: f64 = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("average rate: "))
+        .last()
+        .unwrap_or_else(|| panic!("no rate in {out}"))
+        .parse()
+        .unwrap();
+    assert!((30.0..60.0).contains(&rate), "50 Hz measured as {rate}");
+    let (ok, out, err) = bw.finish(T);
+    assert!(ok, "{err}");
+    assert!(out.contains("mean size 109 B"), "{out}");
+}
+
+#[test]
+fn demo_runs_shows_paths_and_cleans_up() {
+    let demo = Command::new(FERRY)
+        .args(["demo", "--duration", "5", "--domain", "209"])
+        .env("FERRY_DISCOVERY", "localhost")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&demo.stdout);
+    assert!(
+        demo.status.success(),
+        "{out} {}",
+        String::from_utf8_lossy(&demo.stderr)
+    );
+    let last = out.rsplit("ferry demo — ").next().unwrap();
+    for want in [
+        "/camera/image",
+        "/cmd_vel",
+        "/arm/joint_states",
+        "/arm/plan",
+        "intra",
+        "tcp",
+    ] {
+        assert!(
+            last.contains(want),
+            "`{want}` missing from the demo's last table:\n{last}"
+        );
+    }
+    assert!(out.contains("4 processes cleaned up"));
+    // No demo process survives.
+    let ps = Command::new("pgrep")
+        .args(["-f", "ferry demo-role"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&ps.stdout).trim().is_empty(),
+        "leftover demo processes"
+    );
+}

@@ -279,3 +279,111 @@ fn bad_names_are_clear_errors() {
     assert!(e.to_string().contains("bad name"), "{e}");
     assert!(Node::builder().name("a/b").build().is_err());
 }
+
+#[test]
+fn config_rule_pins_a_topic_pattern_to_tcp() {
+    let cfg = Config {
+        domain_id: 110,
+        discovery: DiscoveryRange::Localhost,
+        topics: vec![ferry::TopicRule {
+            pattern: "/camera/*".into(),
+            transport: TransportKind::Tcp,
+        }],
+        ..Config::default()
+    };
+    let n = Node::builder().name("cam").config(cfg).build().unwrap();
+    let pinned = n
+        .publisher::<std_msgs::String>("/camera/front")
+        .build()
+        .unwrap();
+    let free = n.publisher::<std_msgs::String>("/odom").build().unwrap();
+    let _s1 = n
+        .subscriber::<std_msgs::String>("/camera/front")
+        .build()
+        .unwrap();
+    let _s2 = n.subscriber::<std_msgs::String>("/odom").build().unwrap();
+    assert!(pinned.wait_for_subscribers(1, T) && free.wait_for_subscribers(1, T));
+    assert_eq!(pinned.connections()[0].transport, "tcp");
+    assert_eq!(free.connections()[0].transport, "intra");
+}
+
+#[test]
+fn deadline_missed_is_reported() {
+    let n = node("a", 111);
+    let q = Qos::default().deadline(Duration::from_millis(100));
+    let p = n.publisher::<std_msgs::Int32>("/d").qos(q).build().unwrap();
+    let s = n
+        .subscriber::<std_msgs::Int32>("/d")
+        .qos(q)
+        .build()
+        .unwrap();
+    assert!(p.wait_for_subscribers(1, T));
+    p.publish(std_msgs::Int32 { data: 1 }).unwrap();
+    let missed = |e: Option<PortEvent>| matches!(e, Some(PortEvent::DeadlineMissed { .. }));
+    let mut got = false;
+    for _ in 0..20 {
+        if missed(s.next_event(Duration::from_millis(100))) {
+            got = true;
+            break;
+        }
+    }
+    assert!(
+        got,
+        "subscriber saw no missed deadline after 100 ms of silence"
+    );
+    let mut got = false;
+    for _ in 0..20 {
+        if missed(p.next_event(Duration::from_millis(100))) {
+            got = true;
+            break;
+        }
+    }
+    assert!(got, "publisher saw no missed deadline");
+}
+
+#[test]
+fn lifespan_drops_stale_history_for_late_joiners() {
+    let n = node("a", 112);
+    let q = Qos::latched()
+        .keep_last(5)
+        .lifespan(Duration::from_millis(200));
+    let p = n
+        .publisher::<std_msgs::Int32>("/ls")
+        .qos(q)
+        .build()
+        .unwrap();
+    p.publish(std_msgs::Int32 { data: 1 }).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    p.publish(std_msgs::Int32 { data: 2 }).unwrap();
+    let s = n
+        .subscriber::<std_msgs::Int32>("/ls")
+        .qos(q)
+        .build()
+        .unwrap();
+    assert_eq!(s.recv_timeout(T).unwrap().data, 2);
+    assert!(
+        s.recv_timeout(Duration::from_millis(200)).is_err(),
+        "expired sample delivered"
+    );
+}
+
+#[test]
+fn a_panicking_callback_does_not_kill_the_node() {
+    let n = node("a", 113);
+    let _bad = n
+        .subscriber::<std_msgs::Int32>("/p")
+        .callback(|s| {
+            if s.data == 1 {
+                panic!("user bug");
+            }
+        })
+        .build()
+        .unwrap();
+    let good = n.subscriber::<std_msgs::Int32>("/p").build().unwrap();
+    let p = n.publisher::<std_msgs::Int32>("/p").build().unwrap();
+    assert!(p.wait_for_subscribers(2, T));
+    p.publish(std_msgs::Int32 { data: 1 }).unwrap();
+    p.publish(std_msgs::Int32 { data: 2 }).unwrap();
+    assert_eq!(good.recv_timeout(T).unwrap().data, 1);
+    assert_eq!(good.recv_timeout(T).unwrap().data, 2);
+}

@@ -207,6 +207,9 @@ fn write_vectored_all(
     Ok(from)
 }
 
+/// Largest buffer growth per read call.
+const READ_CHUNK: usize = 4 << 20;
+
 /// Reads frames off a connection (I/O thread only).
 pub(crate) struct FrameReader {
     buf: Vec<u8>,
@@ -235,12 +238,14 @@ impl FrameReader {
         frames: &mut Vec<RawFrame>,
     ) -> io::Result<()> {
         loop {
-            // Read at least what the frame in progress still needs.
+            // Read what the frame in progress still needs, but grow the buffer
+            // by at most READ_CHUNK per read: memory follows the bytes that
+            // actually arrived, not the length a peer announced.
             let want = match self.pending_header()? {
                 Some(h) => (HEADER_LEN + h.body_len as usize).saturating_sub(self.buf.len()),
                 None => HEADER_LEN - self.buf.len().min(HEADER_LEN),
             }
-            .max(64 * 1024);
+            .clamp(64 * 1024, READ_CHUNK);
             let start = self.buf.len();
             self.buf.resize(start + want, 0);
             match stream.read(&mut self.buf[start..]) {
@@ -281,6 +286,13 @@ impl FrameReader {
 
     fn pending_header(&self) -> io::Result<Option<FrameHeader>> {
         if self.buf.len() < HEADER_LEN {
+            // Reject a stranger as soon as its first two bytes are in.
+            if self.buf.len() >= 2 && self.buf[..2] != *b"FR" {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "not a ferry stream (bad magic)",
+                ));
+            }
             return Ok(None);
         }
         FrameHeader::parse(&self.buf[..HEADER_LEN], self.max_body)
@@ -606,5 +618,92 @@ impl Transport for TcpTransport {
                 .join(", "),
             last,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (std::net::TcpStream, mio::net::TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        b.set_nonblocking(true).unwrap();
+        (a, mio::net::TcpStream::from_std(b))
+    }
+
+    fn header(kind: FrameKind, len: u32) -> [u8; HEADER_LEN] {
+        FrameHeader {
+            kind,
+            flags: 0,
+            body_len: len,
+            seq: 1,
+            stamp_ns: 0,
+        }
+        .encode()
+    }
+
+    #[test]
+    fn announced_length_does_not_allocate_memory() {
+        let (mut a, b) = pair();
+        a.write_all(&header(FrameKind::Data, 200 << 20)).unwrap();
+        a.write_all(&[7; 10]).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let mut r = FrameReader::new(256 << 20);
+        let mut frames = Vec::new();
+        r.read(&b, &mut frames).unwrap();
+        assert!(frames.is_empty());
+        assert!(
+            r.buf.capacity() <= 2 * READ_CHUNK,
+            "{} bytes held for 42 received",
+            r.buf.capacity()
+        );
+    }
+
+    #[test]
+    fn frames_split_anywhere_are_reassembled() {
+        let (mut a, b) = pair();
+        let mut wire = Vec::new();
+        for i in 0..50u32 {
+            wire.extend_from_slice(&header(FrameKind::Data, i * 37));
+            wire.extend((0..i * 37).map(|k| (k + i) as u8));
+        }
+        let mut r = FrameReader::new(1 << 20);
+        let mut frames = Vec::new();
+        for chunk in wire.chunks(13) {
+            a.write_all(chunk).unwrap();
+            std::thread::sleep(Duration::from_micros(200));
+            r.read(&b, &mut frames).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        r.read(&b, &mut frames).unwrap();
+        assert_eq!(frames.len(), 50);
+        for (i, f) in frames.iter().enumerate() {
+            let i = i as u32;
+            assert_eq!(f.body.len() as u32, i * 37);
+            assert!(f
+                .body
+                .iter()
+                .enumerate()
+                .all(|(k, x)| *x == (k as u32 + i) as u8));
+        }
+    }
+
+    #[test]
+    fn oversized_and_garbage_frames_are_errors() {
+        let (mut a, b) = pair();
+        a.write_all(&header(FrameKind::Data, 2 << 20)).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let mut r = FrameReader::new(1 << 20);
+        let e = r.read(&b, &mut Vec::new()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        let (mut a, b) = pair();
+        a.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let e = FrameReader::new(1 << 20)
+            .read(&b, &mut Vec::new())
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
     }
 }
