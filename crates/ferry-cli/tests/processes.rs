@@ -411,8 +411,8 @@ fn cli_hz_and_bw_measure_a_live_topic() {
     assert!(ok, "{err}");
     let rate: f64 = out
         .lines()
-        .filter_map(|l| l.strip_prefix("average rate: "))
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix("average rate: "))
         .unwrap_or_else(|| panic!("no rate in {out}"))
         .parse()
         .unwrap();
