@@ -129,8 +129,11 @@ fn kill_9_of_a_publisher_is_seen_within_the_lease() {
     let t0 = Instant::now();
     p.kill9();
     let lease = Duration::from_millis(Config::default().lease_ms as u64);
+    // Expiry is bounded by the lease since the last beacon (≤ the kill);
+    // the slack only absorbs scheduling delay on a loaded 2-core machine.
+    let slack = Duration::from_millis(1000);
     loop {
-        let left = (lease + Duration::from_millis(500)).saturating_sub(t0.elapsed());
+        let left = (lease + slack).saturating_sub(t0.elapsed());
         match s.next_event(left) {
             Some(PortEvent::Unmatched { reason, .. }) => {
                 // The TCP connection drop is seen at once; discovery confirms
@@ -148,7 +151,7 @@ fn kill_9_of_a_publisher_is_seen_within_the_lease() {
         }
     }
     // And discovery forgets the process within the lease.
-    let end = t0 + lease + Duration::from_millis(500);
+    let end = t0 + lease + slack;
     while n
         .graph()
         .endpoints_of("/beat")
@@ -161,7 +164,11 @@ fn kill_9_of_a_publisher_is_seen_within_the_lease() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(t0.elapsed() <= lease + Duration::from_millis(500));
+    eprintln!(
+        "kill -9 detected after {:?} (lease {lease:?})",
+        t0.elapsed()
+    );
+    assert!(t0.elapsed() <= lease + slack);
 }
 
 #[test]

@@ -27,6 +27,7 @@ pub mod message;
 pub mod msgs;
 mod names;
 mod node;
+mod port;
 mod publisher;
 mod queue;
 mod runtime;

@@ -8,17 +8,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferry_wire::beacon::EndpointRecord;
 use ferry_wire::frame::FrameKind;
 use ferry_wire::{Durability, EndpointId, EndpointKind, Qos, TypeHash};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 use crate::error::{BuildError, EncodeError, PublishError};
 use crate::event::{EventQueue, PortEvent};
 use crate::message::{Codec, Payload};
 use crate::node::NodeInner;
+use crate::port::{declare, DeadlineWatch, Links};
 use crate::runtime::WriterPort;
-use crate::stats::{now_ns, ConnectionInfo, Side};
+use crate::stats::{now_ns, ConnectionInfo};
 use crate::transport::{Link, OutFrame, ReplySink, SendError};
 
 /// Builds a [`Publisher`].
@@ -53,35 +53,26 @@ impl<T: Codec> PublisherBuilder<T> {
     }
     /// Creates the publisher and announces it.
     pub fn build(self) -> Result<Publisher<T>, BuildError> {
-        let topic = crate::names::expand(&self.topic, &self.node.namespace, &self.node.name)?;
-        let rt = self.node.rt.clone();
-        let entity = rt.shared.new_entity();
-        let id = EndpointId {
-            participant: rt.shared.id,
-            entity,
-        };
-        let (type_name, type_hash) = self
+        let ty = self
             .type_name
             .unwrap_or_else(|| (T::type_name().to_string(), T::type_hash()));
-        let record = EndpointRecord {
-            entity,
-            node: self.node.id,
-            kind: EndpointKind::Publisher,
-            topic: topic.clone(),
-            type_name,
-            type_hash,
-            qos: self.qos,
-        };
+        let (id, record) = declare(
+            &self.node,
+            &self.topic,
+            EndpointKind::Publisher,
+            ty,
+            self.qos,
+        )?;
+        let rt = self.node.rt.clone();
         let shared = Arc::new(PubShared::<T> {
             id,
-            topic,
+            topic: record.topic.clone(),
             qos: self.qos,
-            links: RwLock::new(Vec::new()),
+            links: Links::default(),
             history: Mutex::new(VecDeque::new()),
             seq: AtomicU64::new(1),
             events: EventQueue::default(),
-            last_publish: Mutex::new(None),
-            deadline_misses: AtomicU64::new(0),
+            deadline: DeadlineWatch::new(self.qos.deadline),
         });
         let port: Arc<dyn WriterPort> = shared.clone();
         rt.shared.add_writer(record, Arc::downgrade(&port));
@@ -103,12 +94,11 @@ pub(crate) struct PubShared<T> {
     id: EndpointId,
     topic: String,
     qos: Qos,
-    links: RwLock<Vec<Arc<dyn Link>>>,
+    links: Links,
     history: Mutex<VecDeque<HistEntry<T>>>,
     seq: AtomicU64,
     events: EventQueue,
-    last_publish: Mutex<Option<Instant>>,
-    deadline_misses: AtomicU64,
+    deadline: DeadlineWatch,
 }
 
 // SAFETY-free note: HistEntry holds a OnceCell (not Sync) but is only touched
@@ -166,21 +156,7 @@ impl<T: Codec> PubShared<T> {
 
 impl<T: Codec> WriterPort for PubShared<T> {
     fn connections(&self) -> Vec<ConnectionInfo> {
-        self.links
-            .read()
-            .iter()
-            .map(|l| {
-                ConnectionInfo::new(
-                    &self.topic,
-                    self.id,
-                    l.remote(),
-                    Side::Writer,
-                    l.transport(),
-                    &l.locator(),
-                    l.stats(),
-                )
-            })
-            .collect()
+        self.links.connections(&self.topic, self.id)
     }
     fn add_link(&self, link: Arc<dyn Link>) {
         if self.qos.durability == Durability::TransientLocal {
@@ -202,20 +178,13 @@ impl<T: Codec> WriterPort for PubShared<T> {
                     &h.bytes,
                 );
             }
-            self.links.write().push(link);
+            self.links.push(link);
         } else {
-            self.links.write().push(link);
+            self.links.push(link);
         }
     }
     fn remove_link(&self, reader: EndpointId) {
-        self.links.write().retain(|l| {
-            if l.remote() == reader {
-                l.close();
-                false
-            } else {
-                true
-            }
-        });
+        self.links.remove(reader);
     }
     fn events(&self) -> &EventQueue {
         &self.events
@@ -224,16 +193,8 @@ impl<T: Codec> WriterPort for PubShared<T> {
         None
     }
     fn housekeeping(&self, now: Instant) {
-        if let Some(d) = self.qos.deadline {
-            let mut last = self.last_publish.lock();
-            let since = last.get_or_insert(now);
-            if now.duration_since(*since) > d {
-                *since = now;
-                let total = self.deadline_misses.fetch_add(1, Ordering::Relaxed) + 1;
-                self.events.push(PortEvent::DeadlineMissed { total });
-            }
-        }
-        self.links.write().retain(|l| !l.is_closed());
+        self.deadline.check(now, &self.events);
+        self.links.prune_closed();
     }
 }
 
@@ -251,9 +212,7 @@ impl<T: Codec> Publisher<T> {
         let value: Arc<T> = msg.into();
         let seq = self.shared.seq.fetch_add(1, Ordering::Relaxed);
         let stamp_ns = now_ns();
-        if self.shared.qos.deadline.is_some() {
-            *self.shared.last_publish.lock() = Some(Instant::now());
-        }
+        self.shared.deadline.touch();
         if self.shared.qos.durability == Durability::TransientLocal {
             let mut hist = self.shared.history.lock();
             let cell = OnceCell::new();
@@ -279,12 +238,7 @@ impl<T: Codec> Publisher<T> {
 
     /// Number of connected subscribers.
     pub fn subscriber_count(&self) -> usize {
-        self.shared
-            .links
-            .read()
-            .iter()
-            .filter(|l| !l.is_closed())
-            .count()
+        self.shared.links.live()
     }
 
     /// Waits until at least `n` subscribers are connected.
@@ -301,22 +255,7 @@ impl<T: Codec> Publisher<T> {
 
     /// The connections with their paths and statistics.
     pub fn connections(&self) -> Vec<ConnectionInfo> {
-        self.shared
-            .links
-            .read()
-            .iter()
-            .map(|l| {
-                ConnectionInfo::new(
-                    &self.shared.topic,
-                    self.shared.id,
-                    l.remote(),
-                    Side::Writer,
-                    l.transport(),
-                    &l.locator(),
-                    l.stats(),
-                )
-            })
-            .collect()
+        self.shared.connections()
     }
 
     /// The next event, if any.
@@ -348,8 +287,6 @@ impl<T: Codec> Publisher<T> {
 impl<T: Codec> Drop for Publisher<T> {
     fn drop(&mut self) {
         self.node.rt.shared.remove_endpoint(self.shared.id.entity);
-        for l in self.shared.links.write().drain(..) {
-            l.close();
-        }
+        self.shared.links.close_all();
     }
 }

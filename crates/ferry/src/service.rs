@@ -10,17 +10,17 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use ferry_wire::beacon::EndpointRecord;
 use ferry_wire::frame::FrameKind;
 use ferry_wire::{EndpointId, EndpointKind, Qos, TypeHash};
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex};
 
 use crate::error::{BuildError, CallError};
 use crate::event::{EventQueue, PortEvent};
 use crate::message::{Codec, Message, Payload};
 use crate::node::NodeInner;
+use crate::port::{declare, Inbound, Links};
 use crate::runtime::{ReaderPort, WriterPort};
-use crate::stats::{now_ns, ConnectionInfo, Side};
+use crate::stats::{now_ns, ConnectionInfo};
 use crate::transport::{InFrame, InboundConn, Inbox, Link, OutFrame, ReplyBody, ReplySink};
 
 type Handler<Req, Resp> = Box<dyn Fn(&Req) -> Result<Resp, String> + Send + Sync>;
@@ -65,35 +65,27 @@ impl<Req: Message, Resp: Message> ServiceBuilder<Req, Resp> {
     /// time on the service's own thread, so a slow handler never stalls
     /// other traffic.
     pub fn build(self) -> Result<Service<Req, Resp>, BuildError> {
-        let topic = crate::names::expand(&self.name, &self.node.namespace, &self.node.name)?;
+        let (id, record) = declare(
+            &self.node,
+            &self.name,
+            EndpointKind::Service,
+            service_type::<Req, Resp>(),
+            self.qos,
+        )?;
         let rt = self.node.rt.clone();
-        let entity = rt.shared.new_entity();
-        let id = EndpointId {
-            participant: rt.shared.id,
-            entity,
-        };
-        let (type_name, type_hash) = service_type::<Req, Resp>();
-        let record = EndpointRecord {
-            entity,
-            node: self.node.id,
-            kind: EndpointKind::Service,
-            topic: topic.clone(),
-            type_name,
-            type_hash,
-            qos: self.qos,
-        };
+        let topic = record.topic.clone();
         let (tx, rx) = mpsc::channel::<Job<Req>>();
         let shared = Arc::new(SrvShared::<Req> {
             id,
             topic: topic.clone(),
             jobs: Mutex::new(Some(tx)),
-            conns: Mutex::new(Vec::new()),
+            conns: Inbound::default(),
             events: EventQueue::default(),
         });
         let handler = self.handler;
         let t = topic.clone();
         let worker = std::thread::Builder::new()
-            .name(format!("ferry-srv{}", entity))
+            .name(format!("ferry-srv{}", id.entity))
             .spawn(move || {
                 for job in rx {
                     let Some(replier) = job.conn.replier.clone() else {
@@ -144,7 +136,7 @@ struct SrvShared<Req> {
     id: EndpointId,
     topic: String,
     jobs: Mutex<Option<mpsc::Sender<Job<Req>>>>,
-    conns: Mutex<Vec<Arc<InboundConn>>>,
+    conns: Inbound,
     events: EventQueue,
 }
 
@@ -153,10 +145,10 @@ impl<Req: Message> Inbox for SrvShared<Req> {
         self.id
     }
     fn attach(&self, conn: Arc<InboundConn>) {
-        self.conns.lock().push(conn);
+        self.conns.attach(conn);
     }
     fn detach(&self, remote: EndpointId) {
-        self.conns.lock().retain(|c| c.remote != remote);
+        self.conns.detach(remote);
     }
     fn deliver(&self, conn: &Arc<InboundConn>, frame: &InFrame<'_>) {
         if frame.kind != FrameKind::Request {
@@ -187,21 +179,7 @@ impl<Req: Message> Inbox for SrvShared<Req> {
 
 impl<Req: Message> ReaderPort for SrvShared<Req> {
     fn connections(&self) -> Vec<ConnectionInfo> {
-        self.conns
-            .lock()
-            .iter()
-            .map(|c| {
-                ConnectionInfo::new(
-                    &self.topic,
-                    self.id,
-                    c.remote,
-                    Side::Reader,
-                    c.transport,
-                    &c.locator,
-                    &c.stats,
-                )
-            })
-            .collect()
+        self.conns.connections(&self.topic, self.id)
     }
     fn events(&self) -> &EventQueue {
         &self.events
@@ -224,22 +202,7 @@ impl<Req: Message, Resp: Message> Service<Req, Resp> {
     }
     /// The connections (one per client) with their paths and statistics.
     pub fn connections(&self) -> Vec<ConnectionInfo> {
-        self.shared
-            .conns
-            .lock()
-            .iter()
-            .map(|c| {
-                ConnectionInfo::new(
-                    &self.shared.topic,
-                    self.shared.id,
-                    c.remote,
-                    Side::Reader,
-                    c.transport,
-                    &c.locator,
-                    &c.stats,
-                )
-            })
-            .collect()
+        self.shared.connections()
     }
 }
 
@@ -280,27 +243,19 @@ impl<Req: Message, Resp: Message> ClientBuilder<Req, Resp> {
     }
     /// Creates the client and announces it.
     pub fn build(self) -> Result<Client<Req, Resp>, BuildError> {
-        let topic = crate::names::expand(&self.name, &self.node.namespace, &self.node.name)?;
+        let (id, record) = declare(
+            &self.node,
+            &self.name,
+            EndpointKind::Client,
+            service_type::<Req, Resp>(),
+            self.qos,
+        )?;
         let rt = self.node.rt.clone();
-        let entity = rt.shared.new_entity();
-        let id = EndpointId {
-            participant: rt.shared.id,
-            entity,
-        };
-        let (type_name, type_hash) = service_type::<Req, Resp>();
-        let record = EndpointRecord {
-            entity,
-            node: self.node.id,
-            kind: EndpointKind::Client,
-            topic: topic.clone(),
-            type_name,
-            type_hash,
-            qos: self.qos,
-        };
+        let topic = record.topic.clone();
         let shared = Arc::new(CliShared::<Resp> {
             id,
             topic,
-            links: RwLock::new(Vec::new()),
+            links: Links::default(),
             links_cv: (Mutex::new(()), Condvar::new()),
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
@@ -342,7 +297,7 @@ struct PendingCall<Resp> {
 struct CliShared<Resp> {
     id: EndpointId,
     topic: String,
-    links: RwLock<Vec<Arc<dyn Link>>>,
+    links: Links,
     links_cv: (Mutex<()>, Condvar),
     pending: Mutex<HashMap<u64, PendingCall<Resp>>>,
     next_id: AtomicU64,
@@ -386,36 +341,15 @@ impl<Resp: Message> ReplySink for CliShared<Resp> {
 
 impl<Resp: Message> WriterPort for CliShared<Resp> {
     fn connections(&self) -> Vec<ConnectionInfo> {
-        self.links
-            .read()
-            .iter()
-            .map(|l| {
-                ConnectionInfo::new(
-                    &self.topic,
-                    self.id,
-                    l.remote(),
-                    Side::Writer,
-                    l.transport(),
-                    &l.locator(),
-                    l.stats(),
-                )
-            })
-            .collect()
+        self.links.connections(&self.topic, self.id)
     }
     fn add_link(&self, link: Arc<dyn Link>) {
-        self.links.write().push(link);
+        self.links.push(link);
         let _g = self.links_cv.0.lock();
         self.links_cv.1.notify_all();
     }
     fn remove_link(&self, reader: EndpointId) {
-        self.links.write().retain(|l| {
-            if l.remote() == reader {
-                l.close();
-                false
-            } else {
-                true
-            }
-        });
+        self.links.remove(reader);
         self.on_link_lost(reader);
     }
     fn events(&self) -> &EventQueue {
@@ -425,7 +359,7 @@ impl<Resp: Message> WriterPort for CliShared<Resp> {
         Some(self)
     }
     fn housekeeping(&self, _now: Instant) {
-        self.links.write().retain(|l| !l.is_closed());
+        self.links.prune_closed();
     }
 }
 
@@ -441,29 +375,24 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
     pub fn wait_for_service(&self, timeout: Duration) -> bool {
         let end = Instant::now() + timeout;
         let mut g = self.shared.links_cv.0.lock();
-        loop {
-            if self.shared.links.read().iter().any(|l| !l.is_closed()) {
-                return true;
-            }
+        while self.shared.links.live() == 0 {
             if self.shared.links_cv.1.wait_until(&mut g, end).timed_out() {
-                return self.shared.links.read().iter().any(|l| !l.is_closed());
+                return self.shared.links.live() > 0;
             }
         }
+        true
     }
 
     /// True if a service is connected now.
     pub fn service_is_ready(&self) -> bool {
-        self.shared.links.read().iter().any(|l| !l.is_closed())
+        self.shared.links.live() > 0
     }
 
     fn start(&self, req: Req) -> Result<(u64, Arc<Slot<Resp>>), CallError> {
         let link = self
             .shared
             .links
-            .read()
-            .iter()
-            .find(|l| !l.is_closed())
-            .cloned()
+            .first_live()
             .ok_or_else(|| CallError::NoService {
                 service: self.shared.topic.clone(),
                 waited: Duration::ZERO,
@@ -549,22 +478,7 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
 
     /// The connections with their paths and statistics.
     pub fn connections(&self) -> Vec<ConnectionInfo> {
-        self.shared
-            .links
-            .read()
-            .iter()
-            .map(|l| {
-                ConnectionInfo::new(
-                    &self.shared.topic,
-                    self.shared.id,
-                    l.remote(),
-                    Side::Writer,
-                    l.transport(),
-                    &l.locator(),
-                    l.stats(),
-                )
-            })
-            .collect()
+        self.shared.connections()
     }
 
     /// The next event, if any.
@@ -581,9 +495,7 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
 impl<Req: Message, Resp: Message> Drop for Client<Req, Resp> {
     fn drop(&mut self) {
         self.node.rt.shared.remove_endpoint(self.shared.id.entity);
-        for l in self.shared.links.write().drain(..) {
-            l.close();
-        }
+        self.shared.links.close_all();
     }
 }
 

@@ -2,11 +2,10 @@
 
 use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry_wire::beacon::EndpointRecord;
 use ferry_wire::frame::FrameKind;
 use ferry_wire::{EndpointId, EndpointKind, Qos, TypeHash};
 use parking_lot::Mutex;
@@ -15,9 +14,10 @@ use crate::error::{BuildError, RecvError};
 use crate::event::{EventQueue, PortEvent};
 use crate::message::{Codec, Sample, SampleInfo};
 use crate::node::NodeInner;
+use crate::port::{declare, DeadlineWatch, Inbound};
 use crate::queue::SampleQueue;
 use crate::runtime::ReaderPort;
-use crate::stats::{now_ns, ConnectionInfo, Side};
+use crate::stats::{now_ns, ConnectionInfo};
 use crate::transport::{InFrame, InboundConn, Inbox};
 
 type Callback<T> = Box<dyn Fn(Sample<T>) + Send + Sync>;
@@ -63,36 +63,27 @@ impl<T: Codec> SubscriberBuilder<T> {
     }
     /// Creates the subscriber and announces it.
     pub fn build(self) -> Result<Subscriber<T>, BuildError> {
-        let topic = crate::names::expand(&self.topic, &self.node.namespace, &self.node.name)?;
-        let rt = self.node.rt.clone();
-        let entity = rt.shared.new_entity();
-        let id = EndpointId {
-            participant: rt.shared.id,
-            entity,
-        };
-        let (type_name, type_hash) = self
+        let ty = self
             .type_name
             .unwrap_or_else(|| (T::type_name().to_string(), T::type_hash()));
-        let record = EndpointRecord {
-            entity,
-            node: self.node.id,
-            kind: EndpointKind::Subscriber,
-            topic: topic.clone(),
-            type_name,
-            type_hash,
-            qos: self.qos,
-        };
+        let (id, record) = declare(
+            &self.node,
+            &self.topic,
+            EndpointKind::Subscriber,
+            ty,
+            self.qos,
+        )?;
+        let rt = self.node.rt.clone();
         let shared = Arc::new(SubShared::<T> {
             id,
-            topic,
+            topic: record.topic.clone(),
             qos: self.qos,
             callback: self.callback,
             queue: SampleQueue::new(self.qos.history.depth(1 << 16)),
-            conns: Mutex::new(Vec::new()),
+            conns: Inbound::default(),
             matched: Mutex::new(HashSet::new()),
             events: EventQueue::default(),
-            last_rx: Mutex::new(None),
-            deadline_misses: AtomicU64::new(0),
+            deadline: DeadlineWatch::new(self.qos.deadline),
         });
         let inbox: Arc<dyn Inbox> = shared.clone();
         crate::transport::intra::register_reader(&inbox);
@@ -111,11 +102,10 @@ pub(crate) struct SubShared<T> {
     qos: Qos,
     callback: Option<Callback<T>>,
     queue: SampleQueue<Sample<T>>,
-    conns: Mutex<Vec<Arc<InboundConn>>>,
+    conns: Inbound,
     matched: Mutex<HashSet<EndpointId>>,
     events: EventQueue,
-    last_rx: Mutex<Option<Instant>>,
-    deadline_misses: AtomicU64,
+    deadline: DeadlineWatch,
 }
 
 impl<T: Codec> Inbox for SubShared<T> {
@@ -123,10 +113,10 @@ impl<T: Codec> Inbox for SubShared<T> {
         self.id
     }
     fn attach(&self, conn: Arc<InboundConn>) {
-        self.conns.lock().push(conn);
+        self.conns.attach(conn);
     }
     fn detach(&self, remote: EndpointId) {
-        self.conns.lock().retain(|c| c.remote != remote);
+        self.conns.detach(remote);
     }
     fn deliver(&self, conn: &Arc<InboundConn>, frame: &InFrame<'_>) {
         if frame.kind != FrameKind::Data {
@@ -160,9 +150,7 @@ impl<T: Codec> Inbox for SubShared<T> {
                 }
             }
         }
-        if self.qos.deadline.is_some() {
-            *self.last_rx.lock() = Some(Instant::now());
-        }
+        self.deadline.touch();
         let sample = Sample::new(
             value,
             SampleInfo {
@@ -188,21 +176,7 @@ impl<T: Codec> Inbox for SubShared<T> {
 
 impl<T: Codec> ReaderPort for SubShared<T> {
     fn connections(&self) -> Vec<ConnectionInfo> {
-        self.conns
-            .lock()
-            .iter()
-            .map(|c| {
-                ConnectionInfo::new(
-                    &self.topic,
-                    self.id,
-                    c.remote,
-                    Side::Reader,
-                    c.transport,
-                    &c.locator,
-                    &c.stats,
-                )
-            })
-            .collect()
+        self.conns.connections(&self.topic, self.id)
     }
     fn events(&self) -> &EventQueue {
         &self.events
@@ -216,15 +190,7 @@ impl<T: Codec> ReaderPort for SubShared<T> {
         }
     }
     fn housekeeping(&self, now: Instant) {
-        if let Some(d) = self.qos.deadline {
-            let mut last = self.last_rx.lock();
-            let since = last.get_or_insert(now);
-            if now.duration_since(*since) > d {
-                *since = now;
-                let total = self.deadline_misses.fetch_add(1, Ordering::Relaxed) + 1;
-                self.events.push(PortEvent::DeadlineMissed { total });
-            }
-        }
+        self.deadline.check(now, &self.events);
     }
 }
 
@@ -286,7 +252,7 @@ impl<T: Codec> Subscriber<T> {
     /// Waits until at least `n` publishers are connected.
     pub fn wait_for_publishers(&self, n: usize, timeout: Duration) -> bool {
         let end = Instant::now() + timeout;
-        while self.shared.conns.lock().len() < n {
+        while self.shared.conns.len() < n {
             if Instant::now() >= end {
                 return false;
             }
@@ -297,22 +263,7 @@ impl<T: Codec> Subscriber<T> {
 
     /// The connections with their paths and statistics.
     pub fn connections(&self) -> Vec<ConnectionInfo> {
-        self.shared
-            .conns
-            .lock()
-            .iter()
-            .map(|c| {
-                ConnectionInfo::new(
-                    &self.shared.topic,
-                    self.shared.id,
-                    c.remote,
-                    Side::Reader,
-                    c.transport,
-                    &c.locator,
-                    &c.stats,
-                )
-            })
-            .collect()
+        self.shared.connections()
     }
 
     /// The next event, if any.

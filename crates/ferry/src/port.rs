@@ -1,0 +1,169 @@
+//! Pieces every port shares: declaring an endpoint, the writer's set of
+//! links, the reader's set of inbound connections, deadline tracking.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferry_wire::beacon::EndpointRecord;
+use ferry_wire::{EndpointId, EndpointKind, Qos, TypeHash};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+
+use crate::error::BuildError;
+use crate::event::{EventQueue, PortEvent};
+use crate::node::NodeInner;
+use crate::stats::{ConnectionInfo, Side};
+use crate::transport::{InboundConn, Link};
+
+/// Expands the name and allocates the id and discovery record of a new
+/// endpoint of `node` (the caller registers it with the runtime).
+pub(crate) fn declare(
+    node: &NodeInner,
+    name: &str,
+    kind: EndpointKind,
+    (type_name, type_hash): (String, TypeHash),
+    qos: Qos,
+) -> Result<(EndpointId, EndpointRecord), BuildError> {
+    let topic = crate::names::expand(name, &node.namespace, &node.name)?;
+    let entity = node.rt.shared.new_entity();
+    let id = EndpointId {
+        participant: node.rt.shared.id,
+        entity,
+    };
+    Ok((
+        id,
+        EndpointRecord {
+            entity,
+            node: node.id,
+            kind,
+            topic,
+            type_name,
+            type_hash,
+            qos,
+        },
+    ))
+}
+
+/// A writer's connections, one link per matched reader.
+#[derive(Default)]
+pub(crate) struct Links(RwLock<Vec<Arc<dyn Link>>>);
+
+impl Links {
+    /// The links, for sending (a cheap shared lock).
+    pub fn read(&self) -> RwLockReadGuard<'_, Vec<Arc<dyn Link>>> {
+        self.0.read()
+    }
+    pub fn push(&self, link: Arc<dyn Link>) {
+        self.0.write().push(link);
+    }
+    /// Closes and forgets the link to `reader`.
+    pub fn remove(&self, reader: EndpointId) {
+        self.0.write().retain(|l| {
+            if l.remote() == reader {
+                l.close();
+                false
+            } else {
+                true
+            }
+        });
+    }
+    pub fn prune_closed(&self) {
+        self.0.write().retain(|l| !l.is_closed());
+    }
+    pub fn close_all(&self) {
+        for l in self.0.write().drain(..) {
+            l.close();
+        }
+    }
+    pub fn live(&self) -> usize {
+        self.0.read().iter().filter(|l| !l.is_closed()).count()
+    }
+    pub fn first_live(&self) -> Option<Arc<dyn Link>> {
+        self.0.read().iter().find(|l| !l.is_closed()).cloned()
+    }
+    pub fn connections(&self, topic: &str, id: EndpointId) -> Vec<ConnectionInfo> {
+        self.0
+            .read()
+            .iter()
+            .map(|l| {
+                ConnectionInfo::new(
+                    topic,
+                    id,
+                    l.remote(),
+                    Side::Writer,
+                    l.transport(),
+                    &l.locator(),
+                    l.stats(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// A reader's connections, one per writer that connected to it.
+#[derive(Default)]
+pub(crate) struct Inbound(Mutex<Vec<Arc<InboundConn>>>);
+
+impl Inbound {
+    pub fn attach(&self, conn: Arc<InboundConn>) {
+        self.0.lock().push(conn);
+    }
+    pub fn detach(&self, remote: EndpointId) {
+        self.0.lock().retain(|c| c.remote != remote);
+    }
+    pub fn len(&self) -> usize {
+        self.0.lock().len()
+    }
+    pub fn connections(&self, topic: &str, id: EndpointId) -> Vec<ConnectionInfo> {
+        self.0
+            .lock()
+            .iter()
+            .map(|c| {
+                ConnectionInfo::new(
+                    topic,
+                    id,
+                    c.remote,
+                    Side::Reader,
+                    c.transport,
+                    &c.locator,
+                    &c.stats,
+                )
+            })
+            .collect()
+    }
+}
+
+/// Tracks the QoS deadline of a port: reports each period without a sample.
+pub(crate) struct DeadlineWatch {
+    period: Option<Duration>,
+    last: Mutex<Option<Instant>>,
+    misses: AtomicU64,
+}
+
+impl DeadlineWatch {
+    pub fn new(period: Option<Duration>) -> Self {
+        DeadlineWatch {
+            period,
+            last: Mutex::new(None),
+            misses: AtomicU64::new(0),
+        }
+    }
+    /// A sample went out / came in.
+    #[inline]
+    pub fn touch(&self) {
+        if self.period.is_some() {
+            *self.last.lock() = Some(Instant::now());
+        }
+    }
+    /// Called periodically: pushes `DeadlineMissed` when a period passed.
+    pub fn check(&self, now: Instant, events: &EventQueue) {
+        let Some(d) = self.period else { return };
+        let mut last = self.last.lock();
+        let since = last.get_or_insert(now);
+        if now.duration_since(*since) > d {
+            *since = now;
+            let total = self.misses.fetch_add(1, Ordering::Relaxed) + 1;
+            events.push(PortEvent::DeadlineMissed { total });
+        }
+    }
+}
