@@ -211,8 +211,14 @@ fn write_vectored_all(
 const READ_CHUNK: usize = 4 << 20;
 
 /// Reads frames off a connection (I/O thread only).
+///
+/// `buf[head..tail]` holds bytes received and not yet parsed. The buffer is
+/// zeroed only when it grows, so a read costs no memset, and frames are
+/// parsed in place without shifting the rest of the buffer.
 pub(crate) struct FrameReader {
     buf: Vec<u8>,
+    head: usize,
+    tail: usize,
     max_body: usize,
 }
 
@@ -222,10 +228,14 @@ pub(crate) struct RawFrame {
     pub body: Bytes,
 }
 
+const INITIAL_BUF: usize = 64 * 1024;
+
 impl FrameReader {
     pub fn new(max_body: usize) -> Self {
         FrameReader {
-            buf: Vec::with_capacity(64 * 1024),
+            buf: vec![0; INITIAL_BUF],
+            head: 0,
+            tail: 0,
             max_body,
         }
     }
@@ -238,56 +248,72 @@ impl FrameReader {
         frames: &mut Vec<RawFrame>,
     ) -> io::Result<()> {
         loop {
-            // Read what the frame in progress still needs, but grow the buffer
-            // by at most READ_CHUNK per read: memory follows the bytes that
-            // actually arrived, not the length a peer announced.
-            let want = match self.pending_header()? {
-                Some(h) => (HEADER_LEN + h.body_len as usize).saturating_sub(self.buf.len()),
-                None => HEADER_LEN - self.buf.len().min(HEADER_LEN),
-            }
-            .clamp(64 * 1024, READ_CHUNK);
-            let start = self.buf.len();
-            self.buf.resize(start + want, 0);
-            match stream.read(&mut self.buf[start..]) {
-                Ok(0) => {
-                    self.buf.truncate(start);
-                    return Err(io::ErrorKind::UnexpectedEof.into());
-                }
-                Ok(n) => self.buf.truncate(start + n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.buf.truncate(start);
-                    return Ok(());
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-                    self.buf.truncate(start);
-                    continue;
-                }
+            self.make_room()?;
+            match stream.read(&mut self.buf[self.tail..]) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => self.tail += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
-            while let Some(h) = self.pending_header()? {
-                let len = HEADER_LEN + h.body_len as usize;
-                if self.buf.len() < len {
-                    break;
-                }
-                let body = if self.buf.len() == len {
-                    // Hand the buffer over without copying (large samples).
-                    let mut v = std::mem::replace(&mut self.buf, Vec::with_capacity(64 * 1024));
-                    v.drain(..HEADER_LEN);
-                    Bytes::from(v)
-                } else {
-                    let b = Bytes::copy_from_slice(&self.buf[HEADER_LEN..len]);
-                    self.buf.drain(..len);
-                    b
-                };
-                frames.push(RawFrame { header: h, body });
-            }
+            self.parse(frames)?;
         }
     }
 
+    /// Ensures free space after `tail`: compacts, or grows by at most
+    /// READ_CHUNK so memory follows the bytes that actually arrived, not the
+    /// length a peer announced.
+    fn make_room(&mut self) -> io::Result<()> {
+        if self.tail < self.buf.len() {
+            return Ok(());
+        }
+        if self.head > 0 {
+            self.buf.copy_within(self.head..self.tail, 0);
+            self.tail -= self.head;
+            self.head = 0;
+            return Ok(());
+        }
+        let need = match self.pending_header()? {
+            Some(h) => HEADER_LEN + h.body_len as usize - self.tail,
+            None => HEADER_LEN,
+        };
+        let grow = need.clamp(INITIAL_BUF, READ_CHUNK);
+        self.buf.resize(self.buf.len() + grow, 0);
+        Ok(())
+    }
+
+    fn parse(&mut self, frames: &mut Vec<RawFrame>) -> io::Result<()> {
+        while let Some(h) = self.pending_header()? {
+            let len = HEADER_LEN + h.body_len as usize;
+            if self.tail - self.head < len {
+                break;
+            }
+            let body = if self.head == 0 && self.tail == len && len > INITIAL_BUF {
+                // A large sample fills the buffer exactly: hand it over
+                // without copying.
+                let mut v = std::mem::replace(&mut self.buf, vec![0; INITIAL_BUF]);
+                v.truncate(len);
+                self.tail = 0;
+                Bytes::from(v).slice(HEADER_LEN..)
+            } else {
+                let b = Bytes::copy_from_slice(&self.buf[self.head + HEADER_LEN..self.head + len]);
+                self.head += len;
+                b
+            };
+            frames.push(RawFrame { header: h, body });
+        }
+        if self.head == self.tail {
+            self.head = 0;
+            self.tail = 0;
+        }
+        Ok(())
+    }
+
     fn pending_header(&self) -> io::Result<Option<FrameHeader>> {
-        if self.buf.len() < HEADER_LEN {
+        let avail = &self.buf[self.head..self.tail];
+        if avail.len() < HEADER_LEN {
             // Reject a stranger as soon as its first two bytes are in.
-            if self.buf.len() >= 2 && self.buf[..2] != *b"FR" {
+            if avail.len() >= 2 && avail[..2] != *b"FR" {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     "not a ferry stream (bad magic)",
@@ -295,7 +321,7 @@ impl FrameReader {
             }
             return Ok(None);
         }
-        FrameHeader::parse(&self.buf[..HEADER_LEN], self.max_body)
+        FrameHeader::parse(&avail[..HEADER_LEN], self.max_body)
             .map(Some)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
