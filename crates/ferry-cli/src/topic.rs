@@ -75,6 +75,10 @@ pub enum TopicCmd {
         /// QoS profile: default, sensor_data, latched.
         #[arg(long, default_value = "default")]
         qos: String,
+        /// Liveliness lease (ms): subscribers notice this publisher's death
+        /// within it.
+        #[arg(long)]
+        liveliness_ms: Option<u64>,
     },
 }
 
@@ -288,6 +292,7 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
             once,
             times,
             qos,
+            liveliness_ms,
         } => {
             let t = types::find(&msg_type).ok_or_else(|| {
                 let names: Vec<&str> = types::known().iter().map(|k| k.name).collect();
@@ -302,6 +307,10 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                     "unknown QoS profile `{qos}` (default, sensor_data, services_default, latched)"
                 )
             })?;
+            let q = match liveliness_ms {
+                Some(ms) => q.liveliness_lease(Duration::from_millis(ms)),
+                None => q,
+            };
             let p = node
                 .publisher::<RawBytes>(&topic)
                 .qos(q)

@@ -467,3 +467,42 @@ fn demo_runs_shows_paths_and_cleans_up() {
         "leftover demo processes"
     );
 }
+
+#[test]
+fn liveliness_lease_shortens_death_detection() {
+    let n = node("watcher", 210);
+    let s = n.subscriber::<std_msgs::String>("/alive").build().unwrap();
+    let mut p = Proc::spawn(
+        210,
+        &[
+            "topic",
+            "pub",
+            "/alive",
+            "std_msgs/msg/String",
+            "data: x",
+            "-r",
+            "20",
+            "--liveliness-ms",
+            "600",
+        ],
+    );
+    s.recv_timeout(T).expect("publisher never arrived");
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    p.kill9();
+    while n
+        .graph()
+        .endpoints_of("/alive")
+        .any(|e| e.kind == ferry::EndpointKind::Publisher)
+    {
+        assert!(
+            t0.elapsed() < Duration::from_millis(1500),
+            "600 ms liveliness lease not honoured"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!(
+        "kill -9 with a 600 ms liveliness lease detected after {:?}",
+        t0.elapsed()
+    );
+}

@@ -238,6 +238,27 @@ impl Discovery {
         self.schedule_soon(now + Duration::from_millis(2));
     }
 
+    /// Changes the announced lease (and the period: a sixth of it). Used to
+    /// honour an endpoint's liveliness lease shorter than the runtime's.
+    pub fn set_lease(&mut self, lease_ms: u32, now: Instant) {
+        let lease_ms = lease_ms.max(60);
+        if self.cfg.info.lease_ms == lease_ms {
+            return;
+        }
+        let shorter = lease_ms < self.cfg.info.lease_ms;
+        self.cfg.info.lease_ms = lease_ms;
+        self.cfg.announce_period = Duration::from_millis(u64::from(lease_ms) / 6);
+        if shorter {
+            self.next_periodic = self.next_periodic.min(now + self.cfg.announce_period);
+            self.schedule_soon(now);
+        }
+    }
+
+    /// The lease this runtime announces.
+    pub fn lease_ms(&self) -> u32 {
+        self.cfg.info.lease_ms
+    }
+
     /// Updates the announced locators (e.g. a transport started listening).
     pub fn set_locators(&mut self, locators: Vec<ferry_wire::Locator>, now: Instant) {
         if self.cfg.info.locators != locators {

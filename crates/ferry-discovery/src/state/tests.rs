@@ -306,3 +306,20 @@ fn a_flood_of_fake_participants_is_bounded() {
     d.handle_timeout(now + Duration::from_secs(4));
     assert_eq!(d.participants().count(), 0);
 }
+
+#[test]
+fn a_shorter_lease_makes_peers_notice_death_sooner() {
+    let mut net = Net::new(2, 0, 9);
+    let now = net.now;
+    net.nodes[1].set_lease(600, now);
+    net.run(Duration::from_millis(300));
+    assert!(net.all_know_all());
+    net.alive[1] = false;
+    net.run(Duration::from_millis(700));
+    assert!(
+        net.nodes[0].participant_info(ParticipantId(101)).is_none(),
+        "600 ms lease not honoured"
+    );
+    // Traffic rises with the shorter lease: 6 beacons per lease.
+    assert_eq!(net.nodes[1].lease_ms(), 600);
+}

@@ -219,8 +219,17 @@ impl Shared {
             .chain(core.readers.values().map(|r| &r.record))
             .collect();
         eps.sort_by_key(|e| e.entity);
+        // The runtime renews its lease for all its endpoints (automatic
+        // liveliness): announce the shortest liveliness lease any of them asks.
+        let lease = eps
+            .iter()
+            .filter_map(|e| e.qos.liveliness_lease)
+            .map(|d| d.as_millis().min(u32::MAX as u128) as u32)
+            .fold(self.cfg.lease_ms, u32::min);
         recs.extend(eps.into_iter().cloned().map(Record::Endpoint));
-        core.discovery.set_records(recs, Instant::now());
+        let now = Instant::now();
+        core.discovery.set_lease(lease, now);
+        core.discovery.set_records(recs, now);
         self.io.kick();
     }
 
