@@ -253,10 +253,14 @@ fn static_peers_work_with_multicast_blocked() {
         ],
     );
     let (ok_, out, err) = wait_output(echo, Duration::from_secs(20));
-    assert!(
-        ok_ && out.contains("unicast only"),
-        "static peer discovery failed: {out} {err}"
-    );
+    if !(ok_ && out.contains("unicast only")) {
+        let _ = publ.kill();
+        let o = publ.wait_with_output().unwrap();
+        panic!(
+            "static peer discovery failed: echo ok={ok_} out={out} err={err}\npublisher stderr: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
     let _ = publ.kill();
     let _ = publ.wait();
 }
