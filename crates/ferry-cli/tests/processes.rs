@@ -307,6 +307,16 @@ fn bad_config_is_a_clear_error() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("FERRY_DISCOVERY"), "{err}");
+    for (value, want) in [("999", "domain_id"), ("robot", "FERRY_DOMAIN_ID")] {
+        let out = Command::new(FERRY)
+            .args(["topic", "list"])
+            .env("FERRY_DOMAIN_ID", value)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "FERRY_DOMAIN_ID={value}: {err}");
+    }
     let path = std::env::temp_dir().join(format!("ferry-bad-{}.toml", std::process::id()));
     std::fs::write(&path, "domian_id = 3\n").unwrap();
     let out = Command::new(FERRY)
