@@ -9,6 +9,7 @@
 pub mod beacon;
 pub mod codec;
 pub mod frame;
+pub mod rudp;
 pub mod types;
 
 pub use codec::WireError;

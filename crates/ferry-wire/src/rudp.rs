@@ -1,0 +1,410 @@
+//! Datagrams of ferry's reliable/best-effort UDP protocol (`ferry-rudp`).
+//!
+//! Every datagram fits one path MTU (default 1472 B of UDP payload), so IP
+//! never fragments. A sample is split into fragments; losses are repaired per
+//! fragment.
+//!
+//! ```text
+//! common   0 "FU" | 2 version | 3 kind | 4 stream u32 |
+//! DATA     8 seq u64 | 16 stamp_ns u64 | 24 sample_len u32 | 28 frag u16 | 30 frags u16 | 32 payload…
+//! HEARTBEAT 8 first u64 | 16 last u64 | 24 count u32 | 28 sent_us u32
+//! ACKNACK  8 base u64 | 16 count u32 | 20 echo_us u32 | 24 hold_us u32 | 28 rate_kBps u32 |
+//!          32 n u16 | n × { offset u32 (seq - base), nfrag-bitmap bytes u8 (0 = whole sample),
+//!                          frag_base u16 if bytes > 0, bitmap… }
+//! ```
+//! `first..=last` in a heartbeat is what the writer still holds (first > last:
+//! nothing). An ACKNACK says: every sample below `base` is done (delivered or
+//! given up); the listed samples (or fragments of them) are missing.
+
+use crate::codec::{Reader, WireError, Writer};
+
+const MAGIC: [u8; 2] = *b"FU";
+const VERSION: u8 = 1;
+/// Bytes of a DATA header; the rest of the datagram is payload.
+pub const DATA_HEADER: usize = 32;
+/// Bytes of a heartbeat.
+pub const HEARTBEAT_LEN: usize = 32;
+/// Fixed part of an ACKNACK.
+pub const ACKNACK_HEADER: usize = 34;
+/// Most fragments of one sample (≈ 93 MB at 1440 B per fragment).
+pub const MAX_FRAGS: u16 = u16::MAX;
+/// Longest fragment bitmap in one NACK entry (2048 fragments).
+pub const MAX_BITMAP: usize = 255;
+
+const KIND_DATA: u8 = 1;
+const KIND_HEARTBEAT: u8 = 2;
+const KIND_ACKNACK: u8 = 3;
+
+/// One fragment of a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Data<'a> {
+    /// Sample sequence number.
+    pub seq: u64,
+    /// Source time, ns since the epoch.
+    pub stamp_ns: u64,
+    /// Length of the whole sample.
+    pub sample_len: u32,
+    /// This fragment's index.
+    pub frag: u16,
+    /// Number of fragments of the sample (≥ 1).
+    pub frags: u16,
+    /// The fragment's bytes.
+    pub payload: &'a [u8],
+}
+
+/// "I hold samples `first..=last`."
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// Oldest sample still in the writer's history.
+    pub first: u64,
+    /// Newest sample written.
+    pub last: u64,
+    /// Increases with every heartbeat.
+    pub count: u32,
+    /// Writer's clock (µs, wrapping) when sent; echoed for RTT.
+    pub sent_us: u32,
+}
+
+/// What a reader misses of one sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Missing {
+    /// The whole sample.
+    Sample(u64),
+    /// Some fragments: bit i of `bitmap` = fragment `frag_base + i` missing.
+    Fragments {
+        /// The sample.
+        seq: u64,
+        /// First fragment the bitmap covers.
+        frag_base: u16,
+        /// Bit per fragment, LSB first.
+        bitmap: Vec<u8>,
+    },
+}
+
+impl Missing {
+    /// The sample concerned.
+    pub fn seq(&self) -> u64 {
+        match self {
+            Missing::Sample(s) | Missing::Fragments { seq: s, .. } => *s,
+        }
+    }
+}
+
+/// Acknowledgement and negative acknowledgement from a reader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AckNack {
+    /// Every sample below this is done.
+    pub base: u64,
+    /// Increases with every ACKNACK.
+    pub count: u32,
+    /// `sent_us` of the newest heartbeat seen (0: none).
+    pub echo_us: u32,
+    /// µs between receiving that heartbeat and sending this.
+    pub hold_us: u32,
+    /// Rate the reader received at, kB/s (0: unknown).
+    pub rate_kbps: u32,
+    /// What is missing, oldest first.
+    pub missing: Vec<Missing>,
+}
+
+/// A parsed datagram (DATA borrows its payload from the input).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Datagram<'a> {
+    /// A fragment.
+    Data(Data<'a>),
+    /// A heartbeat.
+    Heartbeat(Heartbeat),
+    /// An ACKNACK.
+    AckNack(AckNack),
+}
+
+/// A datagram with the stream it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packet<'a> {
+    /// Stream (connection) id.
+    pub stream: u32,
+    /// The datagram.
+    pub body: Datagram<'a>,
+}
+
+fn header(w: &mut Writer, kind: u8, stream: u32) {
+    w.bytes(&MAGIC);
+    w.u8(VERSION);
+    w.u8(kind);
+    w.u32(stream);
+}
+
+impl Packet<'_> {
+    /// Parses an untrusted datagram.
+    pub fn parse(buf: &[u8]) -> Result<Packet<'_>, WireError> {
+        let mut r = Reader::new(buf);
+        let magic = r.array::<2>()?;
+        if magic != MAGIC {
+            return Err(WireError::BadMagic { found: magic });
+        }
+        let version = r.u8()?;
+        if version != VERSION {
+            return Err(WireError::Version(version));
+        }
+        let kind = r.u8()?;
+        let stream = r.u32()?;
+        let body = match kind {
+            KIND_DATA => {
+                let seq = r.u64()?;
+                let stamp_ns = r.u64()?;
+                let sample_len = r.u32()?;
+                let frag = r.u16()?;
+                let frags = r.u16()?;
+                if frags == 0 || frag >= frags {
+                    return Err(WireError::InvalidValue {
+                        field: "data.frag",
+                        value: frag as u64,
+                    });
+                }
+                let payload = r.bytes(r.remaining())?;
+                if payload.len() > sample_len as usize {
+                    return Err(WireError::TooLong {
+                        field: "data.payload",
+                        len: payload.len(),
+                        limit: sample_len as usize,
+                    });
+                }
+                Datagram::Data(Data {
+                    seq,
+                    stamp_ns,
+                    sample_len,
+                    frag,
+                    frags,
+                    payload,
+                })
+            }
+            KIND_HEARTBEAT => Datagram::Heartbeat(Heartbeat {
+                first: r.u64()?,
+                last: r.u64()?,
+                count: r.u32()?,
+                sent_us: r.u32()?,
+            }),
+            KIND_ACKNACK => {
+                let base = r.u64()?;
+                let count = r.u32()?;
+                let echo_us = r.u32()?;
+                let hold_us = r.u32()?;
+                let rate_kbps = r.u32()?;
+                let n = r.u16()? as usize;
+                // Each entry takes at least 5 bytes: bound the allocation by the input.
+                let mut missing = Vec::with_capacity(n.min(r.remaining() / 5));
+                for _ in 0..n {
+                    let offset = r.u32()? as u64;
+                    let seq = base.checked_add(offset).ok_or(WireError::InvalidValue {
+                        field: "acknack.offset",
+                        value: offset,
+                    })?;
+                    let bytes = r.u8()? as usize;
+                    if bytes == 0 {
+                        missing.push(Missing::Sample(seq));
+                    } else {
+                        let frag_base = r.u16()?;
+                        missing.push(Missing::Fragments {
+                            seq,
+                            frag_base,
+                            bitmap: r.bytes(bytes)?.to_vec(),
+                        });
+                    }
+                }
+                Datagram::AckNack(AckNack {
+                    base,
+                    count,
+                    echo_us,
+                    hold_us,
+                    rate_kbps,
+                    missing,
+                })
+            }
+            v => {
+                return Err(WireError::InvalidValue {
+                    field: "rudp.kind",
+                    value: v as u64,
+                })
+            }
+        };
+        Ok(Packet { stream, body })
+    }
+}
+
+/// Encodes a DATA fragment into `out` (cleared first).
+pub fn encode_data(out: &mut Vec<u8>, stream: u32, d: &Data<'_>) {
+    let mut w = Writer::new();
+    header(&mut w, KIND_DATA, stream);
+    w.u64(d.seq);
+    w.u64(d.stamp_ns);
+    w.u32(d.sample_len);
+    w.u16(d.frag);
+    w.u16(d.frags);
+    out.clear();
+    out.extend_from_slice(&w.into_vec());
+    out.extend_from_slice(d.payload);
+}
+
+/// Encodes a heartbeat.
+pub fn encode_heartbeat(stream: u32, h: &Heartbeat) -> Vec<u8> {
+    let mut w = Writer::new();
+    header(&mut w, KIND_HEARTBEAT, stream);
+    w.u64(h.first);
+    w.u64(h.last);
+    w.u32(h.count);
+    w.u32(h.sent_us);
+    w.into_vec()
+}
+
+/// Encodes an ACKNACK, listing as many missing entries as fit in `mtu`.
+/// Returns the bytes and how many entries were included.
+pub fn encode_acknack(stream: u32, a: &AckNack, mtu: usize) -> (Vec<u8>, usize) {
+    let mut w = Writer::new();
+    header(&mut w, KIND_ACKNACK, stream);
+    w.u64(a.base);
+    w.u32(a.count);
+    w.u32(a.echo_us);
+    w.u32(a.hold_us);
+    w.u32(a.rate_kbps);
+    let mut entries = Writer::new();
+    let mut n = 0usize;
+    for m in &a.missing {
+        let offset = m.seq().saturating_sub(a.base).min(u32::MAX as u64) as u32;
+        let size = match m {
+            Missing::Sample(_) => 5,
+            Missing::Fragments { bitmap, .. } => 7 + bitmap.len().min(MAX_BITMAP),
+        };
+        if ACKNACK_HEADER + entries.len() + size > mtu || n == u16::MAX as usize {
+            break;
+        }
+        entries.u32(offset);
+        match m {
+            Missing::Sample(_) => entries.u8(0),
+            Missing::Fragments {
+                frag_base, bitmap, ..
+            } => {
+                let b = &bitmap[..bitmap.len().min(MAX_BITMAP)];
+                entries.u8(b.len() as u8);
+                entries.u16(*frag_base);
+                entries.bytes(b);
+            }
+        }
+        n += 1;
+    }
+    w.u16(n as u16);
+    w.bytes(&entries.into_vec());
+    (w.into_vec(), n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn data_round_trips() {
+        let d = Data {
+            seq: 7,
+            stamp_ns: 9,
+            sample_len: 5000,
+            frag: 2,
+            frags: 4,
+            payload: &[1, 2, 3],
+        };
+        let mut out = Vec::new();
+        encode_data(&mut out, 42, &d);
+        assert_eq!(out.len(), DATA_HEADER + 3);
+        assert_eq!(
+            Packet::parse(&out).unwrap(),
+            Packet {
+                stream: 42,
+                body: Datagram::Data(d)
+            }
+        );
+    }
+
+    #[test]
+    fn heartbeat_and_acknack_round_trip() {
+        let h = Heartbeat {
+            first: 3,
+            last: 10,
+            count: 5,
+            sent_us: 77,
+        };
+        let b = encode_heartbeat(1, &h);
+        assert_eq!(b.len(), HEARTBEAT_LEN);
+        assert_eq!(Packet::parse(&b).unwrap().body, Datagram::Heartbeat(h));
+        let a = AckNack {
+            base: 100,
+            count: 2,
+            echo_us: 77,
+            hold_us: 12,
+            rate_kbps: 30_000,
+            missing: vec![
+                Missing::Sample(101),
+                Missing::Fragments {
+                    seq: 105,
+                    frag_base: 16,
+                    bitmap: vec![0b101, 0xff],
+                },
+            ],
+        };
+        let (b, n) = encode_acknack(1, &a, 1472);
+        assert_eq!(n, 2);
+        assert_eq!(Packet::parse(&b).unwrap().body, Datagram::AckNack(a));
+    }
+
+    #[test]
+    fn acknack_is_cut_to_the_mtu() {
+        let a = AckNack {
+            base: 0,
+            count: 1,
+            echo_us: 0,
+            hold_us: 0,
+            rate_kbps: 0,
+            missing: (0..1000).map(Missing::Sample).collect(),
+        };
+        let (b, n) = encode_acknack(1, &a, 1472);
+        assert!(b.len() <= 1472);
+        assert_eq!(n, (1472 - ACKNACK_HEADER) / 5);
+        let Datagram::AckNack(back) = Packet::parse(&b).unwrap().body else {
+            panic!()
+        };
+        assert_eq!(back.missing.len(), n);
+    }
+
+    #[test]
+    fn bad_fragment_indices_are_rejected() {
+        let mut out = Vec::new();
+        encode_data(
+            &mut out,
+            1,
+            &Data {
+                seq: 1,
+                stamp_ns: 0,
+                sample_len: 10,
+                frag: 0,
+                frags: 1,
+                payload: &[0; 4],
+            },
+        );
+        out[28] = 3; // frag 3 of 1
+        assert!(Packet::parse(&out).is_err());
+        out[28] = 0;
+        out[30] = 0; // zero fragments
+        assert!(Packet::parse(&out).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = Packet::parse(&bytes);
+        }
+        #[test]
+        fn prefixed_garbage_never_panics(kind in 1u8..4, tail in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let mut b = vec![b'F', b'U', 1, kind, 0, 0, 0, 0];
+            b.extend(tail);
+            let _ = Packet::parse(&b);
+        }
+    }
+}
