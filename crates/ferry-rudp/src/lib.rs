@@ -1,0 +1,34 @@
+//! Sans-IO reliable and best-effort UDP for ferry.
+//!
+//! Built for lossy wireless links and large samples (seed paper
+//! `001_10b8b18b6f5db8a8`): every datagram fits the path MTU (no IP
+//! fragmentation), losses are repaired per fragment by NACK, heartbeats
+//! follow the publish rate (n = 2r), the history is bounded in samples *and*
+//! bytes (the paper's N_HC = ⌈T·ω/u⌉ generalised to bytes), the sender paces
+//! to the link instead of bursting, and an outage stops transmission until
+//! the peer answers again, after which what is left in history goes out
+//! paced.
+//!
+//! [`Sender`] and [`Receiver`] are pure state machines: they take `now` and
+//! bytes and hand back datagrams and deadlines; no socket, clock or thread.
+
+mod pacer;
+mod receiver;
+mod sender;
+
+pub use receiver::{Receiver, ReceiverConfig, ReceiverStats, Sample};
+pub use sender::{Sender, SenderConfig, SenderEvent, SenderStats, WriteError};
+
+/// Largest datagram by default: a 1500 B Ethernet/Wi-Fi MTU minus IP and UDP headers.
+pub const DEFAULT_MTU: usize = 1472;
+
+/// The paper's history bound in bytes: what the link can carry in one second
+/// at the share `utilization` of `link_rate` (bytes/s).
+pub fn history_bytes_for(link_rate: u64, utilization: f64) -> usize {
+    ((link_rate as f64) * utilization.clamp(0.05, 1.0)) as usize
+}
+
+/// Microseconds on a wrapping u32 clock relative to `epoch` (for RTT echoes).
+pub(crate) fn micros(epoch: std::time::Instant, now: std::time::Instant) -> u32 {
+    (now.saturating_duration_since(epoch).as_micros() as u64 & 0xffff_ffff) as u32 | 1
+}

@@ -1,0 +1,472 @@
+//! The reading side of one stream.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ferry_wire::rudp::{self, AckNack, Datagram, Missing, Packet, MAX_BITMAP};
+use ferry_wire::WireError;
+
+/// Settings of a [`Receiver`].
+#[derive(Debug, Clone)]
+pub struct ReceiverConfig {
+    /// Stream id to accept.
+    pub stream: u32,
+    /// Largest datagram to send (ACKNACKs).
+    pub mtu: usize,
+    /// Repair losses and deliver in order (false: best effort).
+    pub reliable: bool,
+    /// Largest sample accepted; a peer announcing more is ignored.
+    pub max_sample: usize,
+    /// Most bytes held in partial and out-of-order samples.
+    pub max_pending_bytes: usize,
+    /// Most samples ahead of the next expected one that are tracked.
+    pub window: u64,
+    /// Wait this long after a gap before NACKing it (reordering tolerance).
+    pub nack_delay: Duration,
+    /// Least time between two gap-triggered NACKs.
+    pub nack_interval: Duration,
+    /// Best effort: a partial sample older than this is abandoned.
+    pub partial_timeout: Duration,
+}
+
+impl ReceiverConfig {
+    /// Defaults matching [`crate::SenderConfig::new`].
+    pub fn new(stream: u32) -> Self {
+        ReceiverConfig {
+            stream,
+            mtu: crate::DEFAULT_MTU,
+            reliable: true,
+            max_sample: 64 << 20,
+            max_pending_bytes: 256 << 20,
+            window: 4096,
+            nack_delay: Duration::from_micros(500),
+            nack_interval: Duration::from_millis(2),
+            partial_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A delivered sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sample {
+    /// Sequence number on this stream.
+    pub seq: u64,
+    /// Source time, ns since the epoch.
+    pub stamp_ns: u64,
+    /// The bytes.
+    pub data: Bytes,
+}
+
+/// Counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReceiverStats {
+    /// DATA fragments accepted.
+    pub fragments: u64,
+    /// Fragments already held (duplicates, late repairs).
+    pub duplicates: u64,
+    /// Samples delivered.
+    pub delivered: u64,
+    /// Samples given up: no longer in the writer's history, or abandoned
+    /// partials (best effort).
+    pub lost: u64,
+    /// Fragments dropped by the memory or window bounds.
+    pub refused: u64,
+    /// Malformed or inconsistent datagrams.
+    pub malformed: u64,
+    /// ACKNACKs sent.
+    pub acknacks: u64,
+}
+
+struct Partial {
+    stamp_ns: u64,
+    len: usize,
+    frags: u16,
+    piece: usize,
+    got: Vec<u64>,
+    have: u16,
+    buf: Vec<u8>,
+    first_seen: Instant,
+}
+
+impl Partial {
+    fn has(&self, f: u16) -> bool {
+        self.got[f as usize / 64] & (1 << (f % 64)) != 0
+    }
+}
+
+/// The reading side of one stream. See the crate docs.
+pub struct Receiver {
+    cfg: ReceiverConfig,
+    epoch: Instant,
+    /// Next sample to deliver (reliable) / lowest still wanted (best effort).
+    base: u64,
+    partial: BTreeMap<u64, Partial>,
+    complete: BTreeMap<u64, Sample>,
+    pending_bytes: usize,
+    /// Newest sample the writer said it has.
+    writer_last: u64,
+    /// Newest sample seen in any datagram.
+    highest: u64,
+    last_hb: Option<(u32, Instant)>,
+    nack_due: Option<Instant>,
+    last_nack: Option<Instant>,
+    ack_count: u32,
+    out: VecDeque<Sample>,
+    transmits: VecDeque<Vec<u8>>,
+    stats: ReceiverStats,
+    rate_bytes: u64,
+    rate_since: Instant,
+    rate_kbps: u32,
+}
+
+impl Receiver {
+    /// A receiver starting at `now`; the stream's first sample is 1.
+    pub fn new(cfg: ReceiverConfig, now: Instant) -> Self {
+        Receiver {
+            cfg,
+            epoch: now,
+            base: 1,
+            partial: BTreeMap::new(),
+            complete: BTreeMap::new(),
+            pending_bytes: 0,
+            writer_last: 0,
+            highest: 0,
+            last_hb: None,
+            nack_due: None,
+            last_nack: None,
+            ack_count: 0,
+            out: VecDeque::new(),
+            transmits: VecDeque::new(),
+            stats: ReceiverStats::default(),
+            rate_bytes: 0,
+            rate_since: now,
+            rate_kbps: 0,
+        }
+    }
+
+    /// Feeds a datagram from the writer.
+    pub fn handle_datagram(&mut self, now: Instant, bytes: &[u8]) -> Result<(), WireError> {
+        let p = match Packet::parse(bytes) {
+            Ok(p) => p,
+            Err(e) => {
+                self.stats.malformed += 1;
+                return Err(e);
+            }
+        };
+        if p.stream != self.cfg.stream {
+            return Ok(());
+        }
+        self.rate_bytes += bytes.len() as u64;
+        let dt = now.saturating_duration_since(self.rate_since);
+        if dt >= Duration::from_millis(100) {
+            self.rate_kbps = (self.rate_bytes as f64 / dt.as_secs_f64() / 1000.0) as u32;
+            self.rate_bytes = 0;
+            self.rate_since = now;
+        }
+        match p.body {
+            Datagram::Data(d) => self.on_data(now, d),
+            Datagram::Heartbeat(h) => {
+                self.writer_last = self.writer_last.max(h.last);
+                self.highest = self.highest.max(h.last);
+                if self.cfg.reliable {
+                    if h.first > self.base {
+                        self.give_up_below(h.first);
+                    }
+                    self.last_hb = Some((h.sent_us, now));
+                    // Answer every heartbeat: acknowledgement, NACKs, RTT echo.
+                    self.send_acknack(now);
+                }
+                Ok(())
+            }
+            Datagram::AckNack(_) => Ok(()),
+        }
+    }
+
+    fn on_data(&mut self, now: Instant, d: rudp::Data<'_>) -> Result<(), WireError> {
+        let len = d.sample_len as usize;
+        if len > self.cfg.max_sample {
+            self.stats.refused += 1;
+            return Ok(());
+        }
+        // Fragments are ceil(len / frags) long, the last one the remainder.
+        let piece = len.div_ceil(d.frags as usize);
+        let start = d.frag as usize * piece;
+        let bad_split = if len == 0 { d.frags != 1 } else { start >= len };
+        if bad_split || d.payload.len() != piece.min(len.saturating_sub(start)) {
+            self.stats.malformed += 1;
+            return Err(WireError::InvalidValue {
+                field: "data.payload",
+                value: d.payload.len() as u64,
+            });
+        }
+        if d.seq < self.base || self.complete.contains_key(&d.seq) {
+            self.stats.duplicates += 1;
+            return Ok(());
+        }
+        if d.seq >= self.base.saturating_add(self.cfg.window) {
+            if !self.cfg.reliable {
+                // Best effort: the writer moved on; so do we.
+                self.give_up_below(d.seq.saturating_sub(self.cfg.window / 2));
+            } else {
+                self.stats.refused += 1;
+                return Ok(());
+            }
+        }
+        self.highest = self.highest.max(d.seq);
+        let cfg_pending = self.cfg.max_pending_bytes;
+        if !self.partial.contains_key(&d.seq) {
+            if self.pending_bytes + len > cfg_pending {
+                if self.cfg.reliable {
+                    self.stats.refused += 1;
+                    return Ok(());
+                }
+                // Best effort: make room by abandoning the oldest partials.
+                while self.pending_bytes + len > cfg_pending {
+                    let Some((_, p)) = self.partial.pop_first() else {
+                        break;
+                    };
+                    self.pending_bytes -= p.len;
+                    self.stats.lost += 1;
+                }
+            }
+            self.pending_bytes += len;
+            self.partial.insert(
+                d.seq,
+                Partial {
+                    stamp_ns: d.stamp_ns,
+                    len,
+                    frags: d.frags,
+                    piece,
+                    got: vec![0; (d.frags as usize).div_ceil(64)],
+                    have: 0,
+                    buf: vec![0; len],
+                    first_seen: now,
+                },
+            );
+        }
+        let p = self.partial.get_mut(&d.seq).expect("inserted above");
+        if p.len != len || p.frags != d.frags {
+            self.stats.malformed += 1;
+            return Err(WireError::InvalidValue {
+                field: "data.sample_len",
+                value: len as u64,
+            });
+        }
+        if p.has(d.frag) {
+            self.stats.duplicates += 1;
+            return Ok(());
+        }
+        let start = d.frag as usize * p.piece;
+        p.buf[start..start + d.payload.len()].copy_from_slice(d.payload);
+        p.got[d.frag as usize / 64] |= 1 << (d.frag % 64);
+        p.have += 1;
+        self.stats.fragments += 1;
+        let gap_inside = (0..d.frag).any(|f| !p.has(f));
+        if p.have == p.frags {
+            // Still counted in pending_bytes until delivered.
+            let p = self.partial.remove(&d.seq).expect("present");
+            self.complete.insert(
+                d.seq,
+                Sample {
+                    seq: d.seq,
+                    stamp_ns: p.stamp_ns,
+                    data: Bytes::from(p.buf),
+                },
+            );
+            self.deliver();
+        }
+        if self.cfg.reliable
+            && (gap_inside
+                || d.seq > self.base
+                    && (self.base..d.seq)
+                        .any(|s| !self.complete.contains_key(&s) && !self.partial.contains_key(&s)))
+            && self.nack_due.is_none()
+        {
+            self.nack_due = Some(now + self.cfg.nack_delay);
+        }
+        Ok(())
+    }
+
+    /// Moves complete samples to the output.
+    fn deliver(&mut self) {
+        if self.cfg.reliable {
+            while let Some(s) = self.complete.remove(&self.base) {
+                self.pending_bytes -= s.data.len();
+                self.base += 1;
+                self.stats.delivered += 1;
+                self.out.push_back(s);
+            }
+        } else {
+            // Best effort: newest complete wins; older partials are abandoned.
+            while let Some((seq, s)) = self.complete.pop_first() {
+                self.pending_bytes -= s.data.len();
+                if seq >= self.base {
+                    self.base = seq + 1;
+                    self.stats.delivered += 1;
+                    self.out.push_back(s);
+                }
+            }
+            let base = self.base;
+            let stale: Vec<u64> = self.partial.range(..base).map(|(k, _)| *k).collect();
+            for k in stale {
+                if let Some(p) = self.partial.remove(&k) {
+                    self.pending_bytes -= p.len;
+                    self.stats.lost += 1;
+                }
+            }
+        }
+    }
+
+    /// The writer no longer has samples below `first`: stop waiting for them.
+    fn give_up_below(&mut self, first: u64) {
+        while self.base < first {
+            if let Some(s) = self.complete.remove(&self.base) {
+                self.pending_bytes -= s.data.len();
+                self.stats.delivered += 1;
+                self.out.push_back(s);
+            } else {
+                if let Some(p) = self.partial.remove(&self.base) {
+                    self.pending_bytes -= p.len;
+                }
+                self.stats.lost += 1;
+            }
+            self.base += 1;
+        }
+        self.deliver();
+    }
+
+    fn missing(&self) -> Vec<Missing> {
+        let mut v = Vec::new();
+        let top = self.highest.max(self.writer_last);
+        let mut seq = self.base;
+        while seq <= top && v.len() < 1024 {
+            if let Some(p) = self.partial.get(&seq) {
+                let mut bitmap = Vec::new();
+                let mut frag_base = None;
+                for f in 0..p.frags {
+                    if !p.has(f) {
+                        let fb = *frag_base.get_or_insert(f);
+                        let i = (f - fb) as usize;
+                        if i / 8 >= MAX_BITMAP {
+                            break;
+                        }
+                        if bitmap.len() <= i / 8 {
+                            bitmap.resize(i / 8 + 1, 0);
+                        }
+                        bitmap[i / 8] |= 1 << (i % 8);
+                    }
+                }
+                if let Some(frag_base) = frag_base {
+                    v.push(Missing::Fragments {
+                        seq,
+                        frag_base,
+                        bitmap,
+                    });
+                }
+            } else if !self.complete.contains_key(&seq) {
+                v.push(Missing::Sample(seq));
+            }
+            seq += 1;
+        }
+        v
+    }
+
+    fn send_acknack(&mut self, now: Instant) {
+        let (echo_us, hold_us) = match self.last_hb {
+            Some((sent, at)) => (
+                sent,
+                now.saturating_duration_since(at)
+                    .as_micros()
+                    .min(u32::MAX as u128) as u32,
+            ),
+            None => (0, 0),
+        };
+        self.ack_count = self.ack_count.wrapping_add(1);
+        let a = AckNack {
+            base: self.base,
+            count: self.ack_count,
+            echo_us,
+            hold_us,
+            rate_kbps: self.rate_kbps,
+            missing: self.missing(),
+        };
+        let (b, _) = rudp::encode_acknack(self.cfg.stream, &a, self.cfg.mtu);
+        self.stats.acknacks += 1;
+        self.transmits.push_back(b);
+        self.nack_due = None;
+        self.last_nack = Some(now);
+    }
+
+    /// Advances time: sends due NACKs, abandons stale best-effort partials.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(t) = self.nack_due {
+            let spaced = self
+                .last_nack
+                .is_none_or(|l| now.saturating_duration_since(l) >= self.cfg.nack_interval);
+            if t <= now && spaced {
+                self.send_acknack(now);
+            }
+        }
+        if !self.cfg.reliable {
+            let limit = self.cfg.partial_timeout;
+            let stale: Vec<u64> = self
+                .partial
+                .iter()
+                .filter(|(_, p)| now.saturating_duration_since(p.first_seen) > limit)
+                .map(|(k, _)| *k)
+                .collect();
+            for k in stale {
+                if let Some(p) = self.partial.remove(&k) {
+                    self.pending_bytes -= p.len;
+                    self.stats.lost += 1;
+                }
+            }
+        }
+    }
+
+    /// When to call [`Receiver::handle_timeout`].
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let nack = self.nack_due.map(|t| match self.last_nack {
+            Some(l) => t.max(l + self.cfg.nack_interval),
+            None => t,
+        });
+        let partial = if self.cfg.reliable {
+            None
+        } else {
+            self.partial
+                .values()
+                .map(|p| p.first_seen + self.cfg.partial_timeout)
+                .min()
+        };
+        match (nack, partial) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// A datagram to send to the writer.
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.transmits.pop_front()
+    }
+
+    /// The next delivered sample.
+    pub fn poll_sample(&mut self) -> Option<Sample> {
+        self.out.pop_front()
+    }
+
+    /// Bytes held in partial and out-of-order samples.
+    pub fn pending_bytes(&self) -> usize {
+        self.pending_bytes
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> ReceiverStats {
+        self.stats
+    }
+
+    #[doc(hidden)]
+    pub fn epoch(&self) -> Instant {
+        self.epoch
+    }
+}

@@ -1,0 +1,558 @@
+//! The writing side of one stream.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ferry_wire::rudp::{self, Data, Datagram, Heartbeat, Missing, Packet, DATA_HEADER, MAX_FRAGS};
+
+use crate::pacer::Pacer;
+
+/// Settings of a [`Sender`].
+#[derive(Debug, Clone)]
+pub struct SenderConfig {
+    /// Stream id carried in every datagram.
+    pub stream: u32,
+    /// Largest datagram (UDP payload).
+    pub mtu: usize,
+    /// Repair losses (false: best effort, fragments only).
+    pub reliable: bool,
+    /// keep_all: `write` fails with [`WriteError::Full`] at the bounds instead
+    /// of dropping the oldest sample.
+    pub keep_all: bool,
+    /// Most samples held.
+    pub history_samples: usize,
+    /// Most bytes held (see [`crate::history_bytes_for`]).
+    pub history_bytes: usize,
+    /// Pacing rate, bytes/s (0: unpaced).
+    pub rate: u64,
+    /// Samples older than this are dropped from history unsent/unrepaired.
+    pub lifespan: Option<Duration>,
+    /// Fastest heartbeat (the rate-following period is clamped to this).
+    pub heartbeat_min: Duration,
+    /// Slowest heartbeat while data is unacknowledged.
+    pub heartbeat_max: Duration,
+    /// Heartbeat while everything is acknowledged (liveness, RTT).
+    pub heartbeat_idle: Duration,
+    /// Silence (no feedback while data is unacknowledged) before the peer is
+    /// declared gone; at least 8 RTTs.
+    pub silence: Duration,
+    /// Probe period while the peer is gone.
+    pub probe_interval: Duration,
+}
+
+impl SenderConfig {
+    /// Defaults for a 300 Mbit/s wireless link used at 60 %: 1472 B
+    /// datagrams, reliable keep_last, 1 s of link in history.
+    pub fn new(stream: u32) -> Self {
+        let link = 300_000_000 / 8;
+        SenderConfig {
+            stream,
+            mtu: crate::DEFAULT_MTU,
+            reliable: true,
+            keep_all: false,
+            history_samples: 1024,
+            history_bytes: crate::history_bytes_for(link, 0.6),
+            rate: link,
+            lifespan: None,
+            heartbeat_min: Duration::from_millis(2),
+            heartbeat_max: Duration::from_millis(100),
+            heartbeat_idle: Duration::from_secs(1),
+            silence: Duration::from_millis(500),
+            probe_interval: Duration::from_millis(200),
+        }
+    }
+}
+
+/// Why a write was refused.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum WriteError {
+    /// keep_all: the history is at its bound; retry when the peer acknowledges.
+    #[error("history full ({samples} samples, {bytes} bytes): the reader has not acknowledged; retry later or use keep_last")]
+    Full {
+        /// Samples held.
+        samples: usize,
+        /// Bytes held.
+        bytes: usize,
+    },
+    /// The sample needs more than 65 535 fragments.
+    #[error("sample of {0} bytes exceeds the {1}-byte maximum for this MTU")]
+    TooLarge(usize, usize),
+}
+
+/// What happened on the sending side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SenderEvent {
+    /// No feedback for the silence period: transmission stopped, probing.
+    PeerSilent,
+    /// The peer answered again: resuming, paced.
+    PeerBack,
+}
+
+/// Counters and estimates.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SenderStats {
+    /// Samples accepted by `write`.
+    pub written: u64,
+    /// Samples dropped by the history bounds (keep_last).
+    pub dropped: u64,
+    /// Samples dropped for exceeding their lifespan.
+    pub expired: u64,
+    /// Fragments sent the first time.
+    pub fragments: u64,
+    /// Fragments sent again after a NACK.
+    pub retransmitted: u64,
+    /// Heartbeats sent.
+    pub heartbeats: u64,
+    /// ACKNACKs received.
+    pub acknacks: u64,
+    /// Bytes sent (all datagrams).
+    pub bytes: u64,
+    /// Smoothed round-trip time, µs (0: unknown).
+    pub srtt_us: f64,
+    /// Current pacing rate, bytes/s.
+    pub pacing_rate: u64,
+    /// Samples held.
+    pub history_samples: usize,
+    /// Bytes held.
+    pub history_bytes: usize,
+    /// Outages seen.
+    pub outages: u64,
+}
+
+struct Entry {
+    seq: u64,
+    stamp_ns: u64,
+    data: Bytes,
+    frags: u16,
+    piece: usize,
+    written: Instant,
+    /// µs since the epoch when each fragment was last sent (0: never).
+    sent_at: Vec<u32>,
+}
+
+impl Entry {
+    fn fragment(&self, frag: u16) -> &[u8] {
+        let start = frag as usize * self.piece;
+        let end = (start + self.piece).min(self.data.len());
+        &self.data[start.min(end)..end]
+    }
+}
+
+/// The writing side of one stream. See the crate docs.
+pub struct Sender {
+    cfg: SenderConfig,
+    epoch: Instant,
+    history: VecDeque<Entry>,
+    history_bytes: usize,
+    next_seq: u64,
+    /// Every sample below this is acknowledged.
+    acked: u64,
+    /// Samples (by seq) with fragments still to send the first time, and the
+    /// next fragment of the front one.
+    fresh: VecDeque<u64>,
+    fresh_frag: u16,
+    repair: BTreeSet<(u64, u16)>,
+    pacer: Pacer,
+    next_heartbeat: Instant,
+    hb_count: u32,
+    last_feedback: Instant,
+    silent: bool,
+    srtt_us: f64,
+    write_interval: Option<f64>,
+    last_write: Option<Instant>,
+    events: VecDeque<SenderEvent>,
+    stats: SenderStats,
+    buf: Vec<u8>,
+}
+
+impl Sender {
+    /// A sender starting at `now`.
+    pub fn new(cfg: SenderConfig, now: Instant) -> Self {
+        let burst = cfg.mtu * 4;
+        Sender {
+            pacer: Pacer::new(cfg.rate, burst, now),
+            cfg,
+            epoch: now,
+            history: VecDeque::new(),
+            history_bytes: 0,
+            next_seq: 1,
+            acked: 1,
+            fresh: VecDeque::new(),
+            fresh_frag: 0,
+            repair: BTreeSet::new(),
+            next_heartbeat: now,
+            hb_count: 0,
+            last_feedback: now,
+            silent: false,
+            srtt_us: 0.0,
+            write_interval: None,
+            last_write: None,
+            events: VecDeque::new(),
+            stats: SenderStats::default(),
+            buf: Vec::with_capacity(crate::DEFAULT_MTU),
+        }
+    }
+
+    fn max_payload(&self) -> usize {
+        self.cfg.mtu.saturating_sub(DATA_HEADER).max(1)
+    }
+
+    /// Largest sample this MTU can carry.
+    pub fn max_sample(&self) -> usize {
+        self.max_payload() * MAX_FRAGS as usize
+    }
+
+    /// Adds a sample; it goes out paced by [`Sender::poll_transmit`].
+    pub fn write(&mut self, now: Instant, data: Bytes, stamp_ns: u64) -> Result<u64, WriteError> {
+        if data.len() > self.max_sample() {
+            return Err(WriteError::TooLarge(data.len(), self.max_sample()));
+        }
+        self.expire(now);
+        while !self.history.is_empty()
+            && (self.history.len() >= self.cfg.history_samples
+                || self.history_bytes + data.len() > self.cfg.history_bytes)
+        {
+            if self.cfg.keep_all && self.cfg.reliable {
+                return Err(WriteError::Full {
+                    samples: self.history.len(),
+                    bytes: self.history_bytes,
+                });
+            }
+            self.pop_front();
+            self.stats.dropped += 1;
+        }
+        let frags = data.len().div_ceil(self.max_payload()).max(1) as u16;
+        let piece = data.len().div_ceil(frags as usize);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.history_bytes += data.len();
+        self.history.push_back(Entry {
+            seq,
+            stamp_ns,
+            data,
+            frags,
+            piece,
+            written: now,
+            sent_at: vec![0; frags as usize],
+        });
+        self.fresh.push_back(seq);
+        self.stats.written += 1;
+        // Publish-rate estimate (EWMA of intervals) for the heartbeat period.
+        if let Some(last) = self.last_write {
+            let dt = now.saturating_duration_since(last).as_secs_f64();
+            self.write_interval = Some(match self.write_interval {
+                Some(i) => 0.875 * i + 0.125 * dt,
+                None => dt,
+            });
+        }
+        self.last_write = Some(now);
+        if self.cfg.reliable && self.next_heartbeat > now + self.heartbeat_period() {
+            self.next_heartbeat = now + self.heartbeat_period();
+        }
+        Ok(seq)
+    }
+
+    fn pop_front(&mut self) {
+        if let Some(e) = self.history.pop_front() {
+            self.history_bytes -= e.data.len();
+            if self.fresh.front() == Some(&e.seq) {
+                self.fresh.pop_front();
+                self.fresh_frag = 0;
+            }
+        }
+    }
+
+    fn first_seq(&self) -> u64 {
+        self.history.front().map_or(self.next_seq, |e| e.seq)
+    }
+
+    fn entry(&self, seq: u64) -> Option<&Entry> {
+        entry_in(&self.history, seq)
+    }
+
+    fn expire(&mut self, now: Instant) {
+        let Some(ls) = self.cfg.lifespan else { return };
+        while self
+            .history
+            .front()
+            .is_some_and(|e| now.saturating_duration_since(e.written) > ls)
+        {
+            self.pop_front();
+            self.stats.expired += 1;
+        }
+    }
+
+    /// Heartbeat period: half the publish interval (n = 2r), within bounds.
+    fn heartbeat_period(&self) -> Duration {
+        let unacked = self.acked < self.next_seq;
+        if !unacked {
+            return self.cfg.heartbeat_idle;
+        }
+        match self.write_interval {
+            Some(i) if i > 0.0 => Duration::from_secs_f64(i / 2.0)
+                .clamp(self.cfg.heartbeat_min, self.cfg.heartbeat_max),
+            _ => self.cfg.heartbeat_max,
+        }
+    }
+
+    fn silence_limit(&self) -> Duration {
+        self.cfg
+            .silence
+            .max(Duration::from_micros((8.0 * self.srtt_us) as u64))
+    }
+
+    /// Feeds a datagram from the reader (ACKNACK). Errors are malformed input.
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        bytes: &[u8],
+    ) -> Result<(), ferry_wire::WireError> {
+        let p = Packet::parse(bytes)?;
+        if p.stream != self.cfg.stream {
+            return Ok(());
+        }
+        let Datagram::AckNack(a) = p.body else {
+            return Ok(());
+        };
+        self.stats.acknacks += 1;
+        self.last_feedback = now;
+        if self.silent {
+            self.silent = false;
+            self.events.push_back(SenderEvent::PeerBack);
+        }
+        if a.echo_us != 0 {
+            let rtt = micros(self.epoch, now)
+                .wrapping_sub(a.echo_us)
+                .saturating_sub(a.hold_us) as f64;
+            if rtt < 60e6 {
+                self.srtt_us = if self.srtt_us == 0.0 {
+                    rtt
+                } else {
+                    0.875 * self.srtt_us + 0.125 * rtt
+                };
+            }
+        }
+        if a.base > self.acked {
+            self.acked = a.base.min(self.next_seq);
+            if self.cfg.reliable {
+                while self.history.front().is_some_and(|e| e.seq < self.acked) {
+                    self.pop_front();
+                }
+                let acked = self.acked;
+                self.repair = self.repair.split_off(&(acked, 0));
+            }
+        }
+        if !self.cfg.reliable {
+            return Ok(());
+        }
+        // A fragment sent within the last RTT may still be in flight: don't
+        // repeat it for a NACK that crossed it.
+        let guard = (self.srtt_us as u32).max(1000);
+        let now_us = micros(self.epoch, now);
+        for m in &a.missing {
+            let Some(e) = entry_in(&self.history, m.seq()) else {
+                continue;
+            };
+            let seq = e.seq;
+            let want = |frag: u16, e: &Entry, repair: &mut BTreeSet<(u64, u16)>| {
+                if frag < e.frags {
+                    let sent = e.sent_at[frag as usize];
+                    if sent != 0 && now_us.wrapping_sub(sent) >= guard {
+                        repair.insert((seq, frag));
+                    }
+                }
+            };
+            match m {
+                Missing::Sample(_) => {
+                    for f in 0..e.frags {
+                        want(f, e, &mut self.repair);
+                    }
+                }
+                Missing::Fragments {
+                    frag_base, bitmap, ..
+                } => {
+                    for (i, byte) in bitmap.iter().enumerate() {
+                        for bit in 0..8 {
+                            if byte & (1 << bit) != 0 {
+                                if let Some(f) = frag_base.checked_add((i * 8 + bit) as u16) {
+                                    want(f, e, &mut self.repair);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Advances time: lifespan expiry and outage detection.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.expire(now);
+        if self.cfg.reliable
+            && !self.silent
+            && self.acked < self.next_seq
+            && now.saturating_duration_since(self.last_feedback) > self.silence_limit()
+        {
+            self.silent = true;
+            self.stats.outages += 1;
+            self.events.push_back(SenderEvent::PeerSilent);
+            self.next_heartbeat = now;
+        }
+    }
+
+    /// The next datagram to send now, if any (paced).
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        if self.cfg.reliable && now >= self.next_heartbeat {
+            let period = if self.silent {
+                self.cfg.probe_interval
+            } else {
+                self.heartbeat_period()
+            };
+            self.next_heartbeat = now + period;
+            self.hb_count = self.hb_count.wrapping_add(1);
+            self.stats.heartbeats += 1;
+            let hb = Heartbeat {
+                first: self.first_seq(),
+                last: self.next_seq - 1,
+                count: self.hb_count,
+                sent_us: micros(self.epoch, now),
+            };
+            let b = rudp::encode_heartbeat(self.cfg.stream, &hb);
+            self.stats.bytes += b.len() as u64;
+            return Some(b);
+        }
+        if self.silent {
+            return None;
+        }
+        let (seq, frag, is_repair) = self.next_fragment()?;
+        let len = {
+            let e = self.entry(seq)?;
+            DATA_HEADER + e.fragment(frag).len()
+        };
+        if !self.pacer.try_send(now, len) {
+            return None;
+        }
+        let now_us = micros(self.epoch, now);
+        let stream = self.cfg.stream;
+        let first = self.first_seq();
+        let e = self.history.get_mut((seq - first) as usize)?;
+        e.sent_at[frag as usize] = now_us;
+        let d = Data {
+            seq,
+            stamp_ns: e.stamp_ns,
+            sample_len: e.data.len() as u32,
+            frag,
+            frags: e.frags,
+            payload: e.fragment(frag),
+        };
+        rudp::encode_data(&mut self.buf, stream, &d);
+        let last_of_sample = frag + 1 == e.frags;
+        if is_repair {
+            self.repair.remove(&(seq, frag));
+            self.stats.retransmitted += 1;
+        } else {
+            self.stats.fragments += 1;
+            self.fresh_frag += 1;
+            if last_of_sample {
+                self.fresh.pop_front();
+                self.fresh_frag = 0;
+                if !self.cfg.reliable {
+                    // Best effort keeps nothing once it is out.
+                    while self.history.front().is_some_and(|e| e.seq <= seq) {
+                        self.pop_front();
+                    }
+                }
+            }
+        }
+        self.stats.bytes += self.buf.len() as u64;
+        Some(self.buf.clone())
+    }
+
+    /// Repairs first (oldest first), then new fragments in order.
+    fn next_fragment(&mut self) -> Option<(u64, u16, bool)> {
+        let first = self.first_seq();
+        while let Some(&(seq, frag)) = self.repair.first() {
+            if seq >= first {
+                return Some((seq, frag, true));
+            }
+            self.repair.pop_first();
+        }
+        while let Some(&seq) = self.fresh.front() {
+            if seq >= first && self.entry(seq).is_some() {
+                return Some((seq, self.fresh_frag, false));
+            }
+            self.fresh.pop_front();
+            self.fresh_frag = 0;
+        }
+        None
+    }
+
+    /// When to call again (next heartbeat, pacing slot or silence check).
+    pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+        let mut t = if self.cfg.reliable {
+            Some(self.next_heartbeat)
+        } else {
+            None
+        };
+        let has_data = !self.silent && (!self.repair.is_empty() || !self.fresh.is_empty());
+        if has_data {
+            let p = self.pacer.next_send(now).unwrap_or(now);
+            t = Some(t.map_or(p, |t| t.min(p)));
+        }
+        if self.cfg.reliable && !self.silent && self.acked < self.next_seq {
+            let s = self.last_feedback + self.silence_limit() + Duration::from_micros(1);
+            t = Some(t.map_or(s, |t| t.min(s)));
+        }
+        if let (Some(ls), Some(e)) = (self.cfg.lifespan, self.history.front()) {
+            let x = e.written + ls + Duration::from_micros(1);
+            t = Some(t.map_or(x, |t| t.min(x)));
+        }
+        t
+    }
+
+    /// Next event.
+    pub fn poll_event(&mut self) -> Option<SenderEvent> {
+        self.events.pop_front()
+    }
+
+    /// True while the peer is considered gone.
+    pub fn is_silent(&self) -> bool {
+        self.silent
+    }
+
+    /// True when every written sample is acknowledged (reliable) or sent.
+    pub fn is_idle(&self) -> bool {
+        if self.cfg.reliable {
+            self.acked >= self.next_seq
+        } else {
+            self.fresh.is_empty()
+        }
+    }
+
+    /// Changes the pacing rate (configuration or a feedback estimate).
+    pub fn set_rate(&mut self, rate: u64) {
+        self.pacer.set_rate(rate);
+    }
+
+    /// Counters and estimates.
+    pub fn stats(&self) -> SenderStats {
+        SenderStats {
+            srtt_us: self.srtt_us,
+            pacing_rate: self.pacer.rate(),
+            history_samples: self.history.len(),
+            history_bytes: self.history_bytes,
+            ..self.stats
+        }
+    }
+}
+
+fn micros(epoch: Instant, now: Instant) -> u32 {
+    crate::micros(epoch, now)
+}
+
+fn entry_in(history: &VecDeque<Entry>, seq: u64) -> Option<&Entry> {
+    let first = history.front()?.seq;
+    history.get(seq.checked_sub(first)? as usize)
+}
