@@ -46,8 +46,11 @@ pub struct LinkConfig {
     pub rate: u64,
     /// One-way propagation delay.
     pub delay: Duration,
-    /// Uniform extra delay in [0, jitter) per datagram (reorders).
+    /// Uniform extra delay in [0, jitter) per datagram.
     pub jitter: Duration,
+    /// Whether jitter may reorder datagrams (netem-like). Off, arrivals keep
+    /// their sending order, as on 802.11, which delivers in order per flow.
+    pub reorder: bool,
     /// Loss probability per datagram.
     pub loss: f64,
     /// Duplication probability per datagram.
@@ -66,6 +69,7 @@ impl Default for LinkConfig {
             rate: 0,
             delay: Duration::from_millis(2),
             jitter: Duration::ZERO,
+            reorder: true,
             loss: 0.0,
             duplicate: 0.0,
             mtu: 1472,
@@ -102,6 +106,7 @@ pub struct SimLink {
     start: Instant,
     /// When the rate limiter is free again.
     busy_until: Instant,
+    last_arrival: Instant,
     queued: usize,
     seq: u64,
     flight: BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>>,
@@ -116,6 +121,7 @@ impl SimLink {
             rng: Rng::new(seed),
             start,
             busy_until: start,
+            last_arrival: start,
             queued: 0,
             seq: 0,
             flight: BinaryHeap::new(),
@@ -132,6 +138,11 @@ impl SimLink {
     pub fn in_outage(&self, now: Instant) -> bool {
         let t = now.saturating_duration_since(self.start);
         self.cfg.outages.iter().any(|(a, b)| t >= *a && t < *b)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LinkConfig {
+        &self.cfg
     }
 
     /// Offers a datagram at `now`.
@@ -175,13 +186,14 @@ impl SimLink {
             } else {
                 self.cfg.jitter.mul_f64(self.rng.unit())
             };
+            let mut at = depart + self.cfg.delay + jitter;
+            if !self.cfg.reorder {
+                at = at.max(self.last_arrival);
+                self.last_arrival = at;
+            }
             self.seq += 1;
             self.queued += 1;
-            self.flight.push(Reverse((
-                depart + self.cfg.delay + jitter,
-                self.seq,
-                bytes.clone(),
-            )));
+            self.flight.push(Reverse((at, self.seq, bytes.clone())));
         }
     }
 
@@ -210,6 +222,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn jitter_without_reorder_keeps_order() {
+        let t0 = Instant::now();
+        for reorder in [false, true] {
+            let cfg = LinkConfig {
+                jitter: Duration::from_millis(5),
+                reorder,
+                ..LinkConfig::default()
+            };
+            let mut l = SimLink::new(cfg, 3, t0);
+            for i in 0..200u8 {
+                l.send(t0 + Duration::from_micros(i as u64 * 100), vec![i]);
+            }
+            let mut got = Vec::new();
+            while let Some(b) = l.recv(t0 + Duration::from_secs(1)) {
+                got.push(b[0]);
+            }
+            let ordered = got.windows(2).all(|w| w[0] < w[1]);
+            assert_eq!(ordered, !reorder, "reorder={reorder}");
+        }
+    }
+
+    #[test]
     fn rate_delay_loss_and_outage() {
         let t0 = Instant::now();
         let cfg = LinkConfig {
@@ -228,8 +262,8 @@ mod tests {
         assert_eq!(s.oversize, 1);
         assert_eq!(s.outage_drops, 100);
         assert!((150..250).contains(&s.lost), "{} lost of 900", s.lost);
-        // 1 MB/s and 1000 B each: one per ms, first arrives after 11 ms.
-        assert_eq!(l.next_arrival(), Some(t0 + Duration::from_millis(11)));
+        // 1 MB/s and 1000 B each: one per ms, none before 1 ms + 10 ms.
+        assert!(l.next_arrival().unwrap() >= t0 + Duration::from_millis(11));
         let mut n = 0;
         while l.recv(t0 + Duration::from_secs(5)).is_some() {
             n += 1;
