@@ -179,7 +179,7 @@ impl Receiver {
                 }
                 Ok(())
             }
-            Datagram::AckNack(_) => Ok(()),
+            Datagram::AckNack(_) | Datagram::Hello(_) => Ok(()),
         }
     }
 

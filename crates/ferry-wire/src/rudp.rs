@@ -8,6 +8,7 @@
 //! common   0 "FU" | 2 version | 3 kind | 4 stream u32 |
 //! DATA     8 seq u64 | 16 stamp_ns u64 | 24 sample_len u32 | 28 frag u16 | 30 frags u16 | 32 payload…
 //! HEARTBEAT 8 first u64 | 16 last u64 | 24 count u32 | 28 sent_us u32
+//! HELLO    8 from (participant u64, entity u32) | 20 to (participant u64, entity u32) | 32 flags u8 (1 = reliable)
 //! ACKNACK  8 base u64 | 16 count u32 | 20 echo_us u32 | 24 hold_us u32 | 28 rate_kBps u32 |
 //!          32 n u16 | n × { offset u32 (seq - base), nfrag-bitmap bytes u8 (0 = whole sample),
 //!                          frag_base u16 if bytes > 0, bitmap… }
@@ -17,6 +18,7 @@
 //! given up); the listed samples (or fragments of them) are missing.
 
 use crate::codec::{Reader, WireError, Writer};
+use crate::types::EndpointId;
 
 const MAGIC: [u8; 2] = *b"FU";
 const VERSION: u8 = 1;
@@ -34,6 +36,31 @@ pub const MAX_BITMAP: usize = 255;
 const KIND_DATA: u8 = 1;
 const KIND_HEARTBEAT: u8 = 2;
 const KIND_ACKNACK: u8 = 3;
+const KIND_HELLO: u8 = 4;
+/// Bytes of a HELLO.
+pub const HELLO_LEN: usize = 33;
+
+/// Opens a stream: the writer names itself and the reader it wants. The
+/// reader's runtime answers with an ACKNACK (base 1) once bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hello {
+    /// The writer.
+    pub from: EndpointId,
+    /// The reader.
+    pub to: EndpointId,
+    /// Reliable stream (NACK repair) or best effort.
+    pub reliable: bool,
+}
+
+/// Encodes a HELLO.
+pub fn encode_hello(stream: u32, h: &Hello) -> Vec<u8> {
+    let mut w = Writer::new();
+    header(&mut w, KIND_HELLO, stream);
+    h.from.write(&mut w);
+    h.to.write(&mut w);
+    w.u8(h.reliable as u8);
+    w.into_vec()
+}
 
 /// One fragment of a sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +143,8 @@ pub enum Datagram<'a> {
     Heartbeat(Heartbeat),
     /// An ACKNACK.
     AckNack(AckNack),
+    /// A stream opening.
+    Hello(Hello),
 }
 
 /// A datagram with the stream it belongs to.
@@ -219,6 +248,21 @@ impl Packet<'_> {
                     rate_kbps,
                     missing,
                 })
+            }
+            KIND_HELLO => {
+                let from = EndpointId::read(&mut r)?;
+                let to = EndpointId::read(&mut r)?;
+                let reliable = match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    v => {
+                        return Err(WireError::InvalidValue {
+                            field: "hello.flags",
+                            value: v as u64,
+                        })
+                    }
+                };
+                Datagram::Hello(Hello { from, to, reliable })
             }
             v => {
                 return Err(WireError::InvalidValue {
@@ -352,6 +396,34 @@ mod tests {
         let (b, n) = encode_acknack(1, &a, 1472);
         assert_eq!(n, 2);
         assert_eq!(Packet::parse(&b).unwrap().body, Datagram::AckNack(a));
+    }
+
+    #[test]
+    fn hello_round_trips() {
+        use crate::types::ParticipantId;
+        let h = Hello {
+            from: EndpointId {
+                participant: ParticipantId(1),
+                entity: 2,
+            },
+            to: EndpointId {
+                participant: ParticipantId(3),
+                entity: 4,
+            },
+            reliable: true,
+        };
+        let b = encode_hello(9, &h);
+        assert_eq!(b.len(), HELLO_LEN);
+        assert_eq!(
+            Packet::parse(&b).unwrap(),
+            Packet {
+                stream: 9,
+                body: Datagram::Hello(h)
+            }
+        );
+        let mut bad = b.clone();
+        bad[32] = 7;
+        assert!(Packet::parse(&bad).is_err());
     }
 
     #[test]
