@@ -369,9 +369,35 @@ fn garbage_on_discovery_and_tcp_ports_harms_nothing() {
         .iter()
         .find(|x| x.name == "/victim")
         .unwrap()
-        .locators[0]
+        .locators
         .clone();
-    let addr = loc.strip_prefix("tcp/").unwrap().to_string();
+    let addr = loc
+        .iter()
+        .find_map(|l| l.strip_prefix("tcp/"))
+        .unwrap()
+        .to_string();
+    // Garbage, truncated and hostile datagrams to the UDP data socket:
+    // unknown streams, a HELLO for a reader that does not exist, a DATA
+    // fragment announcing a 4 GB sample.
+    let udp_addr = loc
+        .iter()
+        .find_map(|l| l.strip_prefix("udp/"))
+        .unwrap()
+        .to_string();
+    let mut hostile: Vec<Vec<u8>> = vec![b"FU".to_vec(), vec![0xee; 1400], b"FU\x01\x04".to_vec()];
+    let mut hello = b"FU\x01\x04\x01\x00\x00\x00".to_vec();
+    hello.extend_from_slice(&[7u8; 25]);
+    hostile.push(hello);
+    let mut data = b"FU\x01\x01\x01\x00\x00\x00".to_vec();
+    data.extend_from_slice(&1u64.to_le_bytes());
+    data.extend_from_slice(&0u64.to_le_bytes());
+    data.extend_from_slice(&u32::MAX.to_le_bytes());
+    data.extend_from_slice(&[0, 0, 0xff, 0xff]);
+    data.extend_from_slice(&[1; 100]);
+    hostile.push(data);
+    for h in &hostile {
+        let _ = udp.send_to(h, &udp_addr);
+    }
     for bad in [
         b"GET / HTTP/1.1\r\n\r\n".to_vec(),
         {

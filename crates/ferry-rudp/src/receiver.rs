@@ -398,6 +398,11 @@ impl Receiver {
         self.last_nack = Some(now);
     }
 
+    /// Queues an ACKNACK now (e.g. to confirm a stream opening).
+    pub fn acknowledge(&mut self, now: Instant) {
+        self.send_acknack(now);
+    }
+
     /// Advances time: sends due NACKs, abandons stale best-effort partials.
     pub fn handle_timeout(&mut self, now: Instant) {
         if let Some(t) = self.nack_due {

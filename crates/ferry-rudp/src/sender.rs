@@ -531,6 +531,11 @@ impl Sender {
         }
     }
 
+    /// True once the reader has answered at least once.
+    pub fn has_feedback(&self) -> bool {
+        self.stats.acknacks > 0
+    }
+
     /// Changes the pacing rate (configuration or a feedback estimate).
     pub fn set_rate(&mut self, rate: u64) {
         self.pacer.set_rate(rate);

@@ -119,6 +119,14 @@ pub struct Config {
     pub max_frame_bytes: usize,
     /// How long a reliable keep_all publisher may block on a slow subscriber.
     pub keep_all_block_ms: u64,
+    /// UDP path: rate of the link to pace to, Mbit/s (default 300, an
+    /// 802.11ac link's effective rate).
+    pub udp_link_mbps: u64,
+    /// UDP path: share of the link this traffic may use, percent (history
+    /// is one second of that: the seed paper's N_HC in bytes).
+    pub udp_utilization_pct: u8,
+    /// UDP path: largest datagram (UDP payload, bytes; 1472 fits a 1500 B MTU).
+    pub udp_mtu: u16,
     /// Per-topic transport pins.
     pub topics: Vec<TopicRule>,
 }
@@ -132,6 +140,9 @@ impl Default for Config {
             lease_ms: 3000,
             max_frame_bytes: 256 << 20,
             keep_all_block_ms: 1000,
+            udp_link_mbps: 300,
+            udp_utilization_pct: 60,
+            udp_mtu: 1472,
             topics: Vec::new(),
         }
     }
@@ -206,6 +217,24 @@ impl Config {
         }
         for p in &self.peers {
             self.peer_addrs_of(p)?;
+        }
+        if !(1..=100).contains(&self.udp_utilization_pct) {
+            return Err(ConfigError::Invalid {
+                key: "udp_utilization_pct",
+                why: format!("{} is outside 1..=100", self.udp_utilization_pct),
+            });
+        }
+        if !(576..=65_000).contains(&self.udp_mtu) {
+            return Err(ConfigError::Invalid {
+                key: "udp_mtu",
+                why: format!("{} is outside 576..=65000", self.udp_mtu),
+            });
+        }
+        if self.udp_link_mbps == 0 {
+            return Err(ConfigError::Invalid {
+                key: "udp_link_mbps",
+                why: "must be at least 1".into(),
+            });
         }
         Ok(())
     }

@@ -19,6 +19,16 @@ pub struct ConnStats {
     pub drops: AtomicU64,
     /// Samples that failed to decode or deliver.
     pub errors: AtomicU64,
+    /// Round-trip estimate, µs (0: unknown) — datagram transports.
+    pub rtt_us: AtomicU64,
+    /// Fragments sent again after a loss.
+    pub retransmitted: AtomicU64,
+    /// Samples given up (no longer in the writer's history).
+    pub lost: AtomicU64,
+    /// Pacing rate, bytes/s (0: unpaced or not a datagram transport).
+    pub pacing_rate: AtomicU64,
+    /// Bytes held in the writer's history.
+    pub history_bytes: AtomicU64,
     latency_sum_ns: AtomicU64,
     latency_count: AtomicU64,
     latency_last_ns: AtomicU64,
@@ -43,6 +53,11 @@ impl ConnStats {
             bytes: AtomicU64::new(0),
             drops: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            rtt_us: AtomicU64::new(0),
+            retransmitted: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+            pacing_rate: AtomicU64::new(0),
+            history_bytes: AtomicU64::new(0),
             latency_sum_ns: AtomicU64::new(0),
             latency_count: AtomicU64::new(0),
             latency_last_ns: AtomicU64::new(0),
@@ -98,12 +113,24 @@ impl ConnStats {
             latency_last_us: (n > 0).then(|| self.latency_last_ns.load(Relaxed) as f64 / 1e3),
             latency_max_us: (n > 0).then(|| self.latency_max_ns.load(Relaxed) as f64 / 1e3),
             age_s: now.duration_since(self.created).as_secs_f64(),
+            rtt_us: match self.rtt_us.load(Relaxed) {
+                0 => None,
+                v => Some(v as f64),
+            },
+            retransmitted: self.retransmitted.load(Relaxed),
+            lost: self.lost.load(Relaxed),
+            pacing_rate: match self.pacing_rate.load(Relaxed) {
+                0 => None,
+                v => Some(v),
+            },
+            history_bytes: self.history_bytes.load(Relaxed),
         }
     }
 }
 
 /// Counters of a connection at one instant.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct StatsSnapshot {
     /// Messages carried.
     pub messages: u64,
@@ -125,6 +152,16 @@ pub struct StatsSnapshot {
     pub latency_max_us: Option<f64>,
     /// Seconds since the connection was made.
     pub age_s: f64,
+    /// Round-trip estimate (µs), datagram transports.
+    pub rtt_us: Option<f64>,
+    /// Fragments retransmitted after losses.
+    pub retransmitted: u64,
+    /// Samples given up by the reader (gone from the writer's history).
+    pub lost: u64,
+    /// Pacing rate (bytes/s), datagram transports.
+    pub pacing_rate: Option<u64>,
+    /// Bytes in the writer's history.
+    pub history_bytes: u64,
 }
 
 /// Which end of a connection a report is from.

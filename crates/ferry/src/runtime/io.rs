@@ -25,6 +25,7 @@ const WAKER: Token = Token(0);
 const MCAST: Token = Token(1);
 const UCAST: Token = Token(2);
 const LISTENER: Token = Token(3);
+const UDP: Token = Token(4);
 const FIRST_CONN: usize = 16;
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
 
@@ -67,6 +68,9 @@ pub(crate) struct Sockets {
     ucast: UdpSocket,
     listener: TcpListener,
     pub listen_port: u16,
+    /// The UDP data socket (moved into the UDP transport by the runtime).
+    pub udp: Option<UdpSocket>,
+    pub udp_port: u16,
     mcast_ifaces: Vec<Ipv4Addr>,
     mcast_port: u16,
     pub handle: IoHandle,
@@ -158,6 +162,19 @@ impl Sockets {
             .local_addr()
             .map_err(io_err("TCP listener"))?
             .port();
+        let udp = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))
+            .map_err(io_err("UDP socket"))?;
+        // Room for bursts of large samples (the kernel caps these at rmem_max).
+        let _ = udp.set_recv_buffer_size(8 << 20);
+        let _ = udp.set_send_buffer_size(8 << 20);
+        udp.bind(&SocketAddrV4::new(bind_ip, 0).into())
+            .map_err(io_err("UDP socket"))?;
+        udp.set_nonblocking(true).map_err(io_err("UDP socket"))?;
+        let mut udp = UdpSocket::from_std(udp.into());
+        let udp_port = udp.local_addr().map_err(io_err("UDP socket"))?.port();
+        poll.registry()
+            .register(&mut udp, UDP, Interest::READABLE)
+            .map_err(io_err("register"))?;
         let mut mcast = mcast;
         if let Some(m) = mcast.as_mut() {
             poll.registry()
@@ -176,6 +193,8 @@ impl Sockets {
             ucast,
             listener,
             listen_port,
+            udp: Some(udp),
+            udp_port,
             mcast_ifaces,
             mcast_port: port,
             handle: IoHandle {
@@ -244,6 +263,9 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
     loop {
         let now = Instant::now();
         let mut timeout = next_housekeeping.saturating_duration_since(now);
+        if let Some(t) = shared.udp.service(now) {
+            timeout = timeout.min(t.saturating_duration_since(now));
+        }
         if let Some(t) = shared.core.lock().discovery.poll_timeout() {
             timeout = timeout.min(t.saturating_duration_since(now));
         }
@@ -292,6 +314,7 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                         }
                     }
                 }
+                UDP => shared.udp.on_readable(shared.id, &|p| shared.same_clock(p)),
                 LISTENER => loop {
                     match s.listener.accept() {
                         Ok((stream, peer)) => {

@@ -21,6 +21,7 @@ use crate::event::{EventQueue, PortEvent, UnmatchReason};
 use crate::graph::{Graph, GraphEndpoint, GraphNode};
 use crate::transport::intra::IntraTransport;
 use crate::transport::tcp::TcpTransport;
+use crate::transport::udp::{UdpSettings, UdpShared, UdpTransport};
 use crate::transport::{self, ConnectRequest, Link, PeerInfo, ReplySink, Transport};
 
 /// A local writer (publisher or client) as the runtime sees it.
@@ -78,6 +79,7 @@ pub(crate) struct Shared {
     pub local: PeerInfo,
     pub core: Mutex<Core>,
     transports: Vec<Arc<dyn Transport>>,
+    pub udp: Arc<UdpShared>,
     pub io: io::IoHandle,
     next_entity: AtomicU32,
 }
@@ -118,7 +120,7 @@ impl Runtime {
     fn start(cfg: Config) -> Result<Arc<Runtime>, BuildError> {
         cfg.validate()?;
         let ifaces = crate::host::interfaces();
-        let sockets = io::Sockets::open(&cfg, &ifaces)?;
+        let mut sockets = io::Sockets::open(&cfg, &ifaces)?;
         let id = ParticipantId(random_u64());
         let mut tcp_locators = vec![Locator {
             transport: TransportKind::Tcp,
@@ -132,8 +134,36 @@ impl Runtime {
                 });
             }
         }
+        let mut udp_locators = vec![Locator {
+            transport: TransportKind::Udp,
+            address: format!("127.0.0.1:{}", sockets.udp_port),
+        }];
+        if cfg.discovery != crate::config::DiscoveryRange::Localhost {
+            for i in ifaces.iter().filter(|i| !i.loopback) {
+                udp_locators.push(Locator {
+                    transport: TransportKind::Udp,
+                    address: format!("{}:{}", i.addr, sockets.udp_port),
+                });
+            }
+        }
+        let link = cfg.udp_link_mbps * 1_000_000 / 8;
+        let udp = Arc::new(UdpShared::new(
+            sockets.udp.take().expect("opened with the sockets"),
+            UdpSettings {
+                mtu: cfg.udp_mtu as usize,
+                rate: link,
+                history_bytes: ferry_rudp::history_bytes_for(
+                    link,
+                    cfg.udp_utilization_pct as f64 / 100.0,
+                ),
+                keep_all_block: Duration::from_millis(cfg.keep_all_block_ms),
+            },
+            sockets.handle.clone(),
+            &ifaces,
+        ));
         let transports: Vec<Arc<dyn Transport>> = vec![
             Arc::new(IntraTransport),
+            Arc::new(UdpTransport::new(udp.clone(), udp_locators, ifaces.clone())),
             Arc::new(TcpTransport::new(
                 tcp_locators,
                 sockets.handle.clone(),
@@ -176,6 +206,7 @@ impl Runtime {
                 pairs: HashMap::new(),
             }),
             transports,
+            udp,
             io: sockets.handle.clone(),
             next_entity: AtomicU32::new(1),
         });
@@ -362,6 +393,7 @@ impl Shared {
         let mut connects = Vec::new();
         let mut notes: Vec<(PortRef, PortEvent)> = Vec::new();
         let mut unlinks: Vec<(Arc<dyn WriterPort>, EndpointId)> = Vec::new();
+        let mut forget: Vec<EndpointId> = Vec::new();
         {
             let mut guard = self.core.lock();
             let core = &mut *guard;
@@ -434,7 +466,13 @@ impl Shared {
                                     .transport
                                     .or(rrec.qos.transport)
                                     .or_else(|| self.cfg.pinned_transport(&wrec.topic));
-                                match transport::select(&self.transports, pin, &self.local, rpeer) {
+                                match transport::select(
+                                    &self.transports,
+                                    pin,
+                                    wrec.kind,
+                                    &self.local,
+                                    rpeer,
+                                ) {
                                     Some(t) => {
                                         core.pairs.insert(key, PairState::Connecting);
                                         let port = core
@@ -524,6 +562,9 @@ impl Shared {
                         ));
                     }
                 }
+                if r.participant == self.id && w.participant != self.id {
+                    forget.push(w);
+                }
                 if r.participant == self.id {
                     notes.push((
                         PortRef::Ru(r.entity, w),
@@ -558,6 +599,9 @@ impl Shared {
         }
         for (port, r) in unlinks {
             port.remove_link(r);
+        }
+        for w in forget {
+            self.udp.forget_writer(w);
         }
         for (t, port, wid, kind, rid, topic, qos, peer) in connects {
             let me = self.clone();

@@ -51,6 +51,7 @@ impl Transport for IntraTransport {
             ordered: true,
             zero_copy: true,
             mtu: None,
+            request_reply: true,
         }
     }
     fn locators(&self) -> Vec<Locator> {

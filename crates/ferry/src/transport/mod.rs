@@ -13,6 +13,7 @@
 
 pub mod intra;
 pub mod tcp;
+pub mod udp;
 
 use std::any::Any;
 use std::sync::Arc;
@@ -36,6 +37,8 @@ pub struct Capabilities {
     pub zero_copy: bool,
     /// Largest datagram, for packet transports; `None` for streams.
     pub mtu: Option<usize>,
+    /// Carries service requests and replies (not only samples).
+    pub request_reply: bool,
 }
 
 /// What path selection knows about a runtime (from discovery or itself).
@@ -150,25 +153,70 @@ pub trait Transport: Send + Sync {
     fn locators(&self) -> Vec<Locator>;
     /// Whether it can carry data from `local`'s runtime to `remote`'s.
     fn reaches(&self, local: &PeerInfo, remote: &PeerInfo) -> bool;
+    /// Whether automatic selection may pick it for this pair (pinning only
+    /// needs [`Transport::reaches`]). Default: whenever it reaches.
+    fn automatic(&self, local: &PeerInfo, remote: &PeerInfo) -> bool {
+        self.reaches(local, remote)
+    }
     /// Opens a link (may block for a connect; runs off the I/O thread).
     fn connect(&self, req: ConnectRequest) -> Result<Arc<dyn Link>, ConnectError>;
 }
 
 /// Picks the transport for one connection: the pinned kind if any,
-/// otherwise the most preferred transport that reaches the peer.
+/// otherwise the most preferred transport that automatic selection allows
+/// for the pair. Clients only get transports that carry requests.
 pub fn select(
     transports: &[Arc<dyn Transport>],
     pin: Option<TransportKind>,
+    writer: EndpointKind,
     local: &PeerInfo,
     remote: &PeerInfo,
 ) -> Option<Arc<dyn Transport>> {
     let mut candidates: Vec<&Arc<dyn Transport>> = transports
         .iter()
-        .filter(|t| pin.is_none_or(|p| t.kind() == p))
-        .filter(|t| t.reaches(local, remote))
+        .filter(|t| writer != EndpointKind::Client || t.capabilities().request_reply)
+        .filter(|t| match pin {
+            Some(p) => t.kind() == p && t.reaches(local, remote),
+            None => t.automatic(local, remote),
+        })
         .collect();
     candidates.sort_by_key(|t| t.kind());
     candidates.first().map(|t| (*t).clone())
+}
+
+/// The peer's addresses for `kind`, best first: loopback when both share a
+/// network stack, then addresses on one of our subnets, then the rest.
+pub(crate) fn rank_addresses(
+    interfaces: &[crate::host::Interface],
+    kind: TransportKind,
+    local: &PeerInfo,
+    remote: &PeerInfo,
+) -> Vec<std::net::SocketAddr> {
+    let mut v: Vec<(u8, std::net::SocketAddr)> = remote
+        .locators
+        .iter()
+        .filter(|l| l.transport == kind)
+        .filter_map(|l| l.address.parse::<std::net::SocketAddr>().ok())
+        .filter_map(|a| {
+            let std::net::IpAddr::V4(ip) = a.ip() else {
+                return None;
+            };
+            let rank = if ip.is_loopback() {
+                if local.net_id == remote.net_id {
+                    0
+                } else {
+                    return None;
+                }
+            } else if interfaces.iter().any(|i| !i.loopback && i.contains(ip)) {
+                1
+            } else {
+                2
+            };
+            Some((rank, a))
+        })
+        .collect();
+    v.sort_by_key(|(r, _)| *r);
+    v.into_iter().map(|(_, a)| a).collect()
 }
 
 /// A frame arriving at a reader.

@@ -521,35 +521,7 @@ impl TcpTransport {
     /// The peer's TCP addresses, best first: loopback when we share a network
     /// stack, then addresses on one of our subnets, then the rest.
     fn candidates(&self, local: &PeerInfo, remote: &PeerInfo) -> Vec<SocketAddr> {
-        let mut v: Vec<(u8, SocketAddr)> = remote
-            .locators
-            .iter()
-            .filter(|l| l.transport == TransportKind::Tcp)
-            .filter_map(|l| l.address.parse::<SocketAddr>().ok())
-            .filter_map(|a| {
-                let std::net::IpAddr::V4(ip) = a.ip() else {
-                    return None;
-                };
-                let rank = if ip.is_loopback() {
-                    if local.net_id == remote.net_id {
-                        0
-                    } else {
-                        return None;
-                    }
-                } else if self
-                    .interfaces
-                    .iter()
-                    .any(|i| !i.loopback && i.contains(ip))
-                {
-                    1
-                } else {
-                    2
-                };
-                Some((rank, a))
-            })
-            .collect();
-        v.sort_by_key(|(r, _)| *r);
-        v.into_iter().map(|(_, a)| a).collect()
+        super::rank_addresses(&self.interfaces, TransportKind::Tcp, local, remote)
     }
 }
 
@@ -563,6 +535,7 @@ impl Transport for TcpTransport {
             ordered: true,
             zero_copy: false,
             mtu: None,
+            request_reply: true,
         }
     }
     fn locators(&self) -> Vec<Locator> {

@@ -1,0 +1,562 @@
+//! The UDP path: `ferry-rudp` streams over one socket per runtime — built
+//! for lossy wireless links and large samples. Datagrams never exceed the
+//! configured MTU; losses are repaired per fragment; the sender paces to the
+//! link; an outage stops transmission until the reader answers again.
+//!
+//! A connection is a stream: the writer picks a random stream id and sends
+//! HELLO (writer, reader, reliability) until the reader's runtime answers
+//! with an ACKNACK; then data flows. Publishers write and send straight from
+//! their own thread; the I/O thread handles ACKNACKs, incoming data and every
+//! protocol timer (heartbeats, NACK delays, pacing slots, outage probes).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use ferry_rudp::{Receiver, ReceiverConfig, Sender, SenderConfig, SenderEvent, WriteError};
+use ferry_wire::frame::FrameKind;
+use ferry_wire::rudp::{encode_hello, Datagram, Hello, Packet};
+use ferry_wire::{EndpointId, History, Locator, ParticipantId, Reliability, TransportKind};
+use parking_lot::{Condvar, Mutex};
+
+use super::{
+    Capabilities, ConnectError, ConnectRequest, InFrame, InboundConn, Inbox, Link, OutFrame,
+    PeerInfo, SendError, Transport,
+};
+use crate::error::EncodeError;
+use crate::host::Interface;
+use crate::message::Payload;
+use crate::runtime::io::IoHandle;
+use crate::stats::ConnStats;
+
+/// A reader-side stream idle this long is dropped (its writer is gone).
+const RX_IDLE: Duration = Duration::from_secs(30);
+/// HELLO is repeated this often until answered.
+const HELLO_EVERY: Duration = Duration::from_millis(100);
+
+/// Link settings from the runtime config.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UdpSettings {
+    pub mtu: usize,
+    pub rate: u64,
+    pub history_bytes: usize,
+    pub keep_all_block: Duration,
+}
+
+struct TxState {
+    sender: Sender,
+    /// Next HELLO while not yet answered (and while the peer is silent).
+    next_hello: Option<Instant>,
+}
+
+struct TxStream {
+    stream: u32,
+    peer: SocketAddr,
+    hello: Vec<u8>,
+    state: Mutex<TxState>,
+    acked: Condvar,
+    closed: AtomicBool,
+    stats: Arc<ConnStats>,
+    writer: EndpointId,
+    reader: EndpointId,
+    block: Option<Duration>,
+    /// When the I/O thread will next look at this stream (ns since epoch).
+    io_deadline: AtomicU64,
+}
+
+struct RxStream {
+    receiver: Receiver,
+    reader: Weak<dyn Inbox>,
+    conn: Arc<InboundConn>,
+    last_rx: Instant,
+}
+
+/// The UDP socket of a runtime and its streams.
+pub(crate) struct UdpShared {
+    socket: mio::net::UdpSocket,
+    epoch: Instant,
+    tx: Mutex<HashMap<(SocketAddr, u32), Arc<TxStream>>>,
+    rx: Mutex<HashMap<(SocketAddr, u32), RxStream>>,
+    settings: UdpSettings,
+    io: IoHandle,
+    local_ips: Vec<IpAddr>,
+    malformed: AtomicU64,
+}
+
+fn since(epoch: Instant, t: Instant) -> u64 {
+    t.saturating_duration_since(epoch).as_nanos() as u64
+}
+
+impl UdpShared {
+    pub fn new(
+        socket: mio::net::UdpSocket,
+        settings: UdpSettings,
+        io: IoHandle,
+        ifaces: &[Interface],
+    ) -> Self {
+        UdpShared {
+            socket,
+            epoch: Instant::now(),
+            tx: Mutex::new(HashMap::new()),
+            rx: Mutex::new(HashMap::new()),
+            settings,
+            io,
+            local_ips: ifaces.iter().map(|i| IpAddr::V4(i.addr)).collect(),
+            malformed: AtomicU64::new(0),
+        }
+    }
+
+    fn send(&self, bytes: &[u8], to: SocketAddr) {
+        // A full socket buffer is a lost datagram: the protocol repairs it.
+        let _ = self.socket.send_to(bytes, to);
+    }
+
+    /// Sends what the stream may send now; returns its next deadline.
+    fn pump_tx(&self, tx: &TxStream, st: &mut TxState, now: Instant) -> Option<Instant> {
+        if let Some(t) = st.next_hello {
+            if now >= t {
+                self.send(&tx.hello, tx.peer);
+                st.next_hello = Some(now + HELLO_EVERY);
+            }
+        }
+        if st.sender.has_feedback() {
+            while let Some(d) = st.sender.poll_transmit(now) {
+                self.send(&d, tx.peer);
+            }
+        }
+        let s = st.sender.stats();
+        tx.stats.rtt_us.store(s.srtt_us as u64, Ordering::Relaxed);
+        tx.stats
+            .retransmitted
+            .store(s.retransmitted, Ordering::Relaxed);
+        tx.stats.pacing_rate.store(s.pacing_rate, Ordering::Relaxed);
+        tx.stats
+            .history_bytes
+            .store(s.history_bytes as u64, Ordering::Relaxed);
+        tx.stats
+            .drops
+            .store(s.dropped + s.expired, Ordering::Relaxed);
+        let d = match (st.sender.poll_timeout(now), st.next_hello) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        tx.io_deadline.store(
+            d.map_or(u64::MAX, |d| since(self.epoch, d)),
+            Ordering::Relaxed,
+        );
+        d
+    }
+
+    fn pump_rx(&self, peer: SocketAddr, rx: &mut RxStream, now: Instant) {
+        while let Some(d) = rx.receiver.poll_transmit() {
+            self.send(&d, peer);
+        }
+        let Some(reader) = rx.reader.upgrade() else {
+            return;
+        };
+        while let Some(s) = rx.receiver.poll_sample() {
+            rx.conn.stats.message(s.data.len());
+            let data = s.data;
+            let bytes = move || Ok(data.clone());
+            reader.deliver(
+                &rx.conn,
+                &InFrame {
+                    kind: FrameKind::Data,
+                    seq: s.seq,
+                    stamp_ns: s.stamp_ns,
+                    payload: Payload {
+                        typed: None,
+                        bytes: &bytes,
+                    },
+                },
+            );
+        }
+        rx.conn
+            .stats
+            .lost
+            .store(rx.receiver.stats().lost, Ordering::Relaxed);
+        let _ = now;
+    }
+
+    /// Reads every pending datagram (I/O thread).
+    pub fn on_readable(&self, local: ParticipantId, same_host: &dyn Fn(ParticipantId) -> bool) {
+        let mut buf = [0u8; 65536];
+        for _ in 0..4096 {
+            let Ok((n, from)) = self.socket.recv_from(&mut buf) else {
+                break;
+            };
+            self.on_datagram(Instant::now(), from, &buf[..n], local, same_host);
+        }
+    }
+
+    fn on_datagram(
+        &self,
+        now: Instant,
+        from: SocketAddr,
+        bytes: &[u8],
+        local: ParticipantId,
+        same_host: &dyn Fn(ParticipantId) -> bool,
+    ) {
+        let p = match Packet::parse(bytes) {
+            Ok(p) => p,
+            Err(e) => {
+                let n = self.malformed.fetch_add(1, Ordering::Relaxed);
+                if n.is_power_of_two() {
+                    tracing::warn!("malformed UDP datagram from {from} ({} so far): {e}", n + 1);
+                }
+                return;
+            }
+        };
+        let key = (from, p.stream);
+        match p.body {
+            Datagram::Hello(h) => self.on_hello(now, key, h, local, same_host),
+            Datagram::AckNack(_) => {
+                let Some(tx) = self.tx.lock().get(&key).cloned() else {
+                    return;
+                };
+                let mut st = tx.state.lock();
+                if st.sender.handle_datagram(now, bytes).is_err() {
+                    return;
+                }
+                st.next_hello = None;
+                while let Some(e) = st.sender.poll_event() {
+                    match e {
+                        SenderEvent::PeerSilent => tracing::warn!(
+                            "{} → {}: peer silent, stopped sending, probing",
+                            tx.writer,
+                            tx.reader
+                        ),
+                        SenderEvent::PeerBack => {
+                            tracing::info!("{} → {}: peer back, resuming", tx.writer, tx.reader)
+                        }
+                    }
+                }
+                self.pump_tx(&tx, &mut st, now);
+                drop(st);
+                tx.acked.notify_all();
+            }
+            Datagram::Data(_) | Datagram::Heartbeat(_) => {
+                let mut rx = self.rx.lock();
+                let Some(s) = rx.get_mut(&key) else { return };
+                s.last_rx = now;
+                if s.receiver.handle_datagram(now, bytes).is_err() {
+                    s.conn.stats.errors.fetch_add(1, Ordering::Relaxed);
+                }
+                self.pump_rx(from, s, now);
+            }
+        }
+    }
+
+    fn on_hello(
+        &self,
+        now: Instant,
+        key: (SocketAddr, u32),
+        h: Hello,
+        local: ParticipantId,
+        same_host: &dyn Fn(ParticipantId) -> bool,
+    ) {
+        if h.to.participant != local {
+            return;
+        }
+        let mut rx = self.rx.lock();
+        if let std::collections::hash_map::Entry::Vacant(slot) = rx.entry(key) {
+            let Some(reader) = super::intra::lookup_reader(h.to) else {
+                return;
+            };
+            let mut cfg = ReceiverConfig::new(key.1);
+            cfg.reliable = h.reliable;
+            cfg.mtu = self.settings.mtu;
+            let ip = key.0.ip();
+            let conn = Arc::new(InboundConn {
+                remote: h.from,
+                transport: TransportKind::Udp,
+                locator: format!("udp/{}", key.0),
+                stats: Arc::new(ConnStats::new()),
+                replier: None,
+                same_clock: ip.is_loopback()
+                    || self.local_ips.contains(&ip)
+                    || same_host(h.from.participant),
+            });
+            reader.attach(conn.clone());
+            slot.insert(RxStream {
+                receiver: Receiver::new(cfg, now),
+                reader: Arc::downgrade(&reader),
+                conn,
+                last_rx: now,
+            });
+        }
+        let s = rx.get_mut(&key).expect("inserted above");
+        s.last_rx = now;
+        s.receiver.acknowledge(now);
+        self.pump_rx(key.0, s, now);
+    }
+
+    /// Runs every stream's timers (I/O thread); returns the next deadline.
+    pub fn service(&self, now: Instant) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut min = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n: Instant| n.min(t)));
+            }
+        };
+        let txs: Vec<Arc<TxStream>> = {
+            let mut map = self.tx.lock();
+            map.retain(|_, t| !t.closed.load(Ordering::Relaxed));
+            map.values().cloned().collect()
+        };
+        for tx in txs {
+            let mut st = tx.state.lock();
+            st.sender.handle_timeout(now);
+            if st.sender.is_silent() && st.next_hello.is_none() {
+                // The reader may have restarted and lost the stream: re-open it.
+                st.next_hello = Some(now + HELLO_EVERY);
+            }
+            while let Some(e) = st.sender.poll_event() {
+                if e == SenderEvent::PeerSilent {
+                    tracing::warn!(
+                        "{} → {}: no feedback, stopped sending into the void; probing",
+                        tx.writer,
+                        tx.reader
+                    );
+                }
+            }
+            min(self.pump_tx(&tx, &mut st, now));
+        }
+        let mut rx = self.rx.lock();
+        rx.retain(|key, s| {
+            let alive =
+                s.reader.strong_count() > 0 && now.saturating_duration_since(s.last_rx) < RX_IDLE;
+            if !alive {
+                if let Some(r) = s.reader.upgrade() {
+                    r.detach(s.conn.remote);
+                }
+                return false;
+            }
+            s.receiver.handle_timeout(now);
+            let _ = key;
+            true
+        });
+        let keys: Vec<(SocketAddr, u32)> = rx.keys().copied().collect();
+        for key in keys {
+            if let Some(s) = rx.get_mut(&key) {
+                self.pump_rx(key.0, s, now);
+                min(s.receiver.poll_timeout());
+            }
+        }
+        next
+    }
+
+    /// The writer is gone (discovery): drop its reader-side streams now.
+    pub fn forget_writer(&self, writer: EndpointId) {
+        self.rx.lock().retain(|_, s| {
+            if s.conn.remote == writer {
+                if let Some(r) = s.reader.upgrade() {
+                    r.detach(writer);
+                }
+                false
+            } else {
+                true
+            }
+        });
+    }
+}
+
+/// Writer end of a UDP connection.
+struct UdpLink {
+    shared: Arc<UdpShared>,
+    tx: Arc<TxStream>,
+}
+
+impl Link for UdpLink {
+    fn transport(&self) -> TransportKind {
+        TransportKind::Udp
+    }
+    fn remote(&self) -> EndpointId {
+        self.tx.reader
+    }
+    fn locator(&self) -> String {
+        format!("udp/{}", self.tx.peer)
+    }
+    fn send(&self, frame: &OutFrame<'_>) -> Result<(), SendError> {
+        if self.tx.closed.load(Ordering::Relaxed) {
+            return Err(SendError::Closed);
+        }
+        let body = (frame.payload.bytes)()?;
+        let len = body.len();
+        let now = Instant::now();
+        let mut st = self.tx.state.lock();
+        let deadline = now + self.tx.block.unwrap_or(Duration::ZERO);
+        loop {
+            match st
+                .sender
+                .write(Instant::now(), body.clone(), frame.stamp_ns)
+            {
+                Ok(_) => break,
+                Err(WriteError::Full { .. }) => {
+                    let Some(limit) = self.tx.block else {
+                        return Err(SendError::Blocked(Duration::ZERO));
+                    };
+                    if self.tx.acked.wait_until(&mut st, deadline).timed_out() {
+                        return Err(SendError::Blocked(limit));
+                    }
+                }
+                Err(e @ WriteError::TooLarge(..)) => {
+                    return Err(SendError::Encode(EncodeError {
+                        type_name: "sample".into(),
+                        reason: e.to_string(),
+                    }));
+                }
+            }
+        }
+        let next = self.shared.pump_tx(&self.tx, &mut st, Instant::now());
+        drop(st);
+        self.tx.stats.message(len);
+        // Wake the I/O thread only if this stream now needs it sooner.
+        if let Some(n) = next {
+            if since(self.shared.epoch, n)
+                < self
+                    .tx
+                    .io_deadline
+                    .load(Ordering::Relaxed)
+                    .saturating_add(1)
+            {
+                self.shared.io.kick();
+            }
+        }
+        Ok(())
+    }
+    fn stats(&self) -> &ConnStats {
+        &self.tx.stats
+    }
+    fn is_closed(&self) -> bool {
+        self.tx.closed.load(Ordering::Relaxed)
+    }
+    fn close(&self) {
+        self.tx.closed.store(true, Ordering::Relaxed);
+        self.tx.acked.notify_all();
+    }
+}
+
+/// The UDP transport of one runtime.
+pub struct UdpTransport {
+    shared: Arc<UdpShared>,
+    locators: Vec<Locator>,
+    interfaces: Vec<Interface>,
+}
+
+impl UdpTransport {
+    pub(crate) fn new(
+        shared: Arc<UdpShared>,
+        locators: Vec<Locator>,
+        interfaces: Vec<Interface>,
+    ) -> Self {
+        UdpTransport {
+            shared,
+            locators,
+            interfaces,
+        }
+    }
+}
+
+impl Transport for UdpTransport {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Udp
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            reliable: true,
+            ordered: true,
+            zero_copy: false,
+            mtu: Some(self.shared.settings.mtu),
+            request_reply: false,
+        }
+    }
+    fn locators(&self) -> Vec<Locator> {
+        self.locators.clone()
+    }
+    fn reaches(&self, local: &PeerInfo, remote: &PeerInfo) -> bool {
+        !super::rank_addresses(&self.interfaces, TransportKind::Udp, local, remote).is_empty()
+    }
+    /// Automatically only between hosts: on one host TCP (and later shared
+    /// memory) is the better path; pin `udp` to use it anyway.
+    fn automatic(&self, local: &PeerInfo, remote: &PeerInfo) -> bool {
+        local.host_id != remote.host_id && self.reaches(local, remote)
+    }
+    fn connect(&self, req: ConnectRequest) -> Result<Arc<dyn Link>, ConnectError> {
+        let addrs = super::rank_addresses(
+            &self.interfaces,
+            TransportKind::Udp,
+            &local_peer(req.writer.participant),
+            &req.remote,
+        );
+        let peer = *addrs.first().ok_or_else(|| ConnectError::Unreachable {
+            peer: req.remote.participant,
+            tried: String::new(),
+            last: "no udp locator".into(),
+        })?;
+        let s = self.shared.settings;
+        let mut cfg = SenderConfig::new(random_stream());
+        cfg.mtu = s.mtu;
+        cfg.rate = s.rate;
+        cfg.history_bytes = s.history_bytes;
+        cfg.reliable = req.qos.reliability == Reliability::Reliable;
+        cfg.keep_all = req.qos.history == History::KeepAll;
+        cfg.history_samples = req.qos.history.depth(1024);
+        cfg.lifespan = req.qos.lifespan;
+        let stream = cfg.stream;
+        let hello = encode_hello(
+            stream,
+            &Hello {
+                from: req.writer,
+                to: req.reader,
+                reliable: cfg.reliable,
+            },
+        );
+        let now = Instant::now();
+        let tx = Arc::new(TxStream {
+            stream,
+            peer,
+            hello,
+            state: Mutex::new(TxState {
+                sender: Sender::new(cfg.clone(), now),
+                next_hello: Some(now),
+            }),
+            acked: Condvar::new(),
+            closed: AtomicBool::new(false),
+            stats: Arc::new(ConnStats::new()),
+            writer: req.writer,
+            reader: req.reader,
+            block: (cfg.reliable && cfg.keep_all).then_some(s.keep_all_block),
+            io_deadline: AtomicU64::new(0),
+        });
+        self.shared.tx.lock().insert((peer, tx.stream), tx.clone());
+        {
+            let mut st = tx.state.lock();
+            self.shared.pump_tx(&tx, &mut st, now);
+        }
+        self.shared.io.kick();
+        Ok(Arc::new(UdpLink {
+            shared: self.shared.clone(),
+            tx,
+        }))
+    }
+}
+
+fn local_peer(participant: ParticipantId) -> PeerInfo {
+    PeerInfo {
+        participant,
+        host_id: crate::host::host_id(),
+        net_id: crate::host::net_id(),
+        pid: std::process::id(),
+        locators: Vec::new(),
+    }
+}
+
+fn random_stream() -> u32 {
+    let mut b = [0u8; 4];
+    // SAFETY: getrandom writes at most 4 bytes into b.
+    unsafe { libc::getrandom(b.as_mut_ptr().cast(), 4, 0) };
+    u32::from_le_bytes(b) | 1
+}

@@ -1,0 +1,113 @@
+//! The UDP path (ferry-rudp streams) through a real socket, pinned on one host.
+
+use std::time::Duration;
+
+use ferry::msgs::std_msgs;
+use ferry::{Config, DiscoveryRange, Node, Qos, RawBytes, TransportKind};
+
+const T: Duration = Duration::from_secs(10);
+
+fn node(domain: u16) -> Node {
+    let cfg = Config {
+        domain_id: domain,
+        discovery: DiscoveryRange::Localhost,
+        ..Config::default()
+    };
+    Node::builder().name("u").config(cfg).build().unwrap()
+}
+
+#[test]
+fn pinned_udp_is_byte_exact_from_empty_to_8_mib() {
+    let n = node(120);
+    let q = Qos::default().keep_all().transport(TransportKind::Udp);
+    let p = n.publisher::<RawBytes>("/big").qos(q).build().unwrap();
+    let s = n
+        .subscriber::<RawBytes>("/big")
+        .qos(Qos::default().keep_all())
+        .build()
+        .unwrap();
+    assert!(p.wait_for_subscribers(1, T));
+    for size in [0usize, 1, 1439, 1440, 1441, 65_536, 1 << 20, 8 << 20] {
+        let data: Vec<u8> = (0..size).map(|i| (i * 13 + size) as u8).collect();
+        p.publish(RawBytes::new(data.clone())).unwrap();
+        let got = s
+            .recv_timeout(T)
+            .unwrap_or_else(|e| panic!("{size} B: {e}"));
+        assert_eq!(got.info.transport, TransportKind::Udp);
+        assert_eq!(got.len(), size);
+        assert!(got[..] == data[..], "{size} B corrupted");
+    }
+    let w = &p.connections()[0];
+    assert_eq!(w.transport, "udp");
+    assert!(w.locator.starts_with("udp/127.0.0.1:"), "{}", w.locator);
+    assert!(w.stats.rtt_us.is_some(), "no RTT estimate: {:?}", w.stats);
+    assert!(w.stats.pacing_rate.is_some());
+    let r = &s.connections()[0];
+    assert_eq!(r.transport, "udp");
+    assert_eq!(r.stats.messages, 8);
+}
+
+#[test]
+fn many_small_samples_in_order_over_udp() {
+    let n = node(121);
+    let q = Qos::default().keep_all().transport(TransportKind::Udp);
+    let p = n.publisher::<std_msgs::Int64>("/n").qos(q).build().unwrap();
+    let s = n
+        .subscriber::<std_msgs::Int64>("/n")
+        .qos(Qos::default().keep_all())
+        .build()
+        .unwrap();
+    assert!(p.wait_for_subscribers(1, T));
+    for i in 0..5000 {
+        p.publish(std_msgs::Int64 { data: i }).unwrap();
+    }
+    for i in 0..5000 {
+        assert_eq!(s.recv_timeout(T).unwrap().data, i);
+    }
+}
+
+#[test]
+fn best_effort_over_udp_delivers_whole_samples() {
+    let n = node(122);
+    let q = Qos::sensor_data().transport(TransportKind::Udp);
+    let p = n.publisher::<RawBytes>("/be").qos(q).build().unwrap();
+    let s = n
+        .subscriber::<RawBytes>("/be")
+        .qos(Qos::sensor_data().keep_last(100))
+        .build()
+        .unwrap();
+    assert!(p.wait_for_subscribers(1, T));
+    std::thread::sleep(Duration::from_millis(100));
+    for i in 0..20u8 {
+        p.publish(RawBytes::new(vec![i; 20_000])).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let mut got = 0;
+    while let Ok(x) = s.recv_timeout(Duration::from_millis(500)) {
+        assert_eq!(x.len(), 20_000);
+        assert!(x.iter().all(|b| *b == x[0]), "mixed sample");
+        got += 1;
+    }
+    assert!(got >= 15, "only {got} of 20 on loopback");
+}
+
+#[test]
+fn services_never_pick_udp() {
+    use ferry::msgs::example_interfaces::*;
+    let n = node(123);
+    let _srv = n
+        .service::<AddTwoIntsRequest, AddTwoIntsResponse, _>("/add", |r| AddTwoIntsResponse {
+            sum: r.a + r.b,
+        })
+        .build()
+        .unwrap();
+    let c = n
+        .client::<AddTwoIntsRequest, AddTwoIntsResponse>("/add")
+        .qos(Qos::services_default().transport(TransportKind::Udp))
+        .build()
+        .unwrap();
+    // Pinned to a transport that cannot carry requests: no connection, a clear NoService.
+    assert!(c
+        .call(AddTwoIntsRequest { a: 1, b: 2 }, Duration::from_millis(300))
+        .is_err());
+}
