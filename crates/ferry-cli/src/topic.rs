@@ -263,8 +263,20 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                 let Ok(s) = sub.recv_timeout(Duration::from_millis(100)) else {
                     continue;
                 };
-                if ty.is_none() {
+                // Data can outrun discovery: on the first sample, give it a
+                // moment to name the type; later, just look again.
+                let wait = if n == 0 {
+                    Duration::from_millis(300)
+                } else {
+                    Duration::ZERO
+                };
+                let t = Instant::now();
+                while ty.is_none() {
                     ty = topic_type(&node.graph(), &topic).and_then(|t| types::find(&t));
+                    if ty.is_some() || t.elapsed() >= wait {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
                 }
                 let decoded = ty.as_ref().map(|t| (t.decode)(&s));
                 match decoded {

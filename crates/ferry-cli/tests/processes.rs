@@ -125,7 +125,17 @@ fn kill_9_of_a_publisher_is_seen_within_the_lease() {
         ],
     );
     s.recv_timeout(T).expect("publisher never arrived");
-    while s.try_event().is_some() {}
+    // Data can outrun discovery (the publisher found us first): make sure
+    // our side has matched the publisher before killing it.
+    let t = Instant::now();
+    while s.publisher_count() == 0 {
+        assert!(t.elapsed() < T, "publisher never matched by discovery");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut seen = Vec::new();
+    while let Some(e) = s.try_event() {
+        seen.push(format!("before kill: {e:?}"));
+    }
     let t0 = Instant::now();
     p.kill9();
     let lease = Duration::from_millis(Config::default().lease_ms as u64);
@@ -146,8 +156,13 @@ fn kill_9_of_a_publisher_is_seen_within_the_lease() {
                 ));
                 break;
             }
-            Some(_) => continue,
-            None => panic!("publisher not gone {:?} after kill -9", t0.elapsed()),
+                        Some(e) => seen.push(format!("after kill: {e:?}")),
+            None => panic!(
+                                "publisher not gone {:?} after kill -9; events {seen:?}; nodes {:?}; graph still lists: {:?}",
+                t0.elapsed(),
+                n.graph().nodes.iter().map(|x| (x.name.clone(), x.pid)).collect::<Vec<_>>(),
+                n.graph().endpoints_of("/beat").map(|e| (e.id, e.kind)).collect::<Vec<_>>()
+            ),
         }
     }
     // And discovery forgets the process within the lease.
