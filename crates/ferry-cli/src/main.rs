@@ -2,6 +2,7 @@
 
 mod demo;
 mod topic;
+mod tune;
 mod types;
 
 use std::process::ExitCode;
@@ -32,6 +33,8 @@ enum Cmd {
     Service(ServiceCmd),
     /// Start a small robot system (several processes) and show its paths live.
     Demo(demo::DemoArgs),
+    /// The wireless large-payload profile for one stream: ferry config, Fast DDS and Cyclone DDS XML.
+    Tune(tune::TuneArgs),
     /// One process of the demo (used by `ferry demo`).
     #[command(hide = true)]
     DemoRole { role: String },
@@ -156,6 +159,7 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Cmd::Demo(args) => demo::run(args),
+        Cmd::Tune(args) => tune::run(args),
         Cmd::DemoRole { role } => demo::role(&role),
     }
 }

@@ -557,3 +557,52 @@ fn liveliness_lease_shortens_death_detection() {
         t0.elapsed()
     );
 }
+
+#[test]
+fn tune_prints_the_papers_profile_and_cyclone_accepts_its_xml() {
+    let out = Command::new(FERRY)
+        .args([
+            "tune",
+            "--rate",
+            "30",
+            "--payload",
+            "256KiB",
+            "--link",
+            "433Mbit",
+            "--utilization",
+            "0.6",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("keep_last(124)"), "{text}");
+    assert!(text.contains("<maxMessageSize>1472</maxMessageSize>"));
+    assert!(text.contains("<nanosec>16666667</nanosec>"));
+    assert!(text.contains("<depth>124</depth>"));
+    let xml: String = text
+        .lines()
+        .skip_while(|l| !l.starts_with("<CycloneDDS"))
+        .take_while(|l| !l.starts_with("<!-- and in"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    if Command::new("ddsperf").arg("-h").output().is_err() {
+        eprintln!("SKIPPED Cyclone check: ddsperf not installed (bash scripts/setup.sh)");
+        return;
+    }
+    let path = std::env::temp_dir().join(format!("ferry-tune-{}.xml", std::process::id()));
+    std::fs::write(&path, &xml).unwrap();
+    let run = Command::new("timeout")
+        .args(["2", "ddsperf", "-D", "1", "pub", "size", "1k"])
+        .env("CYCLONEDDS_URI", format!("file://{}", path.display()))
+        .output()
+        .unwrap();
+    std::fs::remove_file(&path).ok();
+    let all =
+        String::from_utf8_lossy(&run.stdout).to_string() + &String::from_utf8_lossy(&run.stderr);
+    assert!(
+        !all.contains("unknown element") && !all.contains("failed"),
+        "Cyclone rejected the XML:\n{xml}\n{all}"
+    );
+    assert!(all.contains("participant"), "ddsperf did not start: {all}");
+}
