@@ -95,7 +95,7 @@ pub fn profile(rate: f64, payload: f64, link_bits: f64, utilization: f64) -> Pro
 }
 
 pub fn run(a: TuneArgs) -> Result<(), String> {
-    if !(a.rate > 0.0) {
+    if a.rate.is_nan() || a.rate <= 0.0 {
         return Err("--rate must be positive".into());
     }
     if !(0.0 < a.utilization && a.utilization <= 1.0) {
