@@ -26,6 +26,10 @@ pub struct SenderConfig {
     pub history_bytes: usize,
     /// Pacing rate, bytes/s (0: unpaced).
     pub rate: u64,
+    /// Largest burst the pacer lets out at once, bytes. `None`: 2 ms of the
+    /// rate (at least 4 datagrams), so a driver whose timers tick in whole
+    /// milliseconds still reaches the full rate.
+    pub burst: Option<usize>,
     /// Samples older than this are dropped from history unsent/unrepaired.
     pub lifespan: Option<Duration>,
     /// Fastest heartbeat (the rate-following period is clamped to this).
@@ -54,6 +58,7 @@ impl SenderConfig {
             history_samples: 1024,
             history_bytes: crate::history_bytes_for(link, 0.6),
             rate: link,
+            burst: None,
             lifespan: None,
             heartbeat_min: Duration::from_millis(2),
             heartbeat_max: Duration::from_millis(100),
@@ -169,7 +174,10 @@ pub struct Sender {
 impl Sender {
     /// A sender starting at `now`.
     pub fn new(cfg: SenderConfig, now: Instant) -> Self {
-        let burst = cfg.mtu * 4;
+        let burst = cfg
+            .burst
+            .unwrap_or((cfg.rate / 500) as usize)
+            .max(cfg.mtu * 4);
         Sender {
             pacer: Pacer::new(cfg.rate, burst, now),
             cfg,

@@ -1,0 +1,311 @@
+//! Seed 001's Table II on the lab: 32–512 KB at 30 Hz, reliable, over an
+//! emulated 802.11ac link (300 Mbit/s, 2 ± 1 ms), ideal / 1 % / 20 % loss in
+//! both directions / a 20 s outage. Reception rate (received / span from
+//! first to last), mean latency and jitter (std dev), per cell.
+//!
+//! `ferry-wireless run [--quick]` orchestrates; it starts itself as `pub` on
+//! host A and `sub` on host B (separate network, IPC and /dev/shm).
+
+use std::io::Write;
+use std::process::Stdio;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use clap::{Parser, Subcommand};
+use ferry::{Node, Qos, RawBytes};
+use ferry_lab::{wifi, Lab, LabConfig, Side};
+
+#[derive(Parser)]
+#[command(name = "ferry-wireless")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the grid and print the table.
+    Run {
+        /// 60 messages per cell, 64 and 512 KB, no outage cell (CI).
+        #[arg(long)]
+        quick: bool,
+        /// Messages per cell (default 1000, quick 60).
+        #[arg(long)]
+        count: Option<u32>,
+        /// Payload sizes in KB.
+        #[arg(long, value_delimiter = ',')]
+        sizes: Option<Vec<u32>>,
+        /// Conditions: ideal, loss1, loss20, outage.
+        #[arg(long, value_delimiter = ',')]
+        conditions: Option<Vec<String>>,
+        /// Write Markdown and JSON here (without extension).
+        #[arg(long)]
+        out: Option<String>,
+    },
+    /// Publisher role (host A).
+    Pub { size: usize, count: u32 },
+    /// Subscriber role (host B): prints one JSON line of results.
+    Sub {
+        count: u32,
+        #[arg(long, default_value_t = 0)]
+        outage_end_ns: u64,
+    },
+}
+
+const HZ: f64 = 30.0;
+const DOMAIN: &str = "77";
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// The paper's optimized history: N_HC = ⌈T·ω/u⌉ for the 300 Mbit/s link, ω = 0.6.
+fn n_hc(size: usize) -> u32 {
+    ((300e6 / 8.0 * 0.6) / size as f64).ceil().max(1.0) as u32
+}
+
+fn node(name: &str) -> Node {
+    Node::builder()
+        .name(name)
+        .build()
+        .unwrap_or_else(|e| panic!("node: {e}"))
+}
+
+fn publisher(size: usize, count: u32) {
+    let n = node("table2_pub");
+    let p = n
+        .publisher::<RawBytes>("/table2")
+        .qos(Qos::default().reliable().keep_last(n_hc(size)))
+        .build()
+        .unwrap();
+    if !p.wait_for_subscribers(1, Duration::from_secs(20)) {
+        eprintln!("pub: no subscriber");
+        std::process::exit(2);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let period = Duration::from_secs_f64(1.0 / HZ);
+    let mut next = Instant::now();
+    let mut data = vec![0u8; size];
+    for seq in 0..count {
+        data[..4].copy_from_slice(&seq.to_le_bytes());
+        if let Err(e) = p.publish(RawBytes::new(data.clone())) {
+            eprintln!("pub: {e}");
+        }
+        next += period;
+        if let Some(d) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d);
+        }
+    }
+    // Let repairs finish before the connection goes.
+    std::thread::sleep(Duration::from_secs(4));
+    let c = p.connections();
+    eprintln!(
+        "pub: {:?}",
+        c.first().map(|c| (c.transport.clone(), c.stats))
+    );
+}
+
+fn subscriber(count: u32, outage_end_ns: u64) {
+    let n = node("table2_sub");
+    let s = n
+        .subscriber::<RawBytes>("/table2")
+        .qos(Qos::default().reliable().keep_all())
+        .build()
+        .unwrap();
+    let mut rx: Vec<(u64, u32, f64)> = Vec::new(); // (recv ns, seq, latency ms)
+    let limit = Instant::now() + Duration::from_secs_f64(count as f64 / HZ + 60.0);
+    let mut last = Instant::now();
+    let mut path = String::new();
+    while Instant::now() < limit && rx.len() < count as usize {
+        match s.recv_timeout(Duration::from_millis(200)) {
+            Ok(x) => {
+                let t = now_ns();
+                let seq = u32::from_le_bytes(x[..4].try_into().unwrap_or([0; 4]));
+                rx.push((t, seq, t.saturating_sub(x.info.source_time_ns) as f64 / 1e6));
+                last = Instant::now();
+                if path.is_empty() {
+                    path = x.info.transport.to_string();
+                }
+            }
+            Err(_) if !rx.is_empty() && last.elapsed() > Duration::from_secs(12) => break,
+            Err(_) => {}
+        }
+    }
+    let received = rx.len();
+    let span = match (rx.first(), rx.last()) {
+        (Some(a), Some(b)) if received > 1 => (b.0 - a.0) as f64 / 1e9,
+        _ => 0.0,
+    };
+    let hz = if span > 0.0 {
+        (received - 1) as f64 / span
+    } else {
+        0.0
+    };
+    let lat: Vec<f64> = rx.iter().map(|r| r.2).collect();
+    let mean = lat.iter().sum::<f64>() / lat.len().max(1) as f64;
+    let std =
+        (lat.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / lat.len().max(1) as f64).sqrt();
+    // Recovery: after the link returns, when do 30 consecutive samples
+    // arrive at ≥ 29 Hz (each within 1/29 s of the previous on average)?
+    let recovery = (outage_end_ns > 0).then(|| {
+        let after: Vec<u64> = rx
+            .iter()
+            .map(|r| r.0)
+            .filter(|t| *t >= outage_end_ns)
+            .collect();
+        after
+            .windows(30)
+            .find(|w| (w[29] - w[0]) as f64 / 1e9 <= 29.0 / 29.0)
+            .map(|w| (w[0] - outage_end_ns) as f64 / 1e9)
+            .unwrap_or(f64::NAN)
+    });
+    let lost = count as usize - received;
+    println!(
+        "{{\"received\":{received},\"lost\":{lost},\"hz\":{hz:.2},\"lat_ms\":{mean:.1},\"jitter_ms\":{std:.1},\"recovery_s\":{},\"path\":\"{path}\"}}",
+        recovery.map(|r| format!("{r:.2}")).unwrap_or("null".into())
+    );
+}
+
+struct Cell {
+    cond: String,
+    size_kb: u32,
+    result: serde_json::Value,
+}
+
+fn run_cell(exe: &str, cond: &str, size_kb: u32, count: u32, subnet: u8) -> serde_json::Value {
+    let mut link = wifi();
+    let outage = (Duration::from_secs(8), Duration::from_secs(28));
+    match cond {
+        "loss1" => link.loss = 0.01,
+        "loss20" => link.loss = 0.2,
+        "outage" => link.outages = vec![outage],
+        _ => {}
+    }
+    let lab = Lab::up(LabConfig::symmetric("flw", subnet, link)).expect("lab up");
+    let start_ns = now_ns() - lab.elapsed().as_nanos() as u64;
+    let env = format!("FERRY_DOMAIN_ID={DOMAIN} FERRY_DISCOVERY=subnet");
+    let outage_end = if cond == "outage" {
+        start_ns + outage.1.as_nanos() as u64
+    } else {
+        0
+    };
+    let sub = lab
+        .command(
+            Side::B,
+            &format!("{env} exec {exe} sub {count} --outage-end-ns {outage_end}"),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut publ = lab
+        .command(
+            Side::A,
+            &format!("{env} exec {exe} pub {} {count}", size_kb as usize * 1000),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let out = sub.wait_with_output().unwrap();
+    let _ = publ.kill();
+    let _ = publ.wait();
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or("{}"))
+        .unwrap_or(serde_json::json!({"error": text.to_string()}))
+}
+
+fn run(
+    quick: bool,
+    count: Option<u32>,
+    sizes: Option<Vec<u32>>,
+    conds: Option<Vec<String>>,
+    out: Option<String>,
+) {
+    let exe = std::env::current_exe().unwrap().display().to_string();
+    let count = count.unwrap_or(if quick { 60 } else { 1000 });
+    let sizes = sizes.unwrap_or(if quick {
+        vec![64, 512]
+    } else {
+        vec![32, 64, 128, 256, 512]
+    });
+    let conds = conds.unwrap_or_else(|| {
+        if quick {
+            vec!["ideal", "loss20"]
+        } else {
+            vec!["ideal", "loss1", "loss20", "outage"]
+        }
+        .into_iter()
+        .map(String::from)
+        .collect()
+    });
+    let mut cells = Vec::new();
+    for cond in &conds {
+        for &kb in &sizes {
+            let t = Instant::now();
+            let r = run_cell(&exe, cond, kb, count, 11);
+            eprintln!(
+                "{cond:>7} {kb:>4} KB: {r} ({:.0} s)",
+                t.elapsed().as_secs_f64()
+            );
+            cells.push(Cell {
+                cond: cond.clone(),
+                size_kb: kb,
+                result: r,
+            });
+        }
+    }
+    let mut md = String::new();
+    md.push_str(&format!("| condition | payload | received | rate (Hz) | mean latency (ms) | jitter (ms) | recovery after outage (s) | path |\n|---|---:|---:|---:|---:|---:|---:|---|\n"));
+    for c in &cells {
+        let r = &c.result;
+        md.push_str(&format!(
+            "| {} | {} KB | {}/{} | {} | {} | {} | {} | {} |\n",
+            c.cond,
+            c.size_kb,
+            r["received"],
+            count,
+            r["hz"],
+            r["lat_ms"],
+            r["jitter_ms"],
+            if r["recovery_s"].is_null() {
+                "-".to_string()
+            } else {
+                r["recovery_s"].to_string()
+            },
+            r["path"].as_str().unwrap_or("?")
+        ));
+    }
+    println!("{md}");
+    if let Some(o) = out {
+        std::fs::File::create(format!("{o}.md"))
+            .and_then(|mut f| f.write_all(md.as_bytes()))
+            .expect("write md");
+        let json: Vec<serde_json::Value> = cells.iter().map(|c| serde_json::json!({"condition": c.cond, "size_kb": c.size_kb, "count": count, "result": c.result})).collect();
+        std::fs::write(
+            format!("{o}.json"),
+            serde_json::to_string_pretty(&json).unwrap(),
+        )
+        .expect("write json");
+    }
+}
+
+fn main() {
+    match Cli::parse().cmd {
+        Cmd::Run {
+            quick,
+            count,
+            sizes,
+            conditions,
+            out,
+        } => run(quick, count, sizes, conditions, out),
+        Cmd::Pub { size, count } => publisher(size, count),
+        Cmd::Sub {
+            count,
+            outage_end_ns,
+        } => subscriber(count, outage_end_ns),
+    }
+}
