@@ -16,6 +16,12 @@ pub const MAX_RECORDS_PER_PARTICIPANT: usize = 4096;
 /// Most parts one announcement may be split into.
 pub const MAX_PARTS: u16 = 256;
 
+/// Announcement period for a lease: six announcements fit in every lease
+/// even when the ±10 % jitter stretches each period (lease / 6.6).
+pub fn period_for(lease_ms: u32) -> Duration {
+    Duration::from_millis(u64::from(lease_ms) * 10 / 66).max(Duration::from_millis(10))
+}
+
 /// Settings of one discovery instance.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -42,8 +48,7 @@ impl Config {
     /// (500 ms for the default 3 s lease), so a live peer is only expired
     /// after six announcements in a row are lost; 1472 B MTU.
     pub fn new(domain: u16, participant: ParticipantId, info: ParticipantInfo) -> Self {
-        let period =
-            Duration::from_millis(u64::from(info.lease_ms) / 6).max(Duration::from_millis(10));
+        let period = period_for(info.lease_ms);
         Config {
             domain,
             participant,
@@ -247,7 +252,7 @@ impl Discovery {
         }
         let shorter = lease_ms < self.cfg.info.lease_ms;
         self.cfg.info.lease_ms = lease_ms;
-        self.cfg.announce_period = Duration::from_millis(u64::from(lease_ms) / 6);
+        self.cfg.announce_period = period_for(lease_ms);
         if shorter {
             self.next_periodic = self.next_periodic.min(now + self.cfg.announce_period);
             self.schedule_soon(now);
@@ -264,6 +269,17 @@ impl Discovery {
         if self.cfg.info.locators != locators {
             self.cfg.info.locators = locators;
             self.schedule_soon(now);
+        }
+    }
+
+    /// Evidence from the data plane that `participant` is alive (a datagram
+    /// or frame from it): extends its lease like a beacon would. A process
+    /// that keeps sending is not expired because a lossy link ate its
+    /// beacons; one that stops (kill -9) still expires within its lease.
+    pub fn refresh(&mut self, participant: ParticipantId, now: Instant) {
+        if let Some(rp) = self.remotes.get_mut(&participant) {
+            let t = now + Duration::from_millis(u64::from(rp.info.lease_ms));
+            rp.expires = rp.expires.max(t);
         }
     }
 

@@ -323,3 +323,30 @@ fn a_shorter_lease_makes_peers_notice_death_sooner() {
     // Traffic rises with the shorter lease: 6 beacons per lease.
     assert_eq!(net.nodes[1].lease_ms(), 600);
 }
+
+#[test]
+fn data_plane_traffic_keeps_a_peer_alive_without_beacons() {
+    let mut net = Net::new(2, 0, 4);
+    net.run(Duration::from_millis(300));
+    assert!(net.all_know_all());
+    // Node 1's beacons are all lost from now on, but data keeps arriving.
+    net.alive[1] = false;
+    for _ in 0..50 {
+        net.run(Duration::from_millis(100));
+        let now = net.now;
+        net.nodes[0].refresh(ParticipantId(101), now);
+    }
+    assert!(
+        net.nodes[0].participant_info(ParticipantId(101)).is_some(),
+        "expired despite traffic"
+    );
+    // Traffic stops: expires within the lease.
+    net.run(Duration::from_millis(3100));
+    assert!(net.nodes[0].participant_info(ParticipantId(101)).is_none());
+}
+
+#[test]
+fn six_announcements_fit_every_lease_despite_jitter() {
+    let p = period_for(3000);
+    assert!(p.mul_f64(1.1) * 6 <= Duration::from_millis(3000), "{p:?}");
+}

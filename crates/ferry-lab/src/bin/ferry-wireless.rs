@@ -40,6 +40,9 @@ enum Cmd {
         /// Write Markdown and JSON here (without extension).
         #[arg(long)]
         out: Option<String>,
+        /// Outage window `START:END`, seconds from link start.
+        #[arg(long, default_value = "8:28")]
+        outage: String,
     },
     /// Publisher role (host A).
     Pub { size: usize, count: u32 },
@@ -129,7 +132,15 @@ fn subscriber(count: u32, outage_end_ns: u64) {
                     path = x.info.transport.to_string();
                 }
             }
-            Err(_) if !rx.is_empty() && last.elapsed() > Duration::from_secs(12) => break,
+            // Done when nothing came for 12 s — counted from the link's
+            // return when there is an outage.
+            Err(_)
+                if !rx.is_empty()
+                    && last.elapsed() > Duration::from_secs(12)
+                    && now_ns() > outage_end_ns + 12_000_000_000 =>
+            {
+                break
+            }
             Err(_) => {}
         }
     }
@@ -164,7 +175,7 @@ fn subscriber(count: u32, outage_end_ns: u64) {
     let lost = count as usize - received;
     println!(
         "{{\"received\":{received},\"lost\":{lost},\"hz\":{hz:.2},\"lat_ms\":{mean:.1},\"jitter_ms\":{std:.1},\"recovery_s\":{},\"path\":\"{path}\"}}",
-        recovery.map(|r| format!("{r:.2}")).unwrap_or("null".into())
+        recovery.filter(|r| r.is_finite()).map(|r| format!("{r:.2}")).unwrap_or("null".into())
     );
 }
 
@@ -174,9 +185,15 @@ struct Cell {
     result: serde_json::Value,
 }
 
-fn run_cell(exe: &str, cond: &str, size_kb: u32, count: u32, subnet: u8) -> serde_json::Value {
+fn run_cell(
+    exe: &str,
+    cond: &str,
+    size_kb: u32,
+    count: u32,
+    subnet: u8,
+    outage: (Duration, Duration),
+) -> serde_json::Value {
     let mut link = wifi();
-    let outage = (Duration::from_secs(8), Duration::from_secs(28));
     match cond {
         "loss1" => link.loss = 0.01,
         "loss20" => link.loss = 0.2,
@@ -224,7 +241,13 @@ fn run(
     sizes: Option<Vec<u32>>,
     conds: Option<Vec<String>>,
     out: Option<String>,
+    outage: &str,
 ) {
+    let (a, b) = outage.split_once(':').expect("--outage START:END");
+    let outage = (
+        Duration::from_secs_f64(a.parse().expect("outage start")),
+        Duration::from_secs_f64(b.parse().expect("outage end")),
+    );
     let exe = std::env::current_exe().unwrap().display().to_string();
     let count = count.unwrap_or(if quick { 60 } else { 1000 });
     let sizes = sizes.unwrap_or(if quick {
@@ -246,7 +269,7 @@ fn run(
     for cond in &conds {
         for &kb in &sizes {
             let t = Instant::now();
-            let r = run_cell(&exe, cond, kb, count, 11);
+            let r = run_cell(&exe, cond, kb, count, 11, outage);
             eprintln!(
                 "{cond:>7} {kb:>4} KB: {r} ({:.0} s)",
                 t.elapsed().as_secs_f64()
@@ -301,7 +324,8 @@ fn main() {
             sizes,
             conditions,
             out,
-        } => run(quick, count, sizes, conditions, out),
+            outage,
+        } => run(quick, count, sizes, conditions, out, &outage),
         Cmd::Pub { size, count } => publisher(size, count),
         Cmd::Sub {
             count,

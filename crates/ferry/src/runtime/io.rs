@@ -247,6 +247,30 @@ fn deregister(poll: &Poll, entry: &ConnEntry) {
     tcp::on_closed(&entry.conn);
 }
 
+/// Renews the discovery lease of peers that the data plane shows alive, at
+/// most every 250 ms per peer (a lossy link may eat beacons, not liveness).
+#[derive(Default)]
+struct Alive(HashMap<ferry_wire::ParticipantId, Instant>);
+
+impl Alive {
+    fn saw(&mut self, shared: &Shared, p: ferry_wire::ParticipantId) {
+        let now = Instant::now();
+        if self
+            .0
+            .get(&p)
+            .is_some_and(|t| now.duration_since(*t) < Duration::from_millis(250))
+        {
+            return;
+        }
+        if self.0.len() > 4096 {
+            self.0
+                .retain(|_, t| now.duration_since(*t) < Duration::from_secs(10));
+        }
+        self.0.insert(p, now);
+        shared.core.lock().discovery.refresh(p, now);
+    }
+}
+
 /// Runs the loop until shutdown.
 pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
     let mut events = Events::with_capacity(256);
@@ -256,6 +280,7 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
     let mut next_housekeeping = Instant::now();
     let max_frame = shared.cfg.max_frame_bytes;
     // A peer at one of our own addresses runs on this machine's clock.
+    let mut alive = Alive::default();
     let local_ips: Vec<std::net::IpAddr> = crate::host::interfaces()
         .iter()
         .map(|i| std::net::IpAddr::V4(i.addr))
@@ -314,7 +339,11 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                         }
                     }
                 }
-                UDP => shared.udp.on_readable(shared.id, &|p| shared.same_clock(p)),
+                UDP => shared
+                    .udp
+                    .on_readable(shared.id, &|p| shared.same_clock(p), &mut |p| {
+                        alive.saw(&shared, p)
+                    }),
                 LISTENER => loop {
                     match s.listener.accept() {
                         Ok((stream, peer)) => {
@@ -360,10 +389,16 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                                 || local_ips.contains(&peer_ip)
                                 || shared.same_clock(id.participant)
                         };
+                        let any = !frames.is_empty();
                         for f in frames {
                             if !tcp::dispatch(&entry.conn, f, shared.id, &same_clock) {
                                 ok = false;
                                 break;
+                            }
+                        }
+                        if ok && any {
+                            if let Some(p) = entry.conn.peer_participant() {
+                                alive.saw(&shared, p);
                             }
                         }
                         if let Err(e) = r {

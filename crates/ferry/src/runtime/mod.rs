@@ -61,7 +61,15 @@ enum PairState {
     /// Remote writer → local reader: nothing to do but remember.
     Matched,
     Incompatible,
+    /// The reader's lease expired but the link is a datagram stream that
+    /// survives outages: kept (silent, probing, history bounded) until this
+    /// instant; resumes if the same reader comes back.
+    Suspended(Instant),
 }
+
+/// How long a UDP connection outlives its reader's lease, waiting for the
+/// link to come back (the seed paper's outages last 10–20 s).
+pub const OUTAGE_GRACE: Duration = Duration::from_secs(120);
 
 /// Mutable state under one lock.
 pub(crate) struct Core {
@@ -458,6 +466,21 @@ impl Shared {
                                 }
                             }
                         }
+                        MatchOutcome::Matched
+                            if local_w && matches!(state, Some(PairState::Suspended(_))) =>
+                        {
+                            // The reader is back after an outage: same stream, history flows.
+                            core.pairs
+                                .insert(key, PairState::Connected(TransportKind::Udp));
+                            notes.push((
+                                PortRef::W(wid.entity),
+                                PortEvent::Matched {
+                                    remote: *rid,
+                                    transport: Some(TransportKind::Udp),
+                                },
+                            ));
+                            tracing::info!("{wid} → {rid}: reader back; resuming the UDP stream");
+                        }
                         MatchOutcome::Matched if local_w => {
                             let retry = matches!(state, Some(PairState::Failed(t)) if t <= now);
                             if state.is_none() || state == Some(PairState::Incompatible) || retry {
@@ -539,10 +562,6 @@ impl Shared {
                 .map(|(k, s)| (*k, *s))
                 .collect();
             for ((w, r), state) in gone {
-                core.pairs.remove(&(w, r));
-                if state == PairState::Incompatible {
-                    continue;
-                }
                 let reason_for = |p: ParticipantId| {
                     if expired.contains(&p) {
                         UnmatchReason::LeaseExpired
@@ -550,6 +569,40 @@ impl Shared {
                         UnmatchReason::Withdrawn
                     }
                 };
+                match state {
+                    PairState::Suspended(until) if until > now => continue,
+                    PairState::Connected(TransportKind::Udp)
+                        if w.participant == self.id
+                            && reason_for(r.participant) == UnmatchReason::LeaseExpired =>
+                    {
+                        // An outage, not a departure: keep the stream and its history.
+                        core.pairs
+                            .insert((w, r), PairState::Suspended(now + OUTAGE_GRACE));
+                        notes.push((
+                            PortRef::W(w.entity),
+                            PortEvent::Unmatched {
+                                remote: r,
+                                reason: UnmatchReason::LeaseExpired,
+                            },
+                        ));
+                        tracing::info!("{w} → {r}: reader unreachable; keeping the UDP stream for {OUTAGE_GRACE:?}");
+                        continue;
+                    }
+                    _ => {}
+                }
+                core.pairs.remove(&(w, r));
+                if state == PairState::Incompatible
+                    || matches!(state, PairState::Suspended(_)) && w.participant != self.id
+                {
+                    continue;
+                }
+                if let PairState::Suspended(_) = state {
+                    // Grace over: the reader never came back.
+                    if let Some(port) = core.writers.get(&w.entity).and_then(|x| x.port.upgrade()) {
+                        unlinks.push((port, r));
+                    }
+                    continue;
+                }
                 if w.participant == self.id {
                     if let Some(port) = core.writers.get(&w.entity).and_then(|x| x.port.upgrade()) {
                         unlinks.push((port, r));
@@ -562,7 +615,11 @@ impl Shared {
                         ));
                     }
                 }
-                if r.participant == self.id && w.participant != self.id {
+                // A writer that only went silent may come back on the same stream.
+                if r.participant == self.id
+                    && w.participant != self.id
+                    && reason_for(w.participant) == UnmatchReason::Withdrawn
+                {
                     forget.push(w);
                 }
                 if r.participant == self.id {

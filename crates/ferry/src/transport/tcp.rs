@@ -100,6 +100,14 @@ impl TcpConn {
         self.closed.load(Ordering::Acquire)
     }
 
+    /// The runtime at the other end, once known.
+    pub fn peer_participant(&self) -> Option<ferry_wire::ParticipantId> {
+        match &self.role {
+            Role::Outgoing { .. } => Some(self.remote.participant),
+            Role::Incoming { bound } => bound.lock().as_ref().map(|(_, c)| c.remote.participant),
+        }
+    }
+
     /// Marks closed, wakes blocked writers, tells the other side.
     pub fn mark_closed(&self) {
         if !self.closed.swap(true, Ordering::AcqRel) {

@@ -31,8 +31,9 @@ use crate::message::Payload;
 use crate::runtime::io::IoHandle;
 use crate::stats::ConnStats;
 
-/// A reader-side stream idle this long is dropped (its writer is gone).
-const RX_IDLE: Duration = Duration::from_secs(30);
+/// A reader-side stream idle this long is dropped (its writer is gone); as
+/// long as a writer keeps its side through an outage.
+const RX_IDLE: Duration = crate::runtime::OUTAGE_GRACE;
 /// HELLO is repeated this often until answered.
 const HELLO_EVERY: Duration = Duration::from_millis(100);
 
@@ -181,16 +182,25 @@ impl UdpShared {
     }
 
     /// Reads every pending datagram (I/O thread).
-    pub fn on_readable(&self, local: ParticipantId, same_host: &dyn Fn(ParticipantId) -> bool) {
+    /// `alive` is told which participants the datagrams prove alive.
+    pub fn on_readable(
+        &self,
+        local: ParticipantId,
+        same_host: &dyn Fn(ParticipantId) -> bool,
+        alive: &mut dyn FnMut(ParticipantId),
+    ) {
         let mut buf = [0u8; 65536];
         for _ in 0..4096 {
             let Ok((n, from)) = self.socket.recv_from(&mut buf) else {
                 break;
             };
-            self.on_datagram(Instant::now(), from, &buf[..n], local, same_host);
+            if let Some(p) = self.on_datagram(Instant::now(), from, &buf[..n], local, same_host) {
+                alive(p);
+            }
         }
     }
 
+    /// Handles one datagram; returns the participant it proves alive.
     fn on_datagram(
         &self,
         now: Instant,
@@ -198,7 +208,7 @@ impl UdpShared {
         bytes: &[u8],
         local: ParticipantId,
         same_host: &dyn Fn(ParticipantId) -> bool,
-    ) {
+    ) -> Option<ParticipantId> {
         let p = match Packet::parse(bytes) {
             Ok(p) => p,
             Err(e) => {
@@ -206,20 +216,19 @@ impl UdpShared {
                 if n.is_power_of_two() {
                     tracing::warn!("malformed UDP datagram from {from} ({} so far): {e}", n + 1);
                 }
-                return;
+                return None;
             }
         };
         let key = (from, p.stream);
         match p.body {
-            Datagram::Hello(h) => self.on_hello(now, key, h, local, same_host),
+            Datagram::Hello(h) => {
+                self.on_hello(now, key, h, local, same_host);
+                None
+            }
             Datagram::AckNack(_) => {
-                let Some(tx) = self.tx.lock().get(&key).cloned() else {
-                    return;
-                };
+                let tx = self.tx.lock().get(&key).cloned()?;
                 let mut st = tx.state.lock();
-                if st.sender.handle_datagram(now, bytes).is_err() {
-                    return;
-                }
+                st.sender.handle_datagram(now, bytes).ok()?;
                 st.next_hello = None;
                 while let Some(e) = st.sender.poll_event() {
                     match e {
@@ -236,15 +245,17 @@ impl UdpShared {
                 self.pump_tx(&tx, &mut st, now);
                 drop(st);
                 tx.acked.notify_all();
+                Some(tx.reader.participant)
             }
             Datagram::Data(_) | Datagram::Heartbeat(_) => {
                 let mut rx = self.rx.lock();
-                let Some(s) = rx.get_mut(&key) else { return };
+                let s = rx.get_mut(&key)?;
                 s.last_rx = now;
                 if s.receiver.handle_datagram(now, bytes).is_err() {
                     s.conn.stats.errors.fetch_add(1, Ordering::Relaxed);
                 }
                 self.pump_rx(from, s, now);
+                Some(s.conn.remote.participant)
             }
         }
     }
