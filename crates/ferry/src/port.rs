@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use ferry_wire::beacon::EndpointRecord;
 use ferry_wire::{EndpointId, EndpointKind, Qos, TypeHash};
-use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+use parking_lot::{Mutex, RwLock};
 
 use crate::error::BuildError;
 use crate::event::{EventQueue, PortEvent};
@@ -44,34 +44,48 @@ pub(crate) fn declare(
     ))
 }
 
-/// A writer's connections, one link per matched reader.
+/// A writer's connections, one link per matched reader. Copy-on-write:
+/// publishing takes a snapshot (one atomic increment) and sends without
+/// holding any lock, so a publisher blocked on a keep_all link never blocks
+/// the I/O thread that adds, removes or prunes links.
 #[derive(Default)]
-pub(crate) struct Links(RwLock<Vec<Arc<dyn Link>>>);
+pub(crate) struct Links(RwLock<Arc<Vec<Arc<dyn Link>>>>);
 
 impl Links {
-    /// The links, for sending (a cheap shared lock).
-    pub fn read(&self) -> RwLockReadGuard<'_, Vec<Arc<dyn Link>>> {
-        self.0.read()
+    /// The links now, for sending.
+    pub fn snapshot(&self) -> Arc<Vec<Arc<dyn Link>>> {
+        self.0.read().clone()
+    }
+    fn update(&self, f: impl FnOnce(&mut Vec<Arc<dyn Link>>)) {
+        let mut g = self.0.write();
+        let mut v = (**g).clone();
+        f(&mut v);
+        *g = Arc::new(v);
     }
     pub fn push(&self, link: Arc<dyn Link>) {
-        self.0.write().push(link);
+        self.update(|v| v.push(link));
     }
     /// Closes and forgets the link to `reader`.
     pub fn remove(&self, reader: EndpointId) {
-        self.0.write().retain(|l| {
-            if l.remote() == reader {
-                l.close();
-                false
-            } else {
-                true
-            }
+        self.update(|v| {
+            v.retain(|l| {
+                if l.remote() == reader {
+                    l.close();
+                    false
+                } else {
+                    true
+                }
+            })
         });
     }
     pub fn prune_closed(&self) {
-        self.0.write().retain(|l| !l.is_closed());
+        if self.0.read().iter().any(|l| l.is_closed()) {
+            self.update(|v| v.retain(|l| !l.is_closed()));
+        }
     }
     pub fn close_all(&self) {
-        for l in self.0.write().drain(..) {
+        let old = std::mem::take(&mut *self.0.write());
+        for l in old.iter() {
             l.close();
         }
     }

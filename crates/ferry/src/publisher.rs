@@ -216,7 +216,7 @@ impl<T: Codec> Publisher<T> {
         if self.shared.qos.durability == Durability::TransientLocal {
             let mut hist = self.shared.history.lock();
             let cell = OnceCell::new();
-            let links = self.shared.links.read();
+            let links = self.shared.links.snapshot();
             let r = self.shared.send_all(&links, seq, stamp_ns, &value, &cell);
             drop(links);
             let depth = self.shared.qos.history.depth(1024);
@@ -231,7 +231,7 @@ impl<T: Codec> Publisher<T> {
             });
             return r;
         }
-        let links = self.shared.links.read();
+        let links = self.shared.links.snapshot();
         let cell = OnceCell::new();
         self.shared.send_all(&links, seq, stamp_ns, &value, &cell)
     }

@@ -387,3 +387,34 @@ fn a_panicking_callback_does_not_kill_the_node() {
     assert_eq!(good.recv_timeout(T).unwrap().data, 1);
     assert_eq!(good.recv_timeout(T).unwrap().data, 2);
 }
+
+#[test]
+fn keep_all_tcp_never_stalls_under_back_to_back_publishing() {
+    // Regression: a keep_all publisher woken after the I/O thread drained
+    // the backlog used to queue onto the empty backlog and wait forever.
+    for (domain, size, count) in [(114u16, 4096usize, 30_000u32), (115, 65_536, 3_000)] {
+        let n = node("a", domain);
+        let q = Qos::default().keep_all().transport(TransportKind::Tcp);
+        let p = n.publisher::<ferry::RawBytes>("/flood").qos(q).build().unwrap();
+        let s = n.subscriber::<ferry::RawBytes>("/flood").qos(Qos::default().keep_all()).build().unwrap();
+        assert!(p.wait_for_subscribers(1, T));
+        let reader = std::thread::spawn(move || {
+            let mut got = 0u32;
+            while got < count {
+                match s.recv_timeout(Duration::from_secs(5)) {
+                    Ok(_) => got += 1,
+                    Err(_) => break,
+                }
+            }
+            got
+        });
+        let data = ferry::RawBytes::new(vec![7u8; size]);
+        let t0 = std::time::Instant::now();
+        for i in 0..count {
+            if let Err(e) = p.publish(data.clone()) {
+                panic!("{size} B: publish {i} failed after {:?}: {e}", t0.elapsed());
+            }
+        }
+        assert_eq!(reader.join().unwrap(), count, "{size} B: samples missing");
+    }
+}

@@ -271,8 +271,19 @@ impl Alive {
     }
 }
 
+thread_local! {
+    static IO_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// True on a runtime's I/O thread (where callbacks of network paths run):
+/// code that would wait for the I/O thread must not wait there.
+pub(crate) fn on_io_thread() -> bool {
+    IO_THREAD.with(|c| c.get())
+}
+
 /// Runs the loop until shutdown.
 pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
+    IO_THREAD.with(|c| c.set(true));
     let mut events = Events::with_capacity(256);
     let mut conns: HashMap<Token, ConnEntry> = HashMap::new();
     let mut next_token = FIRST_CONN;

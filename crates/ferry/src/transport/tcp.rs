@@ -122,10 +122,47 @@ impl TcpConn {
             return Err(SendError::Closed);
         }
         let mut out = self.out.lock();
+        if out.len() >= self.policy.depth {
+            match self.policy.block {
+                // keep_all: wait for the I/O thread to drain — unless we are
+                // the I/O thread (a callback publishing), which would wait
+                // for itself: flush what the socket takes and otherwise fail.
+                Some(_) if crate::runtime::io::on_io_thread() => {
+                    drop(out);
+                    let _ = self.flush();
+                    out = self.out.lock();
+                    if out.len() >= self.policy.depth {
+                        return Err(SendError::Blocked(Duration::ZERO));
+                    }
+                }
+                Some(limit) => {
+                    let deadline = Instant::now() + limit;
+                    while out.len() >= self.policy.depth && !self.is_closed() {
+                        if self.drained.wait_until(&mut out, deadline).timed_out() {
+                            return Err(SendError::Blocked(limit));
+                        }
+                    }
+                    if self.is_closed() {
+                        return Err(SendError::Closed);
+                    }
+                }
+                None => {
+                    // keep_last: drop the oldest frame that has not started going out.
+                    let idx = usize::from(out.front().is_some_and(|p| p.sent > 0));
+                    if idx < out.len() {
+                        out.remove(idx);
+                        self.stats.drops.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        // An empty backlog means nothing is in flight and no writable edge is
+        // pending: write directly (also after waking from a drained backlog,
+        // or the frame would wait for an edge that never comes).
         if out.is_empty() {
             let h = header.encode();
             match write_vectored_all(&self.stream, &h, &body, 0) {
-                Ok(n) if n == HEADER_LEN + body.len() => return Ok(()),
+                Ok(n) if n == HEADER_LEN + body.len() => {}
                 Ok(n) => out.push_back(Pending {
                     header: h,
                     body,
@@ -138,31 +175,6 @@ impl TcpConn {
                 }
             }
             return Ok(());
-        }
-        // Backlog: apply the queue policy to frames not yet started.
-        if out.len() >= self.policy.depth {
-            if let Some(limit) = self.policy.block {
-                let deadline = Instant::now() + limit;
-                while out.len() >= self.policy.depth && !self.is_closed() {
-                    if self.drained.wait_until(&mut out, deadline).timed_out() {
-                        return Err(SendError::Blocked(limit));
-                    }
-                }
-                if self.is_closed() {
-                    return Err(SendError::Closed);
-                }
-            } else {
-                // Drop the oldest frame that has not started going out.
-                let idx = if out.front().is_some_and(|p| p.sent > 0) {
-                    1
-                } else {
-                    0
-                };
-                if idx < out.len() {
-                    out.remove(idx);
-                    self.stats.drops.fetch_add(1, Ordering::Relaxed);
-                }
-            }
         }
         out.push_back(Pending {
             header: header.encode(),

@@ -406,6 +406,11 @@ impl Link for UdpLink {
             {
                 Ok(_) => break,
                 Err(WriteError::Full { .. }) => {
+                    // On the I/O thread (a callback publishing) nobody else
+                    // would process the acknowledgements we wait for.
+                    if crate::runtime::io::on_io_thread() {
+                        return Err(SendError::Blocked(Duration::ZERO));
+                    }
                     let Some(limit) = self.tx.block else {
                         return Err(SendError::Blocked(Duration::ZERO));
                     };
