@@ -395,8 +395,16 @@ fn keep_all_tcp_never_stalls_under_back_to_back_publishing() {
     for (domain, size, count) in [(114u16, 4096usize, 30_000u32), (115, 65_536, 3_000)] {
         let n = node("a", domain);
         let q = Qos::default().keep_all().transport(TransportKind::Tcp);
-        let p = n.publisher::<ferry::RawBytes>("/flood").qos(q).build().unwrap();
-        let s = n.subscriber::<ferry::RawBytes>("/flood").qos(Qos::default().keep_all()).build().unwrap();
+        let p = n
+            .publisher::<ferry::RawBytes>("/flood")
+            .qos(q)
+            .build()
+            .unwrap();
+        let s = n
+            .subscriber::<ferry::RawBytes>("/flood")
+            .qos(Qos::default().keep_all())
+            .build()
+            .unwrap();
         assert!(p.wait_for_subscribers(1, T));
         let reader = std::thread::spawn(move || {
             let mut got = 0u32;

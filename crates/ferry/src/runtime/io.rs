@@ -321,7 +321,14 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                             Command::AddConn(conn) => {
                                 register(&s.poll, &mut conns, &mut next_token, conn, max_frame);
                             }
-                            Command::Kick => {}
+                            Command::Kick => {
+                                // Batching connections queue frames and kick.
+                                for e in conns.values() {
+                                    if e.conn.has_backlog() && e.conn.flush().is_err() {
+                                        e.conn.mark_closed();
+                                    }
+                                }
+                            }
                             Command::Shutdown => shutdown = true,
                         }
                     }
@@ -373,6 +380,7 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                                     depth: 1024,
                                     block: None,
                                 },
+                                s.handle.clone(),
                             ));
                             register(&s.poll, &mut conns, &mut next_token, conn, max_frame);
                         }

@@ -63,9 +63,26 @@ pub(crate) enum Role {
 }
 
 /// One TCP connection, shared by the writing threads and the I/O thread.
+/// Frames waiting for the socket, and the publish-rate estimate that
+/// decides between writing directly and batching.
+struct OutQueue {
+    frames: VecDeque<Pending>,
+    last_send: Option<Instant>,
+    /// EWMA of the interval between frames, ns.
+    interval_ns: f64,
+}
+
+/// Below this interval between frames (> 50 k frames/s) a connection
+/// batches: frames queue and the I/O thread writes many per `writev`.
+/// Above it every frame is written at once from the publishing thread.
+const BATCH_BELOW_NS: f64 = 20_000.0;
+/// Most frames in one `writev` (two iovecs each).
+const BATCH_FRAMES: usize = 64;
+
 pub(crate) struct TcpConn {
     pub stream: mio::net::TcpStream,
-    out: Mutex<VecDeque<Pending>>,
+    out: Mutex<OutQueue>,
+    io: IoHandle,
     drained: Condvar,
     closed: AtomicBool,
     pub stats: Arc<ConnStats>,
@@ -82,10 +99,16 @@ impl TcpConn {
         remote: EndpointId,
         role: Role,
         policy: QueuePolicy,
+        io: IoHandle,
     ) -> Self {
         TcpConn {
             stream,
-            out: Mutex::new(VecDeque::new()),
+            out: Mutex::new(OutQueue {
+                frames: VecDeque::new(),
+                last_send: None,
+                interval_ns: f64::MAX,
+            }),
+            io,
             drained: Condvar::new(),
             closed: AtomicBool::new(false),
             stats: Arc::new(ConnStats::new()),
@@ -122,7 +145,27 @@ impl TcpConn {
             return Err(SendError::Closed);
         }
         let mut out = self.out.lock();
-        if out.len() >= self.policy.depth {
+        let now = Instant::now();
+        if let Some(last) = out.last_send {
+            let dt = now.saturating_duration_since(last).as_nanos() as f64;
+            out.interval_ns = if out.interval_ns == f64::MAX {
+                dt
+            } else {
+                0.9 * out.interval_ns + 0.1 * dt
+            };
+        }
+        out.last_send = Some(now);
+        let batching = out.interval_ns < BATCH_BELOW_NS;
+        if batching && out.frames.len() >= self.policy.depth.min(BATCH_FRAMES) {
+            // A full batch: write it now rather than let the queue policy
+            // drop or block on frames the socket would take at once.
+            if self.flush_queue(&mut out).is_err() {
+                drop(out);
+                self.mark_closed();
+                return Err(SendError::Closed);
+            }
+        }
+        if out.frames.len() >= self.policy.depth {
             match self.policy.block {
                 // keep_all: wait for the I/O thread to drain — unless we are
                 // the I/O thread (a callback publishing), which would wait
@@ -131,13 +174,13 @@ impl TcpConn {
                     drop(out);
                     let _ = self.flush();
                     out = self.out.lock();
-                    if out.len() >= self.policy.depth {
+                    if out.frames.len() >= self.policy.depth {
                         return Err(SendError::Blocked(Duration::ZERO));
                     }
                 }
                 Some(limit) => {
                     let deadline = Instant::now() + limit;
-                    while out.len() >= self.policy.depth && !self.is_closed() {
+                    while out.frames.len() >= self.policy.depth && !self.is_closed() {
                         if self.drained.wait_until(&mut out, deadline).timed_out() {
                             return Err(SendError::Blocked(limit));
                         }
@@ -148,9 +191,9 @@ impl TcpConn {
                 }
                 None => {
                     // keep_last: drop the oldest frame that has not started going out.
-                    let idx = usize::from(out.front().is_some_and(|p| p.sent > 0));
-                    if idx < out.len() {
-                        out.remove(idx);
+                    let idx = usize::from(out.frames.front().is_some_and(|p| p.sent > 0));
+                    if idx < out.frames.len() {
+                        out.frames.remove(idx);
                         self.stats.drops.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -158,12 +201,13 @@ impl TcpConn {
         }
         // An empty backlog means nothing is in flight and no writable edge is
         // pending: write directly (also after waking from a drained backlog,
-        // or the frame would wait for an edge that never comes).
-        if out.is_empty() {
+        // or the frame would wait for an edge that never comes) — unless the
+        // publisher is so fast that batching beats a syscall per frame.
+        if out.frames.is_empty() && !batching {
             let h = header.encode();
             match write_vectored_all(&self.stream, &h, &body, 0) {
                 Ok(n) if n == HEADER_LEN + body.len() => {}
-                Ok(n) => out.push_back(Pending {
+                Ok(n) => out.frames.push_back(Pending {
                     header: h,
                     body,
                     sent: n,
@@ -176,27 +220,67 @@ impl TcpConn {
             }
             return Ok(());
         }
-        out.push_back(Pending {
+        let was_empty = out.frames.is_empty();
+        out.frames.push_back(Pending {
             header: header.encode(),
             body,
             sent: 0,
         });
+        drop(out);
+        if was_empty {
+            // Batch mode: the I/O thread flushes everything queued so far.
+            self.io.kick();
+        }
         Ok(())
+    }
+
+    /// True when frames wait for the socket.
+    pub fn has_backlog(&self) -> bool {
+        !self.out.lock().frames.is_empty()
     }
 
     /// Flushes the backlog (I/O thread, on writable). Err = connection broken.
     pub fn flush(&self) -> io::Result<()> {
-        let mut out = self.out.lock();
-        while let Some(p) = out.front_mut() {
-            let n = write_vectored_all(&self.stream, &p.header, &p.body, p.sent)?;
-            p.sent = n;
-            if n < p.len() {
-                break;
-            }
-            out.pop_front();
-        }
-        drop(out);
+        let r = self.flush_queue(&mut self.out.lock());
         self.drained.notify_all();
+        r
+    }
+
+    /// Writes queued frames, many per `writev`, until done or `WouldBlock`.
+    fn flush_queue(&self, out: &mut OutQueue) -> io::Result<()> {
+        let mut stream = &self.stream;
+        while !out.frames.is_empty() {
+            let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(2 * BATCH_FRAMES);
+            for p in out.frames.iter().take(BATCH_FRAMES) {
+                if p.sent < HEADER_LEN {
+                    iov.push(IoSlice::new(&p.header[p.sent..]));
+                    iov.push(IoSlice::new(&p.body));
+                } else {
+                    iov.push(IoSlice::new(&p.body[p.sent - HEADER_LEN..]));
+                }
+            }
+            let n = match stream.write_vectored(&iov) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            drop(iov);
+            // Consume n bytes across the frames.
+            let mut left = n;
+            while left > 0 {
+                let p = out.frames.front_mut().expect("wrote more than queued");
+                let rest = p.len() - p.sent;
+                if left >= rest {
+                    left -= rest;
+                    out.frames.pop_front();
+                } else {
+                    p.sent += left;
+                    left = 0;
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -617,6 +701,7 @@ impl Transport for TcpTransport {
                             reply_sink: req.reply_sink.clone(),
                         },
                         policy,
+                        self.io.clone(),
                     ));
                     self.io.add_conn(conn.clone());
                     return Ok(Arc::new(TcpLink {
