@@ -160,6 +160,7 @@ pub struct Sender {
     repair: BTreeSet<(u64, u16)>,
     pacer: Pacer,
     next_heartbeat: Instant,
+    last_heartbeat: Option<Instant>,
     hb_count: u32,
     last_feedback: Instant,
     silent: bool,
@@ -190,6 +191,7 @@ impl Sender {
             fresh_frag: 0,
             repair: BTreeSet::new(),
             next_heartbeat: now,
+            last_heartbeat: None,
             hb_count: 0,
             last_feedback: now,
             silent: false,
@@ -419,6 +421,7 @@ impl Sender {
                 self.heartbeat_period()
             };
             self.next_heartbeat = now + period;
+            self.last_heartbeat = Some(now);
             self.hb_count = self.hb_count.wrapping_add(1);
             self.stats.heartbeats += 1;
             let hb = Heartbeat {
@@ -460,12 +463,21 @@ impl Sender {
         if is_repair {
             self.repair.remove(&(seq, frag));
             self.stats.retransmitted += 1;
+            if self.repair.is_empty() && self.cfg.reliable {
+                // End of a repair burst: let the reader re-NACK what was lost again.
+                self.heartbeat_soon(now);
+            }
         } else {
             self.stats.fragments += 1;
             self.fresh_frag += 1;
             if last_of_sample {
                 self.fresh.pop_front();
                 self.fresh_frag = 0;
+                if self.cfg.reliable {
+                    // A lost tail fragment is only noticed by a heartbeat:
+                    // send one right after the sample, not a period later.
+                    self.heartbeat_soon(now);
+                }
                 if !self.cfg.reliable {
                     // Best effort keeps nothing once it is out.
                     while self.history.front().is_some_and(|e| e.seq <= seq) {
@@ -476,6 +488,14 @@ impl Sender {
         }
         self.stats.bytes += self.buf.len() as u64;
         Some(self.buf.clone())
+    }
+
+    /// Brings the next heartbeat forward to now, at most one per `heartbeat_min`.
+    fn heartbeat_soon(&mut self, now: Instant) {
+        let earliest = self
+            .last_heartbeat
+            .map_or(now, |t| (t + self.cfg.heartbeat_min).max(now));
+        self.next_heartbeat = self.next_heartbeat.min(earliest);
     }
 
     /// Repairs first (oldest first), then new fragments in order.
