@@ -20,17 +20,21 @@ pub struct TuneArgs {
     utilization: f64,
 }
 
-/// Bytes from `256KiB`, `1.5MB`, `4096`, `512K`.
-pub fn parse_bytes(s: &str) -> Result<f64, String> {
+/// Splits `256KiB` into 256 and `kib` (lower case).
+fn number_and_unit(s: &str) -> Option<(f64, String)> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (try 256KiB)"))?;
-    let mult = match unit.trim().to_ascii_lowercase().as_str() {
+    Some((num.parse().ok()?, unit.trim().to_ascii_lowercase()))
+}
+
+/// Bytes from `256KiB`, `1.5MB`, `4096`, `512K`.
+pub fn parse_bytes(s: &str) -> Result<f64, String> {
+    let (v, unit) =
+        number_and_unit(s).ok_or_else(|| format!("`{s}` is not a size (try 256KiB)"))?;
+    let mult = match unit.as_str() {
         "" | "b" => 1.0,
         "k" | "kb" => 1e3,
         "kib" => 1024.0,
@@ -45,17 +49,9 @@ pub fn parse_bytes(s: &str) -> Result<f64, String> {
 
 /// Bits per second from `433Mbit`, `300Mbps`, `1Gbit`, `54M`.
 pub fn parse_bits(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a rate (try 433Mbit)"))?;
+    let (v, unit) =
+        number_and_unit(s).ok_or_else(|| format!("`{s}` is not a rate (try 433Mbit)"))?;
     let mult = match unit
-        .trim()
-        .to_ascii_lowercase()
         .trim_end_matches("/s")
         .trim_end_matches("ps")
         .trim_end_matches("bit")

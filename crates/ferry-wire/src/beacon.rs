@@ -124,14 +124,7 @@ impl Beacon {
     /// Parses an untrusted datagram.
     pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
         let mut r = Reader::new(buf);
-        let magic = r.array::<2>()?;
-        if magic != MAGIC {
-            return Err(WireError::BadMagic { found: magic });
-        }
-        let version = r.u8()?;
-        if version != VERSION {
-            return Err(WireError::Version(version));
-        }
+        r.header(MAGIC, VERSION)?;
         let kind = r.u8()?;
         let domain = r.u16()?;
         let _flags = r.u16()?;

@@ -96,6 +96,19 @@ impl<'a> Reader<'a> {
     pub fn u8(&mut self) -> Result<u8, WireError> {
         Ok(self.array::<1>()?[0])
     }
+    /// Reads and checks the 2-byte magic and the version byte that start
+    /// every ferry packet.
+    pub fn header(&mut self, magic: [u8; 2], version: u8) -> Result<(), WireError> {
+        let found = self.array::<2>()?;
+        if found != magic {
+            return Err(WireError::BadMagic { found });
+        }
+        match self.u8()? {
+            v if v == version => Ok(()),
+            v => Err(WireError::Version(v)),
+        }
+    }
+
     /// Reads a little-endian u16.
     pub fn u16(&mut self) -> Result<u16, WireError> {
         Ok(u16::from_le_bytes(self.array()?))

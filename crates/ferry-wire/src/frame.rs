@@ -74,14 +74,7 @@ impl FrameHeader {
     /// without bound.
     pub fn parse(buf: &[u8], max_body: usize) -> Result<Self, WireError> {
         let mut r = Reader::new(buf);
-        let magic = r.array::<2>()?;
-        if magic != MAGIC {
-            return Err(WireError::BadMagic { found: magic });
-        }
-        let version = r.u8()?;
-        if version != VERSION {
-            return Err(WireError::Version(version));
-        }
+        r.header(MAGIC, VERSION)?;
         let kind = FrameKind::from_u8(r.u8()?)?;
         let flags = r.u16()?;
         let _reserved = r.u16()?;

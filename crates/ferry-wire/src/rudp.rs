@@ -167,14 +167,7 @@ impl Packet<'_> {
     /// Parses an untrusted datagram.
     pub fn parse(buf: &[u8]) -> Result<Packet<'_>, WireError> {
         let mut r = Reader::new(buf);
-        let magic = r.array::<2>()?;
-        if magic != MAGIC {
-            return Err(WireError::BadMagic { found: magic });
-        }
-        let version = r.u8()?;
-        if version != VERSION {
-            return Err(WireError::Version(version));
-        }
+        r.header(MAGIC, VERSION)?;
         let kind = r.u8()?;
         let stream = r.u32()?;
         let body = match kind {
