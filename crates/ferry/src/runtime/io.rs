@@ -281,6 +281,76 @@ pub(crate) fn on_io_thread() -> bool {
     IO_THREAD.with(|c| c.get())
 }
 
+/// Most bytes read from one connection per loop turn.
+const READ_BUDGET: usize = 4 << 20;
+
+/// Serves one connection event; returns true when its read budget ran out
+/// (more may be waiting: serve it again next turn).
+#[allow(clippy::too_many_arguments)]
+fn serve_conn(
+    conns: &mut HashMap<Token, ConnEntry>,
+    t: Token,
+    readable: bool,
+    writable: bool,
+    error: bool,
+    poll: &Poll,
+    shared: &Arc<Shared>,
+    local_ips: &[std::net::IpAddr],
+    alive: &mut Alive,
+) -> bool {
+    let Some(entry) = conns.get_mut(&t) else {
+        return false;
+    };
+    let mut ok = !entry.conn.is_closed();
+    let mut more = false;
+    if ok && writable {
+        ok = entry.conn.flush().is_ok();
+    }
+    if ok && readable {
+        let mut frames = Vec::new();
+        let r = entry
+            .reader
+            .read(&entry.conn.stream, &mut frames, READ_BUDGET);
+        let peer_ip = entry.conn.peer.ip();
+        let same_clock = |id: ferry_wire::EndpointId| {
+            peer_ip.is_loopback()
+                || local_ips.contains(&peer_ip)
+                || shared.same_clock(id.participant)
+        };
+        let any = !frames.is_empty();
+        for f in frames {
+            if !tcp::dispatch(&entry.conn, f, shared.id, &same_clock) {
+                ok = false;
+                break;
+            }
+        }
+        if ok && any {
+            if let Some(p) = entry.conn.peer_participant() {
+                alive.saw(shared, p);
+            }
+        }
+        match r {
+            Ok(m) => more = m,
+            Err(e) => {
+                if e.kind() == io::ErrorKind::InvalidData {
+                    tracing::warn!("closing connection from {}: {e}", entry.conn.peer);
+                }
+                ok = false;
+            }
+        }
+    }
+    if !ok || error {
+        if let Some(entry) = conns.remove(&t) {
+            deregister(poll, &entry);
+            if let Role::Outgoing { writer, .. } = &entry.conn.role {
+                shared.link_lost(*writer, entry.conn.remote);
+            }
+        }
+        return false;
+    }
+    ok && more
+}
+
 /// Runs the loop until shutdown.
 pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
     IO_THREAD.with(|c| c.set(true));
@@ -292,6 +362,8 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
     let max_frame = shared.cfg.max_frame_bytes;
     // A peer at one of our own addresses runs on this machine's clock.
     let mut alive = Alive::default();
+    // Connections to read again next turn (their read budget ran out).
+    let mut again: Vec<Token> = Vec::new();
     let local_ips: Vec<std::net::IpAddr> = crate::host::interfaces()
         .iter()
         .map(|i| std::net::IpAddr::V4(i.addr))
@@ -305,12 +377,16 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
         if let Some(t) = shared.core.lock().discovery.poll_timeout() {
             timeout = timeout.min(t.saturating_duration_since(now));
         }
+        if !again.is_empty() {
+            timeout = Duration::ZERO;
+        }
         if let Err(e) = s.poll.poll(&mut events, Some(timeout)) {
             if e.kind() != io::ErrorKind::Interrupted {
                 tracing::error!("ferry I/O loop: poll failed: {e}");
                 return;
             }
         }
+        let retry = std::mem::take(&mut again);
         let mut shutdown = false;
         for ev in events.iter() {
             match ev.token() {
@@ -392,50 +468,31 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                     }
                 },
                 t => {
-                    let Some(entry) = conns.get_mut(&t) else {
-                        continue;
-                    };
-                    let mut ok = !entry.conn.is_closed();
-                    if ok && ev.is_writable() {
-                        ok = entry.conn.flush().is_ok();
-                    }
-                    if ok && (ev.is_readable() || ev.is_read_closed()) {
-                        let mut frames = Vec::new();
-                        let r = entry.reader.read(&entry.conn.stream, &mut frames);
-                        let peer_ip = entry.conn.peer.ip();
-                        let same_clock = |id: ferry_wire::EndpointId| {
-                            peer_ip.is_loopback()
-                                || local_ips.contains(&peer_ip)
-                                || shared.same_clock(id.participant)
-                        };
-                        let any = !frames.is_empty();
-                        for f in frames {
-                            if !tcp::dispatch(&entry.conn, f, shared.id, &same_clock) {
-                                ok = false;
-                                break;
-                            }
-                        }
-                        if ok && any {
-                            if let Some(p) = entry.conn.peer_participant() {
-                                alive.saw(&shared, p);
-                            }
-                        }
-                        if let Err(e) = r {
-                            if e.kind() == io::ErrorKind::InvalidData {
-                                tracing::warn!("closing connection from {}: {e}", entry.conn.peer);
-                            }
-                            ok = false;
-                        }
-                    }
-                    if !ok || ev.is_error() {
-                        if let Some(entry) = conns.remove(&t) {
-                            deregister(&s.poll, &entry);
-                            if let Role::Outgoing { writer, .. } = &entry.conn.role {
-                                shared.link_lost(*writer, entry.conn.remote);
-                            }
-                        }
+                    let readable = ev.is_readable() || ev.is_read_closed();
+                    let more = serve_conn(
+                        &mut conns,
+                        t,
+                        readable,
+                        ev.is_writable(),
+                        ev.is_error(),
+                        &s.poll,
+                        &shared,
+                        &local_ips,
+                        &mut alive,
+                    );
+                    if more && !again.contains(&t) {
+                        again.push(t);
                     }
                 }
+            }
+        }
+        // Connections whose read budget ran out last turn: read on.
+        for t in retry {
+            if serve_conn(
+                &mut conns, t, true, false, false, &s.poll, &shared, &local_ips, &mut alive,
+            ) && !again.contains(&t)
+            {
+                again.push(t);
             }
         }
         // Drop connections closed by their owners (unmatched, port dropped).

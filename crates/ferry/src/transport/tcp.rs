@@ -344,23 +344,33 @@ impl FrameReader {
         }
     }
 
-    /// Reads what is available and returns the complete frames.
+    /// Reads what is available (at most `budget` bytes) and returns the
+    /// complete frames. Ok(true): the budget ran out and more may be waiting
+    /// — a saturated connection must not starve the I/O thread's timers.
     /// Err: the peer closed, broke the connection or sent a bad frame.
     pub fn read(
         &mut self,
         mut stream: &mio::net::TcpStream,
         frames: &mut Vec<RawFrame>,
-    ) -> io::Result<()> {
+        budget: usize,
+    ) -> io::Result<bool> {
+        let mut total = 0usize;
         loop {
             self.make_room()?;
             match stream.read(&mut self.buf[self.tail..]) {
                 Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-                Ok(n) => self.tail += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Ok(n) => {
+                    self.tail += n;
+                    total += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
             self.parse(frames)?;
+            if total >= budget {
+                return Ok(true);
+            }
         }
     }
 
@@ -756,7 +766,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         let mut r = FrameReader::new(256 << 20);
         let mut frames = Vec::new();
-        r.read(&b, &mut frames).unwrap();
+        r.read(&b, &mut frames, usize::MAX).unwrap();
         assert!(frames.is_empty());
         assert!(
             r.buf.capacity() <= 2 * READ_CHUNK,
@@ -778,10 +788,10 @@ mod tests {
         for chunk in wire.chunks(13) {
             a.write_all(chunk).unwrap();
             std::thread::sleep(Duration::from_micros(200));
-            r.read(&b, &mut frames).unwrap();
+            r.read(&b, &mut frames, usize::MAX).unwrap();
         }
         std::thread::sleep(Duration::from_millis(20));
-        r.read(&b, &mut frames).unwrap();
+        r.read(&b, &mut frames, usize::MAX).unwrap();
         assert_eq!(frames.len(), 50);
         for (i, f) in frames.iter().enumerate() {
             let i = i as u32;
@@ -795,18 +805,48 @@ mod tests {
     }
 
     #[test]
+    fn a_saturated_connection_yields_after_its_budget() {
+        let (a, b) = pair();
+        let writer = std::thread::spawn(move || {
+            let mut a = a;
+            let mut wire = Vec::new();
+            for _ in 0..100 {
+                wire.extend_from_slice(&header(FrameKind::Data, 60_000));
+                wire.extend(std::iter::repeat_n(1u8, 60_000));
+            }
+            a.write_all(&wire).unwrap();
+            a // keep the connection open until the reader is done
+        });
+        let mut r = FrameReader::new(1 << 20);
+        let mut frames = Vec::new();
+        let mut turns = 0;
+        while frames.len() < 100 {
+            turns += 1;
+            assert!(turns < 10_000, "never finished");
+            match r.read(&b, &mut frames, 1 << 20) {
+                Ok(true) => {}
+                Ok(false) => std::thread::sleep(Duration::from_millis(1)),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        drop(writer.join().unwrap());
+        // 6 MB with a 1 MB budget cannot be read in one turn.
+        assert!(turns > 3, "{turns} turns");
+    }
+
+    #[test]
     fn oversized_and_garbage_frames_are_errors() {
         let (mut a, b) = pair();
         a.write_all(&header(FrameKind::Data, 2 << 20)).unwrap();
         std::thread::sleep(Duration::from_millis(20));
         let mut r = FrameReader::new(1 << 20);
-        let e = r.read(&b, &mut Vec::new()).unwrap_err();
+        let e = r.read(&b, &mut Vec::new(), usize::MAX).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidData);
         let (mut a, b) = pair();
         a.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
         std::thread::sleep(Duration::from_millis(20));
         let e = FrameReader::new(1 << 20)
-            .read(&b, &mut Vec::new())
+            .read(&b, &mut Vec::new(), usize::MAX)
             .unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidData);
     }
