@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""bench/results/wireless.json (+ cyclone_table2.json) -> wireless.png and wireless.md:
+seed 001 Table II, ferry beside the paper's optimized profile and Cyclone DDS."""
+import json, pathlib, datetime
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+R = pathlib.Path(__file__).parent / "results"
+SIZES = [32, 64, 128, 256, 512]
+CONDS = ["ideal", "loss1", "loss20", "outage"]
+TITLES = {"ideal": "ideal link", "loss1": "1 % loss both ways", "loss20": "20 % loss both ways", "outage": "20 s outage"}
+# Seed 001, Table II, "Optimized DDS Profile" (rate Hz, avg latency ms, jitter ms).
+PAPER = {
+    "ideal": ([30.08, 30.08, 30.08, 30.07, 28.89], [4.59, 6.30, 7.69, 12.78, 56.25], [1.59, 2.19, 3.42, 2.39, 109.32]),
+    "loss1": ([30.08, 30.05, 30.02, 29.99, 21.86], [7.77, 11.49, 14.71, 29.50, 477.56], [7.00, 8.35, 7.03, 18.18, 358.16]),
+    "loss20": ([30.10, 30.07, 30.03, 30.04, 12.91], [2.27, 14.79, 22.24, 44.25, 1300.60], [8.33, 10.13, 10.13, 19.47, 701.73]),
+    "outage": ([26.81, 24.22, 25.01, 24.20, 10.57], [14.61, 20.12, 26.58, 33.82, 306.38], [53.41, 51.86, 21.85, 20.69, 266.84]),
+}
+
+def load(name):
+    p = R / name
+    if not p.exists():
+        return []
+    d = json.loads(p.read_text())
+    return d["cells"] if isinstance(d, dict) else d
+
+ferry = {(c["condition"], c["size_kb"]): c["result"] for c in load("wireless.json")}
+cyc = {(c["condition"], c["size_kb"]): c for c in load("cyclone_table2.json")}
+
+def cyc_val(cond, kb, key):
+    c = cyc.get((cond, kb))
+    if not c:
+        return None
+    r = c.get("result") or c.get("sub") or {}
+    return r.get(key)
+
+fig, axes = plt.subplots(2, 4, figsize=(16, 7), sharex=True)
+for i, cond in enumerate(CONDS):
+    fr = [ferry.get((cond, s), {}).get("hz") for s in SIZES]
+    fl = [ferry.get((cond, s), {}).get("lat_ms") for s in SIZES]
+    cr = [cyc_val(cond, s, "hz") for s in SIZES]
+    cl = [cyc_val(cond, s, "lat_ms") for s in SIZES]
+    ax = axes[0][i]
+    ax.plot(SIZES, fr, "o-", label="ferry")
+    ax.plot(SIZES, PAPER[cond][0], "s--", label="paper: optimized DDS")
+    if any(v is not None for v in cr):
+        ax.plot(SIZES, [v if v is not None else float("nan") for v in cr], "^:", label="Cyclone DDS default")
+    ax.set_title(TITLES[cond]); ax.set_ylim(0, 32); ax.set_xscale("log", base=2)
+    if i == 0:
+        ax.set_ylabel("reception rate (Hz)")
+    ax = axes[1][i]
+    ax.plot(SIZES, fl, "o-"); ax.plot(SIZES, PAPER[cond][1], "s--")
+    if any(v is not None for v in cl):
+        ax.plot(SIZES, [v if v is not None else float("nan") for v in cl], "^:")
+    ax.set_yscale("log"); ax.set_xscale("log", base=2); ax.set_xticks(SIZES, [str(s) for s in SIZES])
+    ax.set_xlabel("payload (KB)")
+    if i == 0:
+        ax.set_ylabel("mean latency (ms, log)")
+axes[0][0].legend(fontsize=8)
+fig.suptitle("Seed 001 Table II on the ferry lab: 30 Hz, reliable, 300 Mbit/s, 2 ± 1 ms")
+fig.tight_layout()
+fig.savefig(R / "wireless.png", dpi=110)
+
+md = [
+    "# Seed 001 Table II on the lab: ferry beside the paper's optimized profile",
+    "",
+    "Command (root): `cargo build --release -p ferry-lab && ./target/release/ferry-wireless run --out bench/results/wireless && python3 bench/plot_wireless.py`",
+    f"(`--quick` for CI). Rendered {datetime.date.today()} on a 2-vCPU KVM guest, nothing else running.",
+    "Link: the lab's wifi preset (TUN emulator between two namespaces that are two hosts:",
+    "separate network, IPC and /dev/shm), 300 Mbit/s, 2 ± 1 ms one way, in order, loss applied in both",
+    "directions, outage 8–28 s after link start. 1000 messages per cell at 30 Hz; payload 1 KB = 1000 B.",
+    "ferry: UDP path chosen automatically, reliable + keep_all with the history bounded to one second of",
+    "the link (the paper's N_HC, in bytes), publisher retries a blocked publish (strict reliability, as the",
+    "paper's RELIABLE + KEEP_ALL). Rate = (received − 1) / span; latency = receive − source time; jitter = std dev.",
+    "Paper = seed 001 Table II, Optimized DDS Profile (real 802.11ac). Cyclone = `bench/results/cyclone_table2.md`",
+    "(default config, same lab, 300 messages per cell, outage 1000).",
+    "",
+    "![plot](wireless.png)",
+    "",
+    "| condition | payload | ferry received | ferry Hz | paper Hz | ferry latency ms | paper latency ms | ferry jitter ms | paper jitter ms | recovery after outage (s) |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+]
+for cond in CONDS:
+    for j, s in enumerate(SIZES):
+        r = ferry.get((cond, s), {})
+        rec = r.get("recovery_s")
+        md.append(f"| {cond} | {s} KB | {r.get('received')}/1000 | {r.get('hz')} | {PAPER[cond][0][j]} | {r.get('lat_ms')} | {PAPER[cond][1][j]} | {r.get('jitter_ms')} | {PAPER[cond][2][j]} | {rec if rec is not None else '-'} |")
+md += [
+    "",
+    "Reading it:",
+    "- Ideal, 1 % and 20 % loss: every cell delivers 1000/1000 at 30 Hz. At 512 KB ferry keeps 30 Hz where the",
+    "  paper's optimized profile drops to 21.9 Hz (1 %) and 12.9 Hz (20 %), at 25 ms / 46 ms mean latency",
+    "  instead of 478 ms / 1301 ms. Cyclone's default collapses at 20 % loss (1.6–4.8 Hz).",
+    "- 20 % loss, 32–128 KB: ferry's mean latency (28–31 ms) is above the paper's (2.3–22 ms). A 32 KB sample",
+    "  is 23 fragments; with 20 % loss each way it arrives whole 0.8^23 ≈ 0.6 % of the time, so nearly every",
+    "  sample waits for at least one repair round trip (this link's RTT is 4.5 ms) and lost repairs wait for",
+    "  the next — the paper's 2.27 ms at 32 KB is below its own ideal-link 4.59 ms and below this link's RTT.",
+    "  Forward error correction (not built yet) is the tool for it.",
+    "- Outage: nothing is lost (the writer blocks once one second of link is queued, as RELIABLE + KEEP_ALL does)",
+    "  and the stream is back at 30 Hz 0.03–0.1 s after the link returns (Cyclone: 4.3–4.5 s, everything written",
+    "  during the outage lost). The mean latency is high *because* the samples queued during the outage are",
+    "  delivered (up to 20 s old); Cyclone's is low because it dropped them. The rate is below the paper's at",
+    "  128–256 KB: with strict reliability the span stretches by the time the writer was blocked.",
+]
+(R / "wireless.md").write_text("\n".join(md) + "\n")
+print("wrote", R / "wireless.png", "and", R / "wireless.md")

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Quick modes of ferry's experiments, as CI runs them (root needed for the
+# lab; without root they are skipped with a message). Full runs and the
+# Zenoh comparison (bench/Cargo.toml, ~10 min cold build) are run by hand:
+# see bench/results/*.md for the commands.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" != 0 ]; then
+  echo "bench smoke: SKIPPED (the lab needs root)"
+  exit 0
+fi
+cargo build --release -q -p ferry-lab -p ferry-cli
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+echo "== ferry-lab check --quick"
+./target/release/ferry-lab check --quick | tee "$out/lab.md"
+grep -q "wifi: 300 Mbit/s" "$out/lab.md"
+echo "== ferry-wireless run --quick (seed 001 Table II, 2 sizes x ideal/20 % loss)"
+./target/release/ferry-wireless run --quick --out "$out/wireless" | tee "$out/w.txt"
+# Reliable delivery is complete in every quick cell.
+if grep -E '^\| (ideal|loss20) ' "$out/w.txt" | grep -vq '60/60'; then
+  echo "bench smoke: a quick Table II cell lost samples" >&2
+  exit 1
+fi
+echo "== discovery storm --quick"
+bash bench/discovery_storm.sh --quick target/release/ferry
+echo "bench smoke: ok"
