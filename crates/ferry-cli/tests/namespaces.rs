@@ -80,6 +80,55 @@ impl Lab {
     }
 }
 
+impl Lab {
+    /// `ferry topic pub TOPIC std_msgs/msg/String 'data: TEXT' -r 20` in `ns`.
+    fn publish(
+        &self,
+        ns: &str,
+        env: &[(&str, String)],
+        topic: &str,
+        text: &str,
+    ) -> std::process::Child {
+        let data = format!("data: {text}");
+        self.ferry(
+            ns,
+            env,
+            &[
+                "topic",
+                "pub",
+                topic,
+                "std_msgs/msg/String",
+                &data,
+                "-r",
+                "20",
+            ],
+        )
+    }
+    /// `ferry topic echo TOPIC --once --json --timeout SECS` in `ns`.
+    fn echo_once(
+        &self,
+        ns: &str,
+        env: &[(&str, String)],
+        topic: &str,
+        secs: u32,
+    ) -> std::process::Child {
+        let secs = secs.to_string();
+        self.ferry(
+            ns,
+            env,
+            &[
+                "topic",
+                "echo",
+                topic,
+                "--once",
+                "--json",
+                "--timeout",
+                &secs,
+            ],
+        )
+    }
+}
+
 impl Drop for Lab {
     fn drop(&mut self) {
         // Processes first, then the namespaces (the veth pair goes with them).
@@ -130,32 +179,8 @@ fn env(domain: u16, discovery: &str, peers: Option<String>) -> Vec<(&'static str
 fn multicast_discovery_across_two_hosts() {
     let Some(lab) = Lab::new(1) else { return };
     let e = env(9, "subnet", None);
-    let mut publ = lab.ferry(
-        &lab.a,
-        &e,
-        &[
-            "topic",
-            "pub",
-            "/across",
-            "std_msgs/msg/String",
-            "data: over the veth",
-            "-r",
-            "20",
-        ],
-    );
-    let echo = lab.ferry(
-        &lab.b,
-        &e,
-        &[
-            "topic",
-            "echo",
-            "/across",
-            "--once",
-            "--json",
-            "--timeout",
-            "15",
-        ],
-    );
+    let mut publ = lab.publish(&lab.a, &e, "/across", "over the veth");
+    let echo = lab.echo_once(&lab.b, &e, "/across", 15);
     let (ok_, out, err) = wait_output(echo, Duration::from_secs(20));
     assert!(
         ok_ && out.contains("over the veth"),
@@ -190,32 +215,8 @@ fn static_peers_work_with_multicast_blocked() {
     lab.block_multicast();
     // Negative control: with multicast blocked and no peers, nothing is found.
     let e = env(10, "subnet", None);
-    let mut publ = lab.ferry(
-        &lab.a,
-        &e,
-        &[
-            "topic",
-            "pub",
-            "/static",
-            "std_msgs/msg/String",
-            "data: unicast only",
-            "-r",
-            "20",
-        ],
-    );
-    let echo = lab.ferry(
-        &lab.b,
-        &e,
-        &[
-            "topic",
-            "echo",
-            "/static",
-            "--once",
-            "--json",
-            "--timeout",
-            "3",
-        ],
-    );
+    let mut publ = lab.publish(&lab.a, &e, "/static", "unicast only");
+    let echo = lab.echo_once(&lab.b, &e, "/static", 3);
     let (_, out, _) = wait_output(echo, Duration::from_secs(10));
     assert!(
         !out.contains("unicast only"),
@@ -226,32 +227,8 @@ fn static_peers_work_with_multicast_blocked() {
     // With static peers (only b names a; a learns b from b's unicast beacons).
     let ea = env(10, "subnet", None);
     let eb = env(10, "subnet", Some(lab.ip(1)));
-    let mut publ = lab.ferry(
-        &lab.a,
-        &ea,
-        &[
-            "topic",
-            "pub",
-            "/static",
-            "std_msgs/msg/String",
-            "data: unicast only",
-            "-r",
-            "20",
-        ],
-    );
-    let echo = lab.ferry(
-        &lab.b,
-        &eb,
-        &[
-            "topic",
-            "echo",
-            "/static",
-            "--once",
-            "--json",
-            "--timeout",
-            "15",
-        ],
-    );
+    let mut publ = lab.publish(&lab.a, &ea, "/static", "unicast only");
+    let echo = lab.echo_once(&lab.b, &eb, "/static", 15);
     let (ok_, out, err) = wait_output(echo, Duration::from_secs(20));
     if !(ok_ && out.contains("unicast only")) {
         let _ = publ.kill();
@@ -270,19 +247,7 @@ fn localhost_range_stays_inside_the_host() {
     let Some(lab) = Lab::new(3) else { return };
     // localhost discovery in a and b: they must not find each other.
     let e = env(11, "localhost", None);
-    let mut publ = lab.ferry(
-        &lab.a,
-        &e,
-        &[
-            "topic",
-            "pub",
-            "/local",
-            "std_msgs/msg/String",
-            "data: stays home",
-            "-r",
-            "20",
-        ],
-    );
+    let mut publ = lab.publish(&lab.a, &e, "/local", "stays home");
     let echo = lab.ferry(
         &lab.b,
         &e,
