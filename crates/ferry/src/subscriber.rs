@@ -141,7 +141,11 @@ impl<T: Codec> Inbox for SubShared<T> {
             conn.stats.message(0);
         }
         if conn.same_clock && frame.stamp_ns > 0 {
-            let age = now_ns().saturating_sub(frame.stamp_ns);
+            let now = match frame.arrival_ns {
+                0 => now_ns(),
+                t => t,
+            };
+            let age = now.saturating_sub(frame.stamp_ns);
             conn.stats.latency(age);
             if let Some(ls) = self.qos.lifespan {
                 if age > ls.as_nanos() as u64 {

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,9 +41,22 @@ pub(crate) enum Command {
 pub(crate) struct IoHandle {
     waker: Arc<Waker>,
     cmds: Arc<Mutex<Vec<Command>>>,
+    /// A kick is queued and not yet taken: further kicks add nothing (a
+    /// fast publisher in batch mode would otherwise wake the loop per batch).
+    kicked: Arc<AtomicBool>,
 }
 
 impl IoHandle {
+    /// A handle whose loop is the caller's own `poll` (unit tests of the
+    /// transports drive flushing themselves).
+    #[cfg(test)]
+    pub fn detached(poll: &Poll) -> Self {
+        IoHandle {
+            waker: Arc::new(Waker::new(poll.registry(), WAKER).expect("waker")),
+            cmds: Arc::new(Mutex::new(Vec::new())),
+            kicked: Arc::new(AtomicBool::new(false)),
+        }
+    }
     fn push(&self, c: Command) {
         self.cmds.lock().push(c);
         let _ = self.waker.wake();
@@ -53,7 +67,9 @@ impl IoHandle {
     }
     /// Discovery has something to send now.
     pub fn kick(&self) {
-        self.push(Command::Kick);
+        if !self.kicked.swap(true, Ordering::AcqRel) {
+            self.push(Command::Kick);
+        }
     }
     /// Stops the loop after sending the goodbye.
     pub fn shutdown(&self) {
@@ -200,6 +216,7 @@ impl Sockets {
             handle: IoHandle {
                 waker,
                 cmds: Arc::new(Mutex::new(Vec::new())),
+                kicked: Arc::new(AtomicBool::new(false)),
             },
         })
     }
@@ -307,35 +324,54 @@ fn serve_conn(
         ok = entry.conn.flush().is_ok();
     }
     if ok && readable {
-        let mut frames = Vec::new();
-        let r = entry
-            .reader
-            .read(&entry.conn.stream, &mut frames, READ_BUDGET);
         let peer_ip = entry.conn.peer.ip();
         let same_clock = |id: ferry_wire::EndpointId| {
             peer_ip.is_loopback()
                 || local_ips.contains(&peer_ip)
                 || shared.same_clock(id.participant)
         };
-        let any = !frames.is_empty();
-        for f in frames {
-            if !tcp::dispatch(&entry.conn, f, shared.id, &same_clock) {
-                ok = false;
-                break;
+        let mut ctx = tcp::DispatchCtx {
+            local: shared.id,
+            same_clock: &same_clock,
+            arrival_ns: 0,
+            bound: None,
+        };
+        // Read and dispatch one `read` at a time, up to the budget.
+        let mut frames = Vec::new();
+        let mut total = 0usize;
+        let mut any = false;
+        while ok {
+            let r = entry.reader.read_once(&entry.conn.stream, &mut frames);
+            if !frames.is_empty() {
+                any = true;
+                ctx.arrival_ns = crate::stats::now_ns();
+            }
+            for f in frames.drain(..) {
+                if !tcp::dispatch(&entry.conn, f, &mut ctx) {
+                    ok = false;
+                    break;
+                }
+            }
+            match r {
+                Ok(0) => break,
+                Ok(n) => {
+                    total += n;
+                    if total >= READ_BUDGET {
+                        more = true;
+                        break;
+                    }
+                }
+                Err(e) => {
+                    if e.kind() == io::ErrorKind::InvalidData {
+                        tracing::warn!("closing connection from {}: {e}", entry.conn.peer);
+                    }
+                    ok = false;
+                }
             }
         }
         if ok && any {
             if let Some(p) = entry.conn.peer_participant() {
                 alive.saw(shared, p);
-            }
-        }
-        match r {
-            Ok(m) => more = m,
-            Err(e) => {
-                if e.kind() == io::ErrorKind::InvalidData {
-                    tracing::warn!("closing connection from {}: {e}", entry.conn.peer);
-                }
-                ok = false;
             }
         }
     }
@@ -392,6 +428,8 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
             match ev.token() {
                 WAKER => {
                     let cmds = std::mem::take(&mut *s.handle.cmds.lock());
+                    // Taken: the next kick must wake the loop again.
+                    s.handle.kicked.store(false, Ordering::Release);
                     for c in cmds {
                         match c {
                             Command::AddConn(conn) => {

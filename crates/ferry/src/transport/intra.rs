@@ -137,6 +137,7 @@ impl Link for IntraLink {
                 kind: frame.kind,
                 seq: frame.seq,
                 stamp_ns: frame.stamp_ns,
+                arrival_ns: 0,
                 payload: crate::message::Payload {
                     typed: frame.payload.typed,
                     bytes: frame.payload.bytes,

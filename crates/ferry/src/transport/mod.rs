@@ -227,6 +227,10 @@ pub struct InFrame<'a> {
     pub seq: u64,
     /// Source time.
     pub stamp_ns: u64,
+    /// Local wall-clock time the frame arrived, ns (0: take it on delivery).
+    /// A transport that reads many frames at once stamps them with one
+    /// clock read.
+    pub arrival_ns: u64,
     /// The payload.
     pub payload: Payload<'a>,
 }

@@ -167,6 +167,7 @@ impl UdpShared {
                     kind: FrameKind::Data,
                     seq: s.seq,
                     stamp_ns: s.stamp_ns,
+                    arrival_ns: 0,
                     payload: Payload {
                         typed: None,
                         bytes: &bytes,
