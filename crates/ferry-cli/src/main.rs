@@ -1,5 +1,6 @@
 //! `ferry`: inspect and drive a ferry system from the shell, shaped like `ros2`.
 
+mod admin;
 mod demo;
 mod topic;
 mod tune;
@@ -16,6 +17,10 @@ struct Cli {
     /// How long to listen to discovery before answering (ms).
     #[arg(long, global = true, default_value_t = 400)]
     spin_time: u64,
+    /// Name of this command's own node (default `_ferry_cli_<pid>`), e.g.
+    /// to reach a `topic pub` through `ferry admin`.
+    #[arg(long, global = true)]
+    node_name: Option<String>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -31,6 +36,8 @@ enum Cmd {
     /// Services: list, call.
     #[command(subcommand)]
     Service(ServiceCmd),
+    /// A node's admin plane: list its connections, change a live connection's priority.
+    Admin(admin::AdminArgs),
     /// Start a small robot system (several processes) and show its paths live.
     Demo(demo::DemoArgs),
     /// The wireless large-payload profile for one stream: ferry config, Fast DDS and Cyclone DDS XML.
@@ -69,15 +76,24 @@ enum ServiceCmd {
 }
 
 /// Creates the CLI's own hidden node.
+static NODE_NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 pub fn cli_node() -> Result<ferry::Node, String> {
+    let name = NODE_NAME
+        .get()
+        .cloned()
+        .unwrap_or_else(|| format!("_ferry_cli_{}", std::process::id()));
     ferry::Node::builder()
-        .name(format!("_ferry_cli_{}", std::process::id()))
+        .name(name)
         .build()
         .map_err(|e| e.to_string())
 }
 
 fn run(cli: Cli) -> Result<(), String> {
     let spin = Duration::from_millis(cli.spin_time);
+    if let Some(n) = cli.node_name {
+        let _ = NODE_NAME.set(n);
+    }
     match cli.cmd {
         Cmd::Topic(t) => topic::run(t, spin),
         Cmd::Node(NodeCmd::List) => {
@@ -158,6 +174,7 @@ fn run(cli: Cli) -> Result<(), String> {
             );
             Ok(())
         }
+        Cmd::Admin(args) => admin::run(args, spin),
         Cmd::Demo(args) => demo::run(args),
         Cmd::Tune(args) => tune::run(args),
         Cmd::DemoRole { role } => demo::role(&role),

@@ -79,6 +79,12 @@ pub enum TopicCmd {
         /// within it.
         #[arg(long)]
         liveliness_ms: Option<u64>,
+        /// Packet class of its connections: low, normal, high, critical, dscp:N.
+        #[arg(long)]
+        priority: Option<String>,
+        /// Dedicated sender thread per connection: fifo:N, rr:N, nice:N.
+        #[arg(long)]
+        sched: Option<String>,
     },
 }
 
@@ -126,10 +132,10 @@ pub fn connections_of(node: &Node, nodes: &[String]) -> Vec<ferry::ConnectionInf
         else {
             continue;
         };
+        // The connection may still be on its way (a lost SYN on a lossy link).
+        c.wait_for_service(Duration::from_secs(3));
         if let Ok(r) = c.call(
-            ferry::admin::AdminRequest {
-                command: "connections".into(),
-            },
+            ferry::admin::AdminRequest::connections(),
             Duration::from_secs(2),
         ) {
             out.extend(ferry::admin::parse_connections(&r).unwrap_or_default());
@@ -305,6 +311,8 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
             times,
             qos,
             liveliness_ms,
+            priority,
+            sched,
         } => {
             let t = types::find(&msg_type).ok_or_else(|| {
                 let names: Vec<&str> = types::known().iter().map(|k| k.name).collect();
@@ -323,12 +331,21 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                 Some(ms) => q.liveliness_lease(Duration::from_millis(ms)),
                 None => q,
             };
-            let p = node
+            let mut b = node
                 .publisher::<RawBytes>(&topic)
                 .qos(q)
-                .type_info(t.name, t.hash)
-                .build()
-                .map_err(|e| e.to_string())?;
+                .type_info(t.name, t.hash);
+            if priority.is_some() || sched.is_some() {
+                let class = match priority {
+                    Some(c) => c.parse::<ferry::PacketClass>().map_err(|e| e.to_string())?,
+                    None => ferry::PacketClass::Normal,
+                };
+                let thread = sched
+                    .map(|s| s.parse::<ferry::ThreadPolicy>().map_err(|e| e.to_string()))
+                    .transpose()?;
+                b = b.priority(ferry::Priority { class, thread });
+            }
+            let p = b.build().map_err(|e| e.to_string())?;
             let (stop, _) = stop_flag(None);
             p.wait_for_subscribers(1, Duration::from_secs(1));
             let limit = if once { Some(1) } else { times };

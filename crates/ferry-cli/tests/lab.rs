@@ -49,7 +49,7 @@ fn reliable_udp_over_lossy_wifi_between_two_hosts() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let publ = lab
-        .command(Side::A, &format!("{env} exec {FERRY} topic pub /wifi std_msgs/msg/String 'data: over the air' -r 100 --times 300"))
+        .command(Side::A, &format!("{env} exec {FERRY} --node-name wifi_pub topic pub /wifi std_msgs/msg/String 'data: over the air' -r 100 --times 1000"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -63,6 +63,18 @@ fn reliable_udp_over_lossy_wifi_between_two_hosts() {
         .spawn()
         .unwrap();
     let info = wait(info, Duration::from_secs(15));
+    // The publisher's admin plane is `local` (the default): another host may
+    // read it but not change it.
+    let denied = lab
+        .command(
+            Side::B,
+            &format!("{env} exec {FERRY} admin /wifi_pub --timeout 10 set /wifi --priority high"),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let denied = wait(denied, Duration::from_secs(25));
     let out = wait(echo, Duration::from_secs(40));
     let _ = wait(publ, Duration::from_secs(5));
     let got = out
@@ -81,5 +93,9 @@ fn reliable_udp_over_lossy_wifi_between_two_hosts() {
     assert!(
         info.contains("path udp  udp/10.99.10.2:"),
         "path not udp:\n{info}"
+    );
+    assert!(
+        denied.contains("permission denied") && denied.contains("admin = \"open\""),
+        "a remote host changed the priority:\n{denied}"
     );
 }

@@ -1,9 +1,17 @@
 //! The admin plane: every node serves `/_ferry/admin<node name>`, a ferry
-//! service that reports the node's connections (and, later, changes them).
-//! The CLI and `ferry demo` read paths, rates and latencies through it.
+//! service that reports the node's connections and changes the priority of
+//! live ones. The CLI (`ferry admin`, `topic info`, `demo`) uses it.
+//!
+//! Access (`admin` in the config, `FERRY_ADMIN`): `off` serves nothing,
+//! `local` (default) answers reads from anyone in the domain but changes
+//! only from processes on this host, `open` accepts changes from anywhere.
 
+use ferry_wire::EndpointId;
 use serde::{Deserialize, Serialize};
 
+use crate::config::AdminAccess;
+use crate::priority::{PacketClass, ThreadPolicy};
+use crate::runtime::Shared;
 use crate::stats::ConnectionInfo;
 
 /// Prefix of admin service names; the node's full name follows.
@@ -17,14 +25,52 @@ pub fn service_name(node_fqn: &str) -> String {
 /// A request to a node's admin service.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AdminRequest {
-    /// `connections`: list the node's connections.
+    /// `connections`: list the node's connections; `set`: change the
+    /// priority of the connections of `topic` to `to`.
     pub command: String,
+    /// `set`: the publisher's topic (full name).
+    pub topic: String,
+    /// `set`: the subscriber's node name (`/planner`), endpoint id, or `*`.
+    pub to: String,
+    /// `set`: packet class (`low`, `normal`, `high`, `critical`, `dscp:N`).
+    pub priority: String,
+    /// `set`: thread policy (`fifo:N`, `rr:N`, `nice:N`, `other`), or
+    /// `none` for no dedicated thread; empty = keep the current one.
+    pub sched: String,
 }
 crate::message!(
     AdminRequest,
     "ferry_msgs/srv/Admin_Request",
-    "string command"
+    "string command\nstring topic\nstring to\nstring priority\nstring sched"
 );
+
+impl AdminRequest {
+    /// A `connections` request.
+    pub fn connections() -> Self {
+        AdminRequest {
+            command: "connections".into(),
+            ..Default::default()
+        }
+    }
+}
+
+/// The outcome of `set` on one connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetOutcome {
+    /// The subscriber.
+    pub remote: String,
+    /// Its node, when known.
+    pub remote_node: String,
+    /// The priority now in effect.
+    pub priority: String,
+    /// What took effect, or why not.
+    pub result: Result<String, String>,
+}
+
+/// Parses a `set` reply.
+pub fn parse_set(reply: &AdminReply) -> Result<Vec<SetOutcome>, serde_json::Error> {
+    serde_json::from_str(&reply.json)
+}
 
 /// The reply: JSON text (a list of [`ConnectionInfo`] for `connections`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,4 +83,55 @@ crate::message!(AdminReply, "ferry_msgs/srv/Admin_Response", "string json");
 /// Parses a `connections` reply.
 pub fn parse_connections(reply: &AdminReply) -> Result<Vec<ConnectionInfo>, serde_json::Error> {
     serde_json::from_str(&reply.json)
+}
+
+/// Serves one admin request for node `node` (the admin service's handler).
+pub(crate) fn handle(
+    shared: &Shared,
+    node: u32,
+    access: AdminAccess,
+    req: &AdminRequest,
+    caller: EndpointId,
+) -> Result<AdminReply, String> {
+    match req.command.as_str() {
+        "connections" => json(&shared.node_connections(node)),
+        "set" => {
+            if access != AdminAccess::Open && !shared.same_clock(caller.participant) {
+                return Err(format!(
+                    "permission denied: this node accepts admin changes only from its own host \
+                     (admin = \"{}\"); set admin = \"open\" (FERRY_ADMIN=open) on it to allow remote changes",
+                    match access {
+                        AdminAccess::Off => "off",
+                        AdminAccess::Local => "local",
+                        AdminAccess::Open => "open",
+                    }
+                ));
+            }
+            if req.topic.is_empty() {
+                return Err("`set` needs a topic".into());
+            }
+            let class = match req.priority.as_str() {
+                "" => PacketClass::Normal,
+                p => p.parse::<PacketClass>().map_err(|e| e.to_string())?,
+            };
+            let sched = match req.sched.as_str() {
+                "" => None,
+                "none" => Some(None),
+                t => Some(Some(t.parse::<ThreadPolicy>().map_err(|e| e.to_string())?)),
+            };
+            let out = shared
+                .set_priority(node, &req.topic, &req.to, class, sched)
+                .map_err(|e| e.to_string())?;
+            json(&out)
+        }
+        other => Err(format!(
+            "unknown admin command `{other}` (known: connections, set)"
+        )),
+    }
+}
+
+fn json<T: Serialize>(v: &T) -> Result<AdminReply, String> {
+    serde_json::to_string(v)
+        .map(|json| AdminReply { json })
+        .map_err(|e| e.to_string())
 }

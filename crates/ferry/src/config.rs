@@ -16,6 +16,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use ferry_wire::TransportKind;
+
+use crate::priority::{PacketClass, Priority, ThreadPolicy};
 use serde::{Deserialize, Deserializer};
 
 /// Largest domain id: keeps every discovery port below 11 200.
@@ -85,20 +87,52 @@ impl FromStr for DiscoveryRange {
     }
 }
 
-/// Pins the transport of every topic whose name matches `pattern`.
+/// Settings of every topic whose name matches `pattern`: a pinned
+/// transport and/or the priority its publishers' connections start with.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TopicRule {
     /// Topic name with `*` wildcards, e.g. `/camera/*`.
     pub pattern: String,
     /// The transport to use.
-    #[serde(deserialize_with = "de_transport")]
-    pub transport: TransportKind,
+    #[serde(default, deserialize_with = "de_transport")]
+    pub transport: Option<TransportKind>,
+    /// Packet class of the connections: low, normal, high, critical, dscp:N.
+    #[serde(default)]
+    pub priority: Option<PacketClass>,
+    /// Thread policy of a dedicated sender thread: fifo:N, rr:N, nice:N.
+    #[serde(default)]
+    pub sched: Option<ThreadPolicy>,
 }
 
-fn de_transport<'de, D: Deserializer<'de>>(d: D) -> Result<TransportKind, D::Error> {
+fn de_transport<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TransportKind>, D::Error> {
     let s = String::deserialize(d)?;
-    s.parse().map_err(serde::de::Error::custom)
+    s.parse().map(Some).map_err(serde::de::Error::custom)
+}
+
+/// Who may use a node's admin plane (`FERRY_ADMIN`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AdminAccess {
+    /// No admin service at all.
+    Off,
+    /// Reading is open; changes only from processes on this host.
+    #[default]
+    Local,
+    /// Reading and changes from anywhere in the domain.
+    Open,
+}
+
+impl FromStr for AdminAccess {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s.to_ascii_lowercase().as_str() {
+            "off" => Ok(Self::Off),
+            "local" => Ok(Self::Local),
+            "open" => Ok(Self::Open),
+            _ => Err(()),
+        }
+    }
 }
 
 /// Runtime configuration. See the module docs for the file format.
@@ -127,8 +161,12 @@ pub struct Config {
     pub udp_utilization_pct: u8,
     /// UDP path: largest datagram (UDP payload, bytes; 1472 fits a 1500 B MTU).
     pub udp_mtu: u16,
-    /// Per-topic transport pins.
+    /// Per-topic transport pins and priorities.
     pub topics: Vec<TopicRule>,
+    /// Dedicated priority sender threads allowed per process.
+    pub priority_threads: usize,
+    /// Admin plane access (`FERRY_ADMIN`): off, local (default), open.
+    pub admin: AdminAccess,
 }
 
 impl Default for Config {
@@ -144,6 +182,8 @@ impl Default for Config {
             udp_utilization_pct: 60,
             udp_mtu: 1472,
             topics: Vec::new(),
+            priority_threads: 8,
+            admin: AdminAccess::Local,
         }
     }
 }
@@ -167,6 +207,13 @@ impl Config {
                 var: "FERRY_DISCOVERY",
                 value: v.clone(),
                 expected: "localhost, subnet or off",
+            })?;
+        }
+        if let Ok(v) = std::env::var("FERRY_ADMIN") {
+            cfg.admin = v.parse().map_err(|_| ConfigError::Env {
+                var: "FERRY_ADMIN",
+                value: v.clone(),
+                expected: "off, local or open",
             })?;
         }
         if let Ok(v) = std::env::var("FERRY_PEERS") {
@@ -283,8 +330,21 @@ impl Config {
     pub fn pinned_transport(&self, topic: &str) -> Option<TransportKind> {
         self.topics
             .iter()
-            .find(|r| glob(&r.pattern, topic))
-            .map(|r| r.transport)
+            .filter(|r| glob(&r.pattern, topic))
+            .find_map(|r| r.transport)
+    }
+
+    /// The priority a rule gives `topic`'s connections (first rule with a
+    /// priority or sched wins), if any.
+    pub fn topic_priority(&self, topic: &str) -> Option<Priority> {
+        self.topics
+            .iter()
+            .filter(|r| glob(&r.pattern, topic))
+            .find(|r| r.priority.is_some() || r.sched.is_some())
+            .map(|r| Priority {
+                class: r.priority.unwrap_or_default(),
+                thread: r.sched,
+            })
     }
 }
 
@@ -341,6 +401,29 @@ mod tests {
         assert_eq!(c.discovery, DiscoveryRange::Subnet);
         assert_eq!(c.pinned_transport("/cam/front"), Some(TransportKind::Tcp));
         assert_eq!(c.pinned_transport("/lidar"), None);
+        std::fs::write(
+            &dir,
+            "admin = \"open\"\npriority_threads = 2\n[[topics]]\npattern = \"/arm/*\"\npriority = \"high\"\nsched = \"fifo:30\"\n",
+        )
+        .unwrap();
+        let c = Config::from_file(dir.clone()).unwrap();
+        assert_eq!(c.admin, AdminAccess::Open);
+        assert_eq!(c.priority_threads, 2);
+        assert_eq!(
+            c.topic_priority("/arm/joints"),
+            Some(Priority::class(PacketClass::High).with_thread(ThreadPolicy::Fifo(30)))
+        );
+        assert_eq!(c.pinned_transport("/arm/joints"), None);
+        std::fs::write(
+            &dir,
+            "[[topics]]\npattern = \"/a\"\npriority = \"urgent\"\n",
+        )
+        .unwrap();
+        let e = Config::from_file(dir.clone()).unwrap_err().to_string();
+        assert!(e.contains("urgent") && e.contains("critical"), "{e}");
+        std::fs::write(&dir, "admin = \"sometimes\"\n").unwrap();
+        let e = Config::from_file(dir.clone()).unwrap_err().to_string();
+        assert!(e.contains("sometimes"), "{e}");
         std::fs::remove_file(dir).ok();
     }
 

@@ -28,6 +28,7 @@ pub mod msgs;
 mod names;
 mod node;
 mod port;
+pub mod priority;
 mod publisher;
 mod queue;
 mod runtime;
@@ -36,7 +37,7 @@ pub mod stats;
 mod subscriber;
 pub mod transport;
 
-pub use config::{Config, DiscoveryRange, TopicRule};
+pub use config::{AdminAccess, Config, DiscoveryRange, TopicRule};
 pub use error::{BuildError, CallError, DecodeError, EncodeError, PublishError, RecvError};
 pub use event::{PortEvent, UnmatchReason};
 pub use ferry_discovery::matching::QosPolicy;
@@ -46,6 +47,7 @@ pub use ferry_wire::{
 };
 pub use message::{decode_cdr, encode_cdr, Codec, Message, RawBytes, Sample, SampleInfo};
 pub use node::{Node, NodeBuilder};
+pub use priority::{PacketClass, Priority, PriorityError, ThreadPolicy};
 pub use publisher::{Publisher, PublisherBuilder};
 pub use service::{CallFuture, Client, ClientBuilder, Service, ServiceBuilder};
 pub use stats::{ConnectionInfo, StatsSnapshot};

@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use ferry_wire::beacon::NodeRecord;
+use ferry_wire::EndpointId;
 
 use crate::admin::{AdminReply, AdminRequest};
-use crate::config::Config;
+use crate::config::{AdminAccess, Config};
 use crate::error::BuildError;
 use crate::graph::Graph;
 use crate::message::{Codec, Message};
@@ -71,29 +72,32 @@ impl NodeBuilder {
             namespace,
         });
         let node_id = inner.id;
-        let shared = Arc::downgrade(&inner.rt.shared);
-        let admin_name = crate::admin::service_name(&full_name(&inner.namespace, &inner.name));
-        let admin = ServiceBuilder::<AdminRequest, AdminReply>::new(
-            inner.clone(),
-            &admin_name,
-            Box::new(move |req: &AdminRequest| {
-                let Some(shared) = shared.upgrade() else {
-                    return Err("runtime is shutting down".into());
+        let access = inner.rt.shared.cfg.admin;
+        let admin = match access {
+            AdminAccess::Off => None,
+            _ => {
+                let shared = Arc::downgrade(&inner.rt.shared);
+                let admin_name =
+                    crate::admin::service_name(&full_name(&inner.namespace, &inner.name));
+                let handler = move |req: &AdminRequest, caller: EndpointId| {
+                    let Some(shared) = shared.upgrade() else {
+                        return Err("runtime is shutting down".into());
+                    };
+                    crate::admin::handle(&shared, node_id, access, req, caller)
                 };
-                match req.command.as_str() {
-                    "connections" => serde_json::to_string(&shared.node_connections(node_id))
-                        .map(|json| AdminReply { json })
-                        .map_err(|e| e.to_string()),
-                    other => Err(format!(
-                        "unknown admin command `{other}` (known: connections)"
-                    )),
-                }
-            }),
-        )
-        .build()?;
+                Some(Arc::new(
+                    ServiceBuilder::<AdminRequest, AdminReply>::new(
+                        inner.clone(),
+                        &admin_name,
+                        Box::new(handler),
+                    )
+                    .build()?,
+                ))
+            }
+        };
         Ok(Node {
             inner,
-            _admin: Arc::new(admin),
+            _admin: admin,
         })
     }
 }
@@ -116,7 +120,7 @@ impl Drop for NodeInner {
 #[derive(Clone)]
 pub struct Node {
     pub(crate) inner: Arc<NodeInner>,
-    _admin: Arc<crate::service::Service<AdminRequest, AdminReply>>,
+    _admin: Option<Arc<crate::service::Service<AdminRequest, AdminReply>>>,
 }
 
 impl std::fmt::Debug for Node {
@@ -170,7 +174,7 @@ impl Node {
         ServiceBuilder::new(
             self.inner.clone(),
             name,
-            Box::new(move |r: &Req| Ok(handler(r))),
+            Box::new(move |r: &Req, _| Ok(handler(r))),
         )
     }
     /// Like [`Node::service`], but the handler may fail with a message the
@@ -183,7 +187,11 @@ impl Node {
     where
         F: Fn(&Req) -> Result<Resp, String> + Send + Sync + 'static,
     {
-        ServiceBuilder::new(self.inner.clone(), name, Box::new(handler))
+        ServiceBuilder::new(
+            self.inner.clone(),
+            name,
+            Box::new(move |r: &Req, _| handler(r)),
+        )
     }
     /// Starts building a client of a service.
     pub fn client<Req: Message, Resp: Message>(&self, name: &str) -> ClientBuilder<Req, Resp> {

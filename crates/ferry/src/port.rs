@@ -12,6 +12,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::error::BuildError;
 use crate::event::{EventQueue, PortEvent};
 use crate::node::NodeInner;
+use crate::priority::{Priority, PriorityError};
 use crate::stats::{ConnectionInfo, Side};
 use crate::transport::{InboundConn, Link};
 
@@ -48,8 +49,11 @@ pub(crate) fn declare(
 /// publishing takes a snapshot (one atomic increment) and sends without
 /// holding any lock, so a publisher blocked on a keep_all link never blocks
 /// the I/O thread that adds, removes or prunes links.
+///
+/// Links are kept in priority order, highest first: a sample goes to the
+/// prioritized connections before the others.
 #[derive(Default)]
-pub(crate) struct Links(RwLock<Arc<Vec<Arc<dyn Link>>>>);
+pub(crate) struct Links(RwLock<Arc<Vec<Arc<dyn Link>>>>, Mutex<Priority>);
 
 impl Links {
     /// The links now, for sending.
@@ -60,10 +64,42 @@ impl Links {
         let mut g = self.0.write();
         let mut v = (**g).clone();
         f(&mut v);
+        v.sort_by_key(|l| std::cmp::Reverse(l.priority().rank()));
         *g = Arc::new(v);
     }
+    /// The priority new connections start with (QoS/config at creation).
+    pub fn set_default_priority(&self, p: Priority) {
+        *self.1.lock() = p;
+    }
+    /// Adds a new connection with the port's starting priority.
     pub fn push(&self, link: Arc<dyn Link>) {
+        let p = *self.1.lock();
+        if p != Priority::default() {
+            match link.set_priority(p) {
+                Ok(note) => tracing::debug!("{} priority {p}: {note}", link.remote()),
+                Err(e) => tracing::warn!(
+                    "connection to {}: priority {p} not applied: {e}",
+                    link.remote()
+                ),
+            }
+        }
         self.update(|v| v.push(link));
+    }
+    /// Changes the priority of the live connections whose reader `to`
+    /// accepts; returns each one's reader and outcome.
+    pub fn set_priority(
+        &self,
+        to: impl Fn(EndpointId) -> bool,
+        p: Priority,
+    ) -> Vec<(EndpointId, Result<String, PriorityError>)> {
+        let out: Vec<_> = self
+            .snapshot()
+            .iter()
+            .filter(|l| !l.is_closed() && to(l.remote()))
+            .map(|l| (l.remote(), l.set_priority(p)))
+            .collect();
+        self.update(|_| {}); // re-sort
+        out
     }
     /// Closes and forgets the link to `reader`.
     pub fn remove(&self, reader: EndpointId) {
@@ -100,7 +136,7 @@ impl Links {
             .read()
             .iter()
             .map(|l| {
-                ConnectionInfo::new(
+                let mut c = ConnectionInfo::new(
                     topic,
                     id,
                     l.remote(),
@@ -108,7 +144,9 @@ impl Links {
                     l.transport(),
                     &l.locator(),
                     l.stats(),
-                )
+                );
+                c.priority = l.priority().to_string();
+                c
             })
             .collect()
     }

@@ -17,6 +17,7 @@ use crate::event::{EventQueue, PortEvent};
 use crate::message::{Codec, Payload};
 use crate::node::NodeInner;
 use crate::port::{declare, DeadlineWatch, Links};
+use crate::priority::{Priority, PriorityError};
 use crate::runtime::WriterPort;
 use crate::stats::{now_ns, ConnectionInfo};
 use crate::transport::{Link, OutFrame, ReplySink, SendError};
@@ -27,6 +28,7 @@ pub struct PublisherBuilder<T> {
     topic: String,
     qos: Qos,
     type_name: Option<(String, TypeHash)>,
+    priority: Option<Priority>,
     _t: std::marker::PhantomData<fn() -> T>,
 }
 
@@ -37,12 +39,21 @@ impl<T: Codec> PublisherBuilder<T> {
             topic: topic.to_string(),
             qos: Qos::default(),
             type_name: None,
+            priority: None,
             _t: Default::default(),
         }
     }
     /// Sets the QoS (default: ROS 2 `default`).
     pub fn qos(mut self, qos: Qos) -> Self {
         self.qos = qos;
+        self
+    }
+    /// The priority every connection of this publisher starts with (packet
+    /// class and, optionally, a dedicated sender thread). Default: the
+    /// config's `[[topics]]` rule for the topic, else Normal. The admin
+    /// plane can change each connection later.
+    pub fn priority(mut self, p: Priority) -> Self {
+        self.priority = Some(p);
         self
     }
     /// For raw-byte publishers: the type name and hash to announce, so typed
@@ -74,6 +85,12 @@ impl<T: Codec> PublisherBuilder<T> {
             events: EventQueue::default(),
             deadline: DeadlineWatch::new(self.qos.deadline),
         });
+        if let Some(p) = self
+            .priority
+            .or_else(|| rt.shared.cfg.topic_priority(&record.topic))
+        {
+            shared.links.set_default_priority(p);
+        }
         let port: Arc<dyn WriterPort> = shared.clone();
         rt.shared.add_writer(record, Arc::downgrade(&port));
         Ok(Publisher {
@@ -158,6 +175,9 @@ impl<T: Codec> WriterPort for PubShared<T> {
     fn connections(&self) -> Vec<ConnectionInfo> {
         self.links.connections(&self.topic, self.id)
     }
+    fn links(&self) -> &Links {
+        &self.links
+    }
     fn add_link(&self, link: Arc<dyn Link>) {
         if self.qos.durability == Durability::TransientLocal {
             // Replay the history, then go live, under the history lock so no
@@ -234,6 +254,13 @@ impl<T: Codec> Publisher<T> {
         let links = self.shared.links.snapshot();
         let cell = OnceCell::new();
         self.shared.send_all(&links, seq, stamp_ns, &value, &cell)
+    }
+
+    /// Changes the priority of every live connection of this publisher (and
+    /// of those it makes later); returns each subscriber's outcome.
+    pub fn set_priority(&self, p: Priority) -> Vec<(EndpointId, Result<String, PriorityError>)> {
+        self.shared.links.set_default_priority(p);
+        self.shared.links.set_priority(|_| true, p)
     }
 
     /// Number of connected subscribers.

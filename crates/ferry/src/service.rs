@@ -23,7 +23,9 @@ use crate::runtime::{ReaderPort, WriterPort};
 use crate::stats::{now_ns, ConnectionInfo};
 use crate::transport::{InFrame, InboundConn, Inbox, Link, OutFrame, ReplyBody, ReplySink};
 
-type Handler<Req, Resp> = Box<dyn Fn(&Req) -> Result<Resp, String> + Send + Sync>;
+/// A request handler; the second argument is the calling client.
+pub(crate) type Handler<Req, Resp> =
+    Box<dyn Fn(&Req, EndpointId) -> Result<Resp, String> + Send + Sync>;
 
 /// Type name and hash of a service: both halves must match.
 fn service_type<Req: Message, Resp: Message>() -> (String, TypeHash) {
@@ -91,21 +93,23 @@ impl<Req: Message, Resp: Message> ServiceBuilder<Req, Resp> {
                     let Some(replier) = job.conn.replier.clone() else {
                         continue;
                     };
-                    let result = match catch_unwind(AssertUnwindSafe(|| handler(&job.req))) {
-                        Ok(Ok(resp)) => {
-                            let resp = Arc::new(resp);
-                            let r2 = resp.clone();
-                            Ok(ReplyBody {
-                                typed: resp,
-                                encode: Box::new(move || r2.encode()),
-                            })
-                        }
-                        Ok(Err(msg)) => Err(msg),
-                        Err(_) => {
-                            tracing::error!("service `{t}`: handler panicked");
-                            Err("the service handler panicked".to_string())
-                        }
-                    };
+                    let result =
+                        match catch_unwind(AssertUnwindSafe(|| handler(&job.req, job.conn.remote)))
+                        {
+                            Ok(Ok(resp)) => {
+                                let resp = Arc::new(resp);
+                                let r2 = resp.clone();
+                                Ok(ReplyBody {
+                                    typed: resp,
+                                    encode: Box::new(move || r2.encode()),
+                                })
+                            }
+                            Ok(Err(msg)) => Err(msg),
+                            Err(_) => {
+                                tracing::error!("service `{t}`: handler panicked");
+                                Err("the service handler panicked".to_string())
+                            }
+                        };
                     replier.reply(job.request_id, result);
                 }
             })
@@ -342,6 +346,9 @@ impl<Resp: Message> ReplySink for CliShared<Resp> {
 impl<Resp: Message> WriterPort for CliShared<Resp> {
     fn connections(&self) -> Vec<ConnectionInfo> {
         self.links.connections(&self.topic, self.id)
+    }
+    fn links(&self) -> &Links {
+        &self.links
     }
     fn add_link(&self, link: Arc<dyn Link>) {
         self.links.push(link);

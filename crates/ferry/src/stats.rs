@@ -189,6 +189,12 @@ pub struct ConnectionInfo {
     pub transport: String,
     /// The remote locator, when the path has one.
     pub locator: String,
+    /// The node of the other endpoint, when discovery knows it.
+    #[serde(default)]
+    pub remote_node: String,
+    /// Priority (writer side: packet class + thread policy).
+    #[serde(default)]
+    pub priority: String,
     /// Counters.
     pub stats: StatsSnapshot,
 }
@@ -210,6 +216,8 @@ impl ConnectionInfo {
             side,
             transport: transport.to_string(),
             locator: locator.to_string(),
+            remote_node: String::new(),
+            priority: String::new(),
             stats: stats.snapshot(),
         }
     }

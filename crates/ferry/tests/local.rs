@@ -287,7 +287,9 @@ fn config_rule_pins_a_topic_pattern_to_tcp() {
         discovery: DiscoveryRange::Localhost,
         topics: vec![ferry::TopicRule {
             pattern: "/camera/*".into(),
-            transport: TransportKind::Tcp,
+            transport: Some(TransportKind::Tcp),
+            priority: None,
+            sched: None,
         }],
         ..Config::default()
     };

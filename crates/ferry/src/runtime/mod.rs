@@ -27,6 +27,7 @@ use crate::transport::{self, ConnectRequest, Link, PeerInfo, ReplySink, Transpor
 /// A local writer (publisher or client) as the runtime sees it.
 pub(crate) trait WriterPort: Send + Sync {
     fn connections(&self) -> Vec<crate::stats::ConnectionInfo>;
+    fn links(&self) -> &crate::port::Links;
     fn add_link(&self, link: Arc<dyn Link>);
     fn remove_link(&self, reader: EndpointId);
     fn events(&self) -> &EventQueue;
@@ -178,6 +179,7 @@ impl Runtime {
                 cfg.max_frame_bytes,
                 Duration::from_millis(cfg.keep_all_block_ms),
                 ifaces.clone(),
+                cfg.priority_threads,
             )),
         ];
         let locators: Vec<Locator> = transports.iter().flat_map(|t| t.locators()).collect();
@@ -736,7 +738,78 @@ impl Shared {
         };
         let mut out: Vec<_> = ws.iter().flat_map(|w| w.connections()).collect();
         out.extend(rs.iter().flat_map(|r| r.connections()));
+        let names = self.endpoint_nodes();
+        for c in &mut out {
+            if let Some(n) = names.iter().find(|(id, _)| id.to_string() == c.remote) {
+                c.remote_node = n.1.clone();
+            }
+        }
         out
+    }
+
+    /// The admin `set` command: changes the priority of the live connections
+    /// of node `node`'s writers on `topic` whose reader is `to` (a node
+    /// name, an endpoint id, or `*`). `sched` None keeps each connection's
+    /// thread policy.
+    pub fn set_priority(
+        &self,
+        node: u32,
+        topic: &str,
+        to: &str,
+        class: crate::priority::PacketClass,
+        sched: Option<Option<crate::priority::ThreadPolicy>>,
+    ) -> Result<Vec<crate::admin::SetOutcome>, crate::priority::PriorityError> {
+        let ports: Vec<_> = {
+            let core = self.core.lock();
+            core.writers
+                .values()
+                .filter(|w| w.record.node == node && w.record.topic == topic)
+                .filter_map(|w| w.port.upgrade())
+                .collect()
+        };
+        let names = self.endpoint_nodes();
+        let node_of = |id: EndpointId| names.get(&id).cloned().unwrap_or_default();
+        let wanted = |id: EndpointId| {
+            to.is_empty() || to == "*" || to == id.to_string() || node_of(id) == to
+        };
+        let mut out = Vec::new();
+        for port in ports {
+            let links = port.links();
+            for l in links
+                .snapshot()
+                .iter()
+                .filter(|l| !l.is_closed() && wanted(l.remote()))
+            {
+                let p = crate::priority::Priority {
+                    class,
+                    thread: sched.unwrap_or(l.priority().thread),
+                };
+                let result = l.set_priority(p).map_err(|e| e.to_string());
+                out.push(crate::admin::SetOutcome {
+                    remote: l.remote().to_string(),
+                    remote_node: node_of(l.remote()),
+                    priority: l.priority().to_string(),
+                    result,
+                });
+            }
+            links.set_priority(|_| false, Default::default()); // re-sort
+        }
+        if out.is_empty() {
+            return Err(crate::priority::PriorityError::NoConnection {
+                topic: topic.to_string(),
+                to: to.to_string(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Node names of every known endpoint (local and discovered).
+    fn endpoint_nodes(&self) -> HashMap<EndpointId, String> {
+        self.graph()
+            .endpoints
+            .into_iter()
+            .map(|e| (e.id, e.node))
+            .collect()
     }
 
     /// A snapshot of everything known: local and remote nodes and endpoints.

@@ -15,6 +15,7 @@ use super::{
     Capabilities, ConnectError, ConnectRequest, InFrame, InboundConn, Inbox, Link, OutFrame,
     PeerInfo, SendError, Transport,
 };
+use crate::priority::{Priority, PriorityError};
 use crate::stats::ConnStats;
 
 fn readers() -> &'static RwLock<HashMap<EndpointId, Weak<dyn Inbox>>> {
@@ -80,6 +81,7 @@ impl Transport for IntraTransport {
             reader_id: req.reader,
             conn,
             closed: AtomicBool::new(false),
+            priority: Default::default(),
         }))
     }
 }
@@ -113,6 +115,7 @@ struct IntraLink {
     reader_id: EndpointId,
     conn: Arc<InboundConn>,
     closed: AtomicBool,
+    priority: parking_lot::Mutex<Priority>,
 }
 
 impl Link for IntraLink {
@@ -158,5 +161,16 @@ impl Link for IntraLink {
                 r.detach(self.conn.remote);
             }
         }
+    }
+    fn priority(&self) -> Priority {
+        *self.priority.lock()
+    }
+    fn set_priority(&self, p: Priority) -> Result<String, PriorityError> {
+        *self.priority.lock() = p;
+        Ok(
+            "in-process: no packets; the sample is handed over on the publishing thread, \
+            before those of lower-priority connections of the same publisher"
+                .into(),
+        )
     }
 }

@@ -24,6 +24,7 @@ use ferry_wire::{EndpointId, EndpointKind, Locator, ParticipantId, Qos, Transpor
 
 use crate::error::EncodeError;
 use crate::message::Payload;
+use crate::priority::{Priority, PriorityError};
 use crate::stats::ConnStats;
 
 /// What a transport guarantees.
@@ -141,6 +142,12 @@ pub trait Link: Send + Sync {
     fn is_closed(&self) -> bool;
     /// Closes the connection.
     fn close(&self);
+    /// The connection's priority.
+    fn priority(&self) -> Priority;
+    /// Changes the priority of the live connection (no reconnect). Ok: what
+    /// took effect, in words (a refused thread policy is a warning there,
+    /// not an error: the packet class still applies).
+    fn set_priority(&self, p: Priority) -> Result<String, PriorityError>;
 }
 
 /// A transport: how connections of one kind are made.

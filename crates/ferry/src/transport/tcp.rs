@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{SocketAddr, TcpStream as StdTcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,7 @@ use super::{
 };
 use crate::host::Interface;
 use crate::message::Payload;
+use crate::priority::{Priority, PriorityError, ThreadPolicy};
 use crate::runtime::io::IoHandle;
 use crate::stats::ConnStats;
 
@@ -101,6 +102,26 @@ pub(crate) struct TcpConn {
     pub peer: SocketAddr,
     pub remote: EndpointId,
     policy: QueuePolicy,
+    /// The connection's priority (writer side).
+    priority: Mutex<Priority>,
+    /// A dedicated sender thread serves this connection (thread priority).
+    lane: Mutex<Option<Arc<Lane>>>,
+    /// Wakes the lane when frames are queued (paired with `out`).
+    lane_wake: Condvar,
+    /// `lane` is set (read on the data path without taking `lane`).
+    lane_active: AtomicBool,
+}
+
+/// Dedicated sender threads in this process, and their bound.
+static LANES: AtomicUsize = AtomicUsize::new(0);
+
+/// A sender thread with its own scheduling policy, serving one connection:
+/// the paper's "thread that handles the connection". Only connections given
+/// a thread policy get one, at most `priority_threads` per process.
+struct Lane {
+    /// Policy wanted; the thread applies it when it changes.
+    policy: Mutex<ThreadPolicy>,
+    stop: AtomicBool,
 }
 
 impl TcpConn {
@@ -128,6 +149,137 @@ impl TcpConn {
             peer,
             remote,
             policy,
+            priority: Mutex::new(Priority::default()),
+            lane: Mutex::new(None),
+            lane_wake: Condvar::new(),
+            lane_active: AtomicBool::new(false),
+        }
+    }
+
+    /// Applies a priority to the live connection: TOS + socket priority at
+    /// once (the next segment carries them), and a dedicated sender thread
+    /// started, re-prioritized or stopped.
+    pub fn set_priority(
+        self: &Arc<Self>,
+        p: Priority,
+        lane_limit: usize,
+    ) -> Result<String, PriorityError> {
+        // The thread first: when no thread is left, nothing has changed.
+        let mut note = String::new();
+        let mut lane = self.lane.lock();
+        match (p.thread, lane.as_ref()) {
+            (Some(t), Some(l)) => {
+                *l.policy.lock() = t;
+                let _g = self.out.lock();
+                self.lane_wake.notify_all();
+                note += &format!("; sender thread now {t}");
+            }
+            (Some(t), None) => {
+                if LANES.fetch_add(1, Ordering::AcqRel) >= lane_limit {
+                    LANES.fetch_sub(1, Ordering::AcqRel);
+                    return Err(PriorityError::NoThreadLeft { limit: lane_limit });
+                }
+                let l = Arc::new(Lane {
+                    policy: Mutex::new(t),
+                    stop: AtomicBool::new(false),
+                });
+                let conn = self.clone();
+                let l2 = l.clone();
+                let spawned =
+                    std::thread::Builder::new()
+                        .name("ferry-lane".into())
+                        .spawn(move || {
+                            conn.run_lane(&l2);
+                            LANES.fetch_sub(1, Ordering::AcqRel);
+                        });
+                if let Err(e) = spawned {
+                    LANES.fetch_sub(1, Ordering::AcqRel);
+                    return Err(PriorityError::Socket {
+                        transport: "tcp",
+                        source: e,
+                    });
+                }
+                *lane = Some(l);
+                self.lane_active.store(true, Ordering::Release);
+                note += &format!("; dedicated sender thread {t}");
+            }
+            (None, Some(l)) => {
+                l.stop.store(true, Ordering::Release);
+                self.lane_active.store(false, Ordering::Release);
+                let _g = self.out.lock();
+                self.lane_wake.notify_all();
+                *lane = None;
+                note += "; dedicated sender thread stopped";
+            }
+            (None, None) => {}
+        }
+        drop(lane);
+        crate::priority::apply_to_socket(socket2::SockRef::from(&self.stream), p.class).map_err(
+            |source| PriorityError::Socket {
+                transport: "tcp",
+                source,
+            },
+        )?;
+        *self.priority.lock() = p;
+        Ok(format!(
+            "tcp: TOS 0x{:02x} (DSCP {}), socket priority {} (pfifo_fast band {}){note}",
+            p.class.tos(),
+            p.class.dscp(),
+            p.class.socket_priority(),
+            p.class.band()
+        ))
+    }
+
+    /// The connection's priority.
+    pub fn priority(&self) -> Priority {
+        *self.priority.lock()
+    }
+
+    /// The lane thread: applies its policy, then writes whatever is queued.
+    fn run_lane(&self, lane: &Lane) {
+        let mut applied: Option<ThreadPolicy> = None;
+        loop {
+            let want = *lane.policy.lock();
+            if applied != Some(want) {
+                if let Err(e) = crate::priority::apply_to_current_thread(want) {
+                    tracing::warn!(
+                        "{} → {}: thread policy {want} refused ({e}); needs CAP_SYS_NICE or root — the packet class still applies",
+                        self.peer,
+                        self.remote
+                    );
+                }
+                applied = Some(want);
+            }
+            let mut out = self.out.lock();
+            while out.frames.is_empty()
+                && !self.is_closed()
+                && !lane.stop.load(Ordering::Acquire)
+                && *lane.policy.lock() == want
+            {
+                self.lane_wake
+                    .wait_for(&mut out, Duration::from_millis(100));
+            }
+            if self.is_closed() || lane.stop.load(Ordering::Acquire) {
+                // Whatever is left goes out through the I/O thread.
+                if !out.frames.is_empty() {
+                    drop(out);
+                    self.io.kick();
+                }
+                return;
+            }
+            if self.flush_queue(&mut out).is_err() {
+                drop(out);
+                self.mark_closed();
+                return;
+            }
+            let full = !out.frames.is_empty();
+            drop(out);
+            self.drained.notify_all();
+            if full {
+                // Socket buffer full: the I/O thread's writable event or
+                // our next turn continues.
+                std::thread::sleep(Duration::from_micros(200));
+            }
         }
     }
 
@@ -160,6 +312,7 @@ impl TcpConn {
             0 => crate::stats::now_ns(),
             t => t,
         };
+        let lane = self.lane_active.load(Ordering::Acquire);
         let mut out = self.out.lock();
         if out.last_send != 0 {
             let dt = now.saturating_sub(out.last_send) as f64;
@@ -171,7 +324,7 @@ impl TcpConn {
         }
         out.last_send = now;
         let batching = out.interval_ns < BATCH_BELOW_NS;
-        if batching && out.frames.len() >= self.policy.depth.min(COALESCE_FRAMES) {
+        if batching && !lane && out.frames.len() >= self.policy.depth.min(COALESCE_FRAMES) {
             // A full batch: write it now rather than let the queue policy
             // drop or block on frames the socket would take at once.
             if self.flush_queue(&mut out).is_err() {
@@ -213,6 +366,16 @@ impl TcpConn {
                     }
                 }
             }
+        }
+        if lane {
+            // The dedicated sender thread writes.
+            out.frames.push_back(Pending {
+                header: header.encode(),
+                body,
+                sent: 0,
+            });
+            self.lane_wake.notify_one();
+            return Ok(());
         }
         // An empty backlog means nothing is in flight and no writable edge is
         // pending: write directly (also after waking from a drained backlog,
@@ -347,6 +510,11 @@ fn write_vectored_all(
     }
     Ok(from)
 }
+
+/// How long one connect attempt may take: the kernel resends a lost SYN
+/// after 1 s and 3 s, so on a lossy wireless link a 1 s bound fails on the
+/// first lost SYN (connects run on their own thread: nothing waits on this).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Largest buffer growth per read call.
 const READ_CHUNK: usize = 4 << 20;
@@ -637,6 +805,7 @@ impl Replier for TcpReplier {
 struct TcpLink {
     conn: Arc<TcpConn>,
     remote: EndpointId,
+    lane_limit: usize,
 }
 
 impl Link for TcpLink {
@@ -672,6 +841,12 @@ impl Link for TcpLink {
     fn close(&self) {
         self.conn.mark_closed();
     }
+    fn priority(&self) -> Priority {
+        self.conn.priority()
+    }
+    fn set_priority(&self, p: Priority) -> Result<String, PriorityError> {
+        self.conn.set_priority(p, self.lane_limit)
+    }
 }
 
 /// The TCP transport of one runtime.
@@ -681,6 +856,7 @@ pub struct TcpTransport {
     max_frame: usize,
     keep_all_block: Duration,
     interfaces: Vec<Interface>,
+    priority_threads: usize,
 }
 
 impl TcpTransport {
@@ -690,6 +866,7 @@ impl TcpTransport {
         max_frame: usize,
         keep_all_block: Duration,
         interfaces: Vec<Interface>,
+        priority_threads: usize,
     ) -> Self {
         TcpTransport {
             locators,
@@ -697,6 +874,7 @@ impl TcpTransport {
             max_frame,
             keep_all_block,
             interfaces,
+            priority_threads,
         }
     }
 
@@ -737,7 +915,7 @@ impl Transport for TcpTransport {
         let addrs = self.candidates(&local, &req.remote);
         let mut last = String::from("no tcp locator");
         for addr in &addrs {
-            match StdTcpStream::connect_timeout(addr, Duration::from_secs(1)) {
+            match StdTcpStream::connect_timeout(addr, CONNECT_TIMEOUT) {
                 Ok(s) => {
                     let hello = Hello {
                         from: req.writer,
@@ -785,6 +963,7 @@ impl Transport for TcpTransport {
                     return Ok(Arc::new(TcpLink {
                         conn,
                         remote: req.reader,
+                        lane_limit: self.priority_threads,
                     }));
                 }
                 Err(e) => last = e.to_string(),

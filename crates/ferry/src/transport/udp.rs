@@ -28,6 +28,7 @@ use super::{
 use crate::error::EncodeError;
 use crate::host::Interface;
 use crate::message::Payload;
+use crate::priority::{PacketClass, Priority, PriorityError};
 use crate::runtime::io::IoHandle;
 use crate::stats::ConnStats;
 
@@ -65,6 +66,10 @@ struct TxStream {
     block: Option<Duration>,
     /// When the I/O thread will next look at this stream (ns since epoch).
     io_deadline: AtomicU64,
+    /// Class of its datagrams, set per datagram (the socket is shared);
+    /// None = the socket's default (DSCP 0).
+    class: Mutex<Option<PacketClass>>,
+    priority: Mutex<Priority>,
 }
 
 struct RxStream {
@@ -114,17 +119,30 @@ impl UdpShared {
         let _ = self.socket.send_to(bytes, to);
     }
 
+    /// Sends with a TOS byte of its own (an `IP_TOS` control message: the
+    /// socket is shared by every stream; the kernel derives the datagram's
+    /// socket priority, hence its `pfifo_fast` band, from it).
+    fn send_tos(&self, bytes: &[u8], to: SocketAddr, class: Option<PacketClass>) {
+        match class {
+            None => self.send(bytes, to),
+            Some(c) => {
+                let _ = send_with_class(&self.socket, bytes, to, c);
+            }
+        }
+    }
+
     /// Sends what the stream may send now; returns its next deadline.
     fn pump_tx(&self, tx: &TxStream, st: &mut TxState, now: Instant) -> Option<Instant> {
+        let tos = *tx.class.lock();
         if let Some(t) = st.next_hello {
             if now >= t {
-                self.send(&tx.hello, tx.peer);
+                self.send_tos(&tx.hello, tx.peer, tos);
                 st.next_hello = Some(now + HELLO_EVERY);
             }
         }
         if st.sender.has_feedback() {
             while let Some(d) = st.sender.poll_transmit(now) {
-                self.send(&d, tx.peer);
+                self.send_tos(&d, tx.peer, tos);
             }
         }
         let s = st.sender.stats();
@@ -454,6 +472,112 @@ impl Link for UdpLink {
         self.tx.closed.store(true, Ordering::Relaxed);
         self.tx.acked.notify_all();
     }
+    fn priority(&self) -> Priority {
+        *self.tx.priority.lock()
+    }
+    fn set_priority(&self, p: Priority) -> Result<String, PriorityError> {
+        *self.tx.class.lock() = (p.class != PacketClass::Normal).then_some(p.class);
+        *self.tx.priority.lock() = p;
+        let mut note = format!(
+            "udp: TOS 0x{:02x} (DSCP {}), socket priority {} (pfifo_fast band {}) per datagram",
+            p.class.tos(),
+            p.class.dscp(),
+            p.class.socket_priority(),
+            p.class.band()
+        );
+        if let Some(t) = p.thread {
+            note += &format!(
+                "; thread policy {t} not applied: the UDP path has no dedicated sender thread yet"
+            );
+        }
+        Ok(note)
+    }
+}
+
+/// Whether the kernel takes `SO_PRIORITY` as a control message (Linux 6.14+).
+static CMSG_PRIORITY: AtomicBool = AtomicBool::new(true);
+
+/// `sendmsg` with `IP_TOS` and `SO_PRIORITY` control messages (IPv4; IPv6
+/// goes without). A kernel that refuses the priority cmsg gets TOS only and
+/// derives the priority from it.
+fn send_with_class(
+    socket: &mio::net::UdpSocket,
+    bytes: &[u8],
+    to: SocketAddr,
+    class: PacketClass,
+) -> std::io::Result<usize> {
+    let with_prio = CMSG_PRIORITY.load(Ordering::Relaxed);
+    match send_cmsgs(socket, bytes, to, class, with_prio) {
+        Err(e) if with_prio && e.raw_os_error() == Some(libc::EINVAL) => {
+            CMSG_PRIORITY.store(false, Ordering::Relaxed);
+            send_cmsgs(socket, bytes, to, class, false)
+        }
+        r => r,
+    }
+}
+
+fn send_cmsgs(
+    socket: &mio::net::UdpSocket,
+    bytes: &[u8],
+    to: SocketAddr,
+    class: PacketClass,
+    with_prio: bool,
+) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let SocketAddr::V4(v4) = to else {
+        return socket.send_to(bytes, to);
+    };
+    let addr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: v4.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(v4.ip().octets()),
+        },
+        sin_zero: [0; 8],
+    };
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    // Room for two cmsgs carrying an int each, 8-byte aligned.
+    let mut control = [0u64; 8];
+    let int = std::mem::size_of::<libc::c_int>() as u32;
+    // SAFETY: every pointer refers to a live local of the right size; the
+    // cmsg headers are written inside `control` by the CMSG macros.
+    unsafe {
+        let space = libc::CMSG_SPACE(int) as usize;
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_name = &addr as *const _ as *mut libc::c_void;
+        msg.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = if with_prio { 2 * space } else { space };
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::IPPROTO_IP;
+        (*cmsg).cmsg_type = libc::IP_TOS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(int) as usize;
+        std::ptr::write_unaligned(
+            libc::CMSG_DATA(cmsg) as *mut libc::c_int,
+            libc::c_int::from(class.tos()),
+        );
+        if with_prio {
+            let c2 = libc::CMSG_NXTHDR(&msg, cmsg);
+            (*c2).cmsg_level = libc::SOL_SOCKET;
+            (*c2).cmsg_type = libc::SO_PRIORITY;
+            (*c2).cmsg_len = libc::CMSG_LEN(int) as usize;
+            std::ptr::write_unaligned(
+                libc::CMSG_DATA(c2) as *mut libc::c_int,
+                class.socket_priority() as libc::c_int,
+            );
+        }
+        let n = libc::sendmsg(socket.as_raw_fd(), &msg, 0);
+        if n < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
 }
 
 /// The UDP transport of one runtime.
@@ -547,6 +671,8 @@ impl Transport for UdpTransport {
             reader: req.reader,
             block: (cfg.reliable && cfg.keep_all).then_some(s.keep_all_block),
             io_deadline: AtomicU64::new(0),
+            class: Mutex::new(None),
+            priority: Mutex::new(Priority::default()),
         });
         self.shared.tx.lock().insert((peer, tx.stream), tx.clone());
         {

@@ -1,0 +1,144 @@
+//! `ferry admin NODE connections | set TOPIC --to PEER --priority CLASS --sched POLICY`:
+//! the node's admin service, from the shell.
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use ferry::admin::{AdminReply, AdminRequest};
+
+/// Arguments of `ferry admin`.
+#[derive(Args)]
+pub struct AdminArgs {
+    /// The node (`/camera_node`).
+    node: String,
+    #[command(subcommand)]
+    cmd: AdminCmd,
+    /// How long to wait for the node's admin service (s).
+    #[arg(long, default_value_t = 3.0, global = true)]
+    timeout: f64,
+    /// Print the node's JSON reply.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum AdminCmd {
+    /// The node's connections with their path, priority and statistics.
+    Connections,
+    /// Change the priority of live connections of one of the node's publishers.
+    Set {
+        /// The publisher's topic.
+        topic: String,
+        /// The subscriber's node (`/planner`), endpoint id, or `*` for all.
+        #[arg(long, default_value = "*")]
+        to: String,
+        /// Packet class: low, normal, high, critical or dscp:0..63.
+        #[arg(long, default_value = "normal")]
+        priority: String,
+        /// Dedicated sender thread: fifo:1..99, rr:1..99, nice:-20..19, other;
+        /// `none` removes it. Omitted: unchanged.
+        #[arg(long)]
+        sched: Option<String>,
+    },
+}
+
+pub fn run(a: AdminArgs, spin: Duration) -> Result<(), String> {
+    let node = crate::cli_node()?;
+    let client = node
+        .client::<AdminRequest, AdminReply>(&ferry::admin::service_name(&a.node))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let timeout = Duration::from_secs_f64(a.timeout);
+    if !client.wait_for_service(timeout.max(spin)) {
+        return Err(format!(
+            "no admin service for node `{}` (is it running, in this domain, with admin not off?)",
+            a.node
+        ));
+    }
+    let req = match &a.cmd {
+        AdminCmd::Connections => AdminRequest::connections(),
+        AdminCmd::Set {
+            topic,
+            to,
+            priority,
+            sched,
+        } => {
+            // Check locally first: a typo is reported without a round trip.
+            priority
+                .parse::<ferry::PacketClass>()
+                .map_err(|e| e.to_string())?;
+            if let Some(s) = sched.as_deref().filter(|s| *s != "none") {
+                s.parse::<ferry::ThreadPolicy>()
+                    .map_err(|e| e.to_string())?;
+            }
+            AdminRequest {
+                command: "set".into(),
+                topic: topic.clone(),
+                to: to.clone(),
+                priority: priority.clone(),
+                sched: sched.clone().unwrap_or_default(),
+            }
+        }
+    };
+    let reply = client.call(req, timeout).map_err(|e| e.to_string())?;
+    if a.json {
+        println!("{}", reply.json);
+        return Ok(());
+    }
+    match a.cmd {
+        AdminCmd::Connections => {
+            let conns = ferry::admin::parse_connections(&reply).map_err(|e| e.to_string())?;
+            println!(
+                "{:<24} {:<6} {:<22} {:<6} {:<22} {:<18} {:>9} {:>10}",
+                "topic", "side", "peer", "path", "locator", "priority", "msgs", "rate Hz"
+            );
+            for c in conns {
+                let peer = if c.remote_node.is_empty() {
+                    c.remote.clone()
+                } else {
+                    c.remote_node.clone()
+                };
+                println!(
+                    "{:<24} {:<6} {:<22} {:<6} {:<22} {:<18} {:>9} {:>10.1}",
+                    c.topic,
+                    format!("{:?}", c.side).to_lowercase(),
+                    peer,
+                    c.transport,
+                    c.locator,
+                    if c.priority.is_empty() {
+                        "-"
+                    } else {
+                        &c.priority
+                    },
+                    c.stats.messages,
+                    c.stats.rate_hz
+                );
+            }
+        }
+        AdminCmd::Set { .. } => {
+            let out = ferry::admin::parse_set(&reply).map_err(|e| e.to_string())?;
+            let mut failed = 0;
+            for o in &out {
+                let peer = if o.remote_node.is_empty() {
+                    &o.remote
+                } else {
+                    &o.remote_node
+                };
+                match &o.result {
+                    Ok(note) => println!("{peer}: {} — {note}", o.priority),
+                    Err(e) => {
+                        failed += 1;
+                        println!("{peer}: NOT changed — {e}");
+                    }
+                }
+            }
+            if failed > 0 {
+                return Err(format!(
+                    "{failed} of {} connection(s) not changed",
+                    out.len()
+                ));
+            }
+        }
+    }
+    Ok(())
+}

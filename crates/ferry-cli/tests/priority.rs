@@ -1,0 +1,489 @@
+//! Channel priority on the wire (needs root for the packet capture and for
+//! SCHED_FIFO): real `ferry topic pub` / `topic echo` processes, changed live
+//! through `ferry admin`, and the TOS byte of every data packet read off the
+//! loopback interface with an AF_PACKET socket.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+
+/// A raw capture of every frame on `lo`.
+struct Capture(i32);
+
+impl Capture {
+    fn open() -> Capture {
+        // SAFETY: plain socket calls with valid arguments.
+        unsafe {
+            let fd = libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW,
+                (libc::ETH_P_ALL as u16).to_be() as i32,
+            );
+            assert!(
+                fd >= 0,
+                "AF_PACKET socket: {}",
+                std::io::Error::last_os_error()
+            );
+            let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+            sll.sll_family = libc::AF_PACKET as u16;
+            sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+            sll.sll_ifindex = libc::if_nametoindex(c"lo".as_ptr()) as i32;
+            let r = libc::bind(
+                fd,
+                &sll as *const _ as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            );
+            assert_eq!(r, 0, "bind lo: {}", std::io::Error::last_os_error());
+            let tv = libc::timeval {
+                tv_sec: 0,
+                tv_usec: 50_000,
+            };
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                &tv as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::timeval>() as u32,
+            );
+            Capture(fd)
+        }
+    }
+
+    fn next(&self, buf: &mut [u8]) -> Option<usize> {
+        // SAFETY: buf is a valid writable buffer of its length.
+        let n = unsafe { libc::recv(self.0, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
+        (n > 0).then_some(n as usize)
+    }
+
+    /// Forgets what was captured so far (everything sent before now: on
+    /// `lo` a frame reaches the capture while the sender is still in send).
+    fn drain(&self) {
+        let mut buf = vec![0u8; 70_000];
+        // SAFETY: as in `next`, non-blocking.
+        while unsafe {
+            libc::recv(
+                self.0,
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        } > 0
+        {}
+    }
+
+    /// The TOS byte of the first IPv4 packet of `proto` (6 TCP, 17 UDP)
+    /// whose payload contains `marker`.
+    fn tos_of(&self, marker: &[u8], proto: u8, limit: Duration) -> Option<u8> {
+        let end = Instant::now() + limit;
+        let mut buf = vec![0u8; 70_000];
+        while Instant::now() < end {
+            let Some(n) = self.next(&mut buf) else {
+                continue;
+            };
+            let f = &buf[..n];
+            // Ethernet header (zero MACs on lo), then IPv4.
+            if n < 14 + 20 || f[12..14] != [0x08, 0x00] || f[14] >> 4 != 4 || f[14 + 9] != proto {
+                continue;
+            }
+            if f.windows(marker.len()).any(|w| w == marker) {
+                return Some(f[15]);
+            }
+        }
+        None
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        // SAFETY: our own fd.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+fn ferry(env: &[(&str, &str)], args: &[&str]) -> Command {
+    let mut c = Command::new(FERRY);
+    c.args(args).env("FERRY_DISCOVERY", "localhost");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+fn run(env: &[(&str, &str)], args: &[&str]) -> Output {
+    ferry(env, args).output().expect("run ferry")
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr)
+}
+
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(env: &[(&str, &str)], args: &[&str]) -> Kill {
+    Kill(
+        ferry(env, args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn ferry"),
+    )
+}
+
+fn root() -> bool {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: the packet capture and SCHED_FIFO need root");
+        return false;
+    }
+    true
+}
+
+/// A config file pinning `/prio/udp` to UDP (same host: automatic selection
+/// would not pick it) plus `extra` lines.
+fn config(tag: &str, extra: &str) -> String {
+    let path = std::env::temp_dir().join(format!("ferry-prio-{tag}-{}.toml", std::process::id()));
+    std::fs::write(
+        &path,
+        format!("{extra}\n[[topics]]\npattern = \"/prio/udp\"\ntransport = \"udp\"\n"),
+    )
+    .unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// Waits until the publisher's admin plane reports a connection on `topic`
+/// over `path`.
+fn wait_connected(env: &[(&str, &str)], node: &str, topic: &str, path: &str) {
+    let end = Instant::now() + Duration::from_secs(15);
+    loop {
+        let o = run(env, &["admin", node, "connections"]);
+        let t = text(&o);
+        if t.lines()
+            .any(|l| l.starts_with(topic) && l.contains(&format!(" {path} ")))
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "no {path} connection on {topic}:\n{t}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn every_class_is_on_the_wire_within_one_message_on_tcp_and_udp() {
+    if !root() {
+        return;
+    }
+    let cfg = config("wire", "");
+    let env = [("FERRY_DOMAIN_ID", "61"), ("FERRY_CONFIG", cfg.as_str())];
+    let cap = Capture::open();
+    for (topic, proto, path) in [("/prio/tcp", 6u8, "tcp"), ("/prio/udp", 17, "udp")] {
+        let marker = format!("PRIOMARK{path}");
+        let _echo = spawn(&env, &["topic", "echo", topic]);
+        let _publ = spawn(
+            &env,
+            &[
+                "--node-name",
+                "prio_pub",
+                "topic",
+                "pub",
+                topic,
+                "std_msgs/msg/String",
+                &format!("data: {marker}"),
+                "-r",
+                "50",
+            ],
+        );
+        wait_connected(&env, "/prio_pub", topic, path);
+        cap.drain();
+        assert_eq!(
+            cap.tos_of(marker.as_bytes(), proto, Duration::from_secs(3)),
+            Some(0),
+            "{path}: default class is not DSCP 0"
+        );
+        for (class, tos) in [
+            ("high", 0x90u8),
+            ("low", 0x28),
+            ("critical", 0xb0),
+            ("dscp:46", 0xb8),
+            ("normal", 0x00), // revert
+        ] {
+            let o = run(
+                &env,
+                &["admin", "/prio_pub", "set", topic, "--priority", class],
+            );
+            assert!(o.status.success(), "set {class}: {}", text(&o));
+            // Everything sent before the change has reached the capture.
+            cap.drain();
+            assert_eq!(
+                cap.tos_of(marker.as_bytes(), proto, Duration::from_secs(3)),
+                Some(tos),
+                "{path} {class}: the first message after the change has the wrong TOS"
+            );
+        }
+    }
+    std::fs::remove_file(cfg).ok();
+}
+
+/// Thread policy and scheduling of the task named `comm` in process `pid`.
+fn thread_sched(pid: u32, comm: &str) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for t in dir.flatten() {
+        let p = t.path();
+        if !std::fs::read_to_string(p.join("comm")).is_ok_and(|c| c.trim() == comm) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(p.join("stat")).unwrap_or_default();
+        // Fields after the parenthesised comm; rt_priority is field 40, policy 41.
+        let rest = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.len() > 38 {
+            out.push((f[37].parse().unwrap_or(0), f[38].parse().unwrap_or(0)));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_sender_thread_gets_sched_fifo_live_and_the_bound_holds() {
+    if !root() {
+        return;
+    }
+    let cfg = config("lane", "priority_threads = 1");
+    let env = [("FERRY_DOMAIN_ID", "62"), ("FERRY_CONFIG", cfg.as_str())];
+    let _e1 = spawn(
+        &env,
+        &["--node-name", "prio_sub1", "topic", "echo", "/prio/tcp"],
+    );
+    let _e2 = spawn(
+        &env,
+        &["--node-name", "prio_sub2", "topic", "echo", "/prio/tcp"],
+    );
+    let publ = spawn(
+        &env,
+        &[
+            "--node-name",
+            "prio_pub",
+            "topic",
+            "pub",
+            "/prio/tcp",
+            "std_msgs/msg/String",
+            "data: lane",
+            "-r",
+            "50",
+        ],
+    );
+    let pid = publ.0.id();
+    let end = Instant::now() + Duration::from_secs(15);
+    loop {
+        let t = text(&run(&env, &["admin", "/prio_pub", "connections"]));
+        if t.lines()
+            .filter(|l| l.starts_with("/prio/tcp") && l.contains(" tcp "))
+            .count()
+            == 2
+        {
+            break;
+        }
+        assert!(Instant::now() < end, "two tcp connections never came:\n{t}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let o = run(
+        &env,
+        &[
+            "admin",
+            "/prio_pub",
+            "set",
+            "/prio/tcp",
+            "--to",
+            "/prio_sub1",
+            "--priority",
+            "high",
+            "--sched",
+            "fifo:30",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("dedicated sender thread fifo:30"),
+        "{}",
+        text(&o)
+    );
+    let end = Instant::now() + Duration::from_secs(3);
+    while thread_sched(pid, "ferry-lane") != vec![(30, libc::SCHED_FIFO as u32)] {
+        assert!(
+            Instant::now() < end,
+            "lane threads: {:?}",
+            thread_sched(pid, "ferry-lane")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The bound (1): a second thread is refused and that connection is unchanged.
+    let o = run(
+        &env,
+        &[
+            "admin",
+            "/prio_pub",
+            "set",
+            "/prio/tcp",
+            "--to",
+            "/prio_sub2",
+            "--priority",
+            "high",
+            "--sched",
+            "rr:10",
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("priority sender threads are in use"),
+        "{}",
+        text(&o)
+    );
+    let conns = text(&run(&env, &["admin", "/prio_pub", "connections"]));
+    let line = |n: &str| {
+        conns
+            .lines()
+            .find(|l| l.contains(n))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(line("/prio_sub1").contains("high + fifo:30"), "{conns}");
+    assert!(line("/prio_sub2").contains("normal"), "{conns}");
+    // Removing the thread policy stops the thread; messages keep flowing.
+    let o = run(
+        &env,
+        &[
+            "admin",
+            "/prio_pub",
+            "set",
+            "/prio/tcp",
+            "--to",
+            "/prio_sub1",
+            "--priority",
+            "high",
+            "--sched",
+            "none",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let end = Instant::now() + Duration::from_secs(3);
+    while !thread_sched(pid, "ferry-lane").is_empty() {
+        assert!(Instant::now() < end, "lane thread still there");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::remove_file(cfg).ok();
+}
+
+#[test]
+fn bad_admin_requests_get_clear_errors_and_change_nothing() {
+    if !root() {
+        return;
+    }
+    let env = [("FERRY_DOMAIN_ID", "63")];
+    let _echo = spawn(&env, &["topic", "echo", "/prio/bad"]);
+    let _publ = spawn(
+        &env,
+        &[
+            "--node-name",
+            "bad_pub",
+            "topic",
+            "pub",
+            "/prio/bad",
+            "std_msgs/msg/String",
+            "data: x",
+            "-r",
+            "20",
+        ],
+    );
+    wait_connected(&env, "/bad_pub", "/prio/bad", "tcp");
+    let fails = |args: &[&str], want: &str| {
+        let o = run(&env, args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(
+            text(&o).contains(want),
+            "{args:?}: `{}` lacks `{want}`",
+            text(&o)
+        );
+    };
+    fails(
+        &["admin", "/nobody", "--timeout", "1", "connections"],
+        "no admin service for node `/nobody`",
+    );
+    fails(
+        &[
+            "admin",
+            "/bad_pub",
+            "set",
+            "/prio/bad",
+            "--priority",
+            "urgent",
+        ],
+        "unknown priority class `urgent`",
+    );
+    fails(
+        &["admin", "/bad_pub", "set", "/prio/bad", "--sched", "fifo:0"],
+        "unknown thread policy `fifo:0`",
+    );
+    fails(
+        &[
+            "admin",
+            "/bad_pub",
+            "set",
+            "/prio/none",
+            "--priority",
+            "high",
+        ],
+        "no connection of `/prio/none`",
+    );
+    fails(
+        &[
+            "admin",
+            "/bad_pub",
+            "set",
+            "/prio/bad",
+            "--to",
+            "/ghost",
+            "--priority",
+            "high",
+        ],
+        "to `/ghost`",
+    );
+    let conns = text(&run(&env, &["admin", "/bad_pub", "connections"]));
+    assert!(
+        conns
+            .lines()
+            .any(|l| l.starts_with("/prio/bad") && l.contains("normal")),
+        "changed after bad requests:\n{conns}"
+    );
+    // Admin off: the node serves no admin plane at all.
+    let off = [("FERRY_DOMAIN_ID", "63"), ("FERRY_ADMIN", "off")];
+    let _quiet = spawn(
+        &off,
+        &[
+            "--node-name",
+            "quiet_pub",
+            "topic",
+            "pub",
+            "/prio/bad",
+            "std_msgs/msg/String",
+            "data: y",
+            "-r",
+            "20",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    fails(
+        &["admin", "/quiet_pub", "--timeout", "1", "connections"],
+        "no admin service for node `/quiet_pub`",
+    );
+}
