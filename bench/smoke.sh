@@ -22,6 +22,13 @@ if grep -E '^\| (ideal|loss20) ' "$out/w.txt" | grep -vq '60/60'; then
   echo "bench smoke: a quick Table II cell lost samples" >&2
   exit 1
 fi
+echo "== ferry-prio run --quick (seed 002 Fig. 4a: priority under 70 % load)"
+./target/release/ferry-prio run --quick --out "$out/priority" | tee "$out/p.txt"
+# Every quick cell measured its pings (no cell without samples or all timeouts).
+if grep -E '^\| a \|' "$out/p.txt" | grep -q ' 0\.00 / 0\.00 '; then
+  echo "bench smoke: a priority cell measured nothing" >&2
+  exit 1
+fi
 echo "== discovery storm --quick"
 bash bench/discovery_storm.sh --quick target/release/ferry
 echo "bench smoke: ok"

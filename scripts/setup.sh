@@ -8,6 +8,7 @@ command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
 command -v ping >/dev/null 2>&1 || need_apt+=(iputils-ping)
 command -v iperf3 >/dev/null 2>&1 || need_apt+=(iperf3)
+command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
 command -v ddsperf >/dev/null 2>&1 || need_apt+=(cyclonedds-tools)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
