@@ -20,6 +20,10 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -266,6 +270,12 @@ pub enum PriorityError {
         /// The configured bound.
         limit: usize,
     },
+    /// The sender thread could not be started.
+    #[error("cannot start a priority sender thread: {source}")]
+    Thread {
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// No connection matched the request.
     #[error(
         "no connection of `{topic}` to `{to}` on this node (see `ferry admin <node> connections`)"
@@ -276,6 +286,128 @@ pub enum PriorityError {
         /// Peer asked for.
         to: String,
     },
+}
+
+/// Dedicated sender threads in this process.
+static LANES: AtomicUsize = AtomicUsize::new(0);
+
+/// What a lane's work function asks for next.
+pub(crate) enum LaneTurn {
+    /// Nothing to do until woken.
+    Idle,
+    /// Run again after this long (pacing, a full socket) or when woken.
+    After(std::time::Duration),
+    /// The connection is gone: the thread ends.
+    Done,
+}
+
+/// A dedicated sender thread of one connection, with its own scheduling
+/// policy — the paper's "thread that handles the connection". Only
+/// connections given a thread policy get one, at most `priority_threads`
+/// per process. The data path only queues and calls [`Lane::wake`].
+pub(crate) struct Lane {
+    policy: Mutex<ThreadPolicy>,
+    stop: AtomicBool,
+    pending: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Lane {
+    /// Starts a lane running `turn` whenever woken or due; fails when
+    /// `limit` lanes already run.
+    pub fn start(
+        policy: ThreadPolicy,
+        limit: usize,
+        what: String,
+        mut turn: impl FnMut() -> LaneTurn + Send + 'static,
+    ) -> Result<Arc<Lane>, PriorityError> {
+        if LANES.fetch_add(1, Ordering::AcqRel) >= limit {
+            LANES.fetch_sub(1, Ordering::AcqRel);
+            return Err(PriorityError::NoThreadLeft { limit });
+        }
+        let lane = Arc::new(Lane {
+            policy: Mutex::new(policy),
+            stop: AtomicBool::new(false),
+            pending: Mutex::new(false),
+            cv: Condvar::new(),
+        });
+        let l = lane.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ferry-lane".into())
+            .spawn(move || {
+                l.run(&what, &mut turn);
+                LANES.fetch_sub(1, Ordering::AcqRel);
+            });
+        if let Err(source) = spawned {
+            LANES.fetch_sub(1, Ordering::AcqRel);
+            return Err(PriorityError::Thread { source });
+        }
+        Ok(lane)
+    }
+
+    /// Work is queued.
+    pub fn wake(&self) {
+        *self.pending.lock() = true;
+        self.cv.notify_one();
+    }
+
+    /// A new policy, applied on the thread's next turn.
+    pub fn set_policy(&self, p: ThreadPolicy) {
+        *self.policy.lock() = p;
+        self.wake();
+    }
+
+    /// Ends the thread after its current turn.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.wake();
+    }
+
+    fn run(&self, what: &str, turn: &mut dyn FnMut() -> LaneTurn) {
+        let mut applied: Option<ThreadPolicy> = None;
+        let mut wait = std::time::Duration::from_millis(100);
+        loop {
+            let want = *self.policy.lock();
+            if applied != Some(want) {
+                if let Err(e) = apply_to_current_thread(want) {
+                    tracing::warn!(
+                        "{what}: thread policy {want} refused ({e}); needs CAP_SYS_NICE or root — the packet class still applies"
+                    );
+                }
+                applied = Some(want);
+            }
+            {
+                let mut p = self.pending.lock();
+                if !*p && !self.stop.load(Ordering::Acquire) {
+                    self.cv.wait_for(&mut p, wait);
+                }
+                *p = false;
+            }
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            wait = match turn() {
+                LaneTurn::Idle => std::time::Duration::from_millis(100),
+                LaneTurn::After(d) => d,
+                LaneTurn::Done => return,
+            };
+        }
+    }
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+/// Orders thread policies: real-time above SCHED_OTHER, then by priority;
+/// among SCHED_OTHER a lower nice is higher.
+pub(crate) fn policy_rank(p: ThreadPolicy) -> i32 {
+    match p {
+        ThreadPolicy::Fifo(x) | ThreadPolicy::RoundRobin(x) => 100 + i32::from(x),
+        ThreadPolicy::Other { nice } => -i32::from(nice),
+    }
 }
 
 /// Applies `policy` to the calling thread. Err: the OS refused (usually

@@ -15,6 +15,7 @@ use crate::event::{EventQueue, PortEvent};
 use crate::message::{Codec, Sample, SampleInfo};
 use crate::node::NodeInner;
 use crate::port::{declare, DeadlineWatch, Inbound};
+use crate::priority::ThreadPolicy;
 use crate::queue::SampleQueue;
 use crate::runtime::ReaderPort;
 use crate::stats::{now_ns, ConnectionInfo};
@@ -29,6 +30,7 @@ pub struct SubscriberBuilder<T> {
     qos: Qos,
     callback: Option<Callback<T>>,
     type_name: Option<(String, TypeHash)>,
+    thread: Option<ThreadPolicy>,
 }
 
 impl<T: Codec> SubscriberBuilder<T> {
@@ -39,7 +41,18 @@ impl<T: Codec> SubscriberBuilder<T> {
             qos: Qos::default(),
             callback: None,
             type_name: None,
+            thread: None,
         }
+    }
+    /// The reader side of channel priority: network samples for this
+    /// subscriber are delivered (callbacks run) by the runtime's I/O thread,
+    /// which then runs at least at `policy` (SCHED_FIFO/RR need
+    /// CAP_SYS_NICE; refused → one warning). That thread serves every
+    /// inbound connection of the process, so the raise is shared and lasts
+    /// as long as the runtime. Default: the config's `[[topics]]` `sched`.
+    pub fn thread_priority(mut self, policy: ThreadPolicy) -> Self {
+        self.thread = Some(policy);
+        self
     }
     /// Sets the QoS (default: ROS 2 `default`).
     pub fn qos(mut self, qos: Qos) -> Self {
@@ -74,6 +87,14 @@ impl<T: Codec> SubscriberBuilder<T> {
             self.qos,
         )?;
         let rt = self.node.rt.clone();
+        if let Some(p) = self.thread.or_else(|| {
+            rt.shared
+                .cfg
+                .topic_priority(&record.topic)
+                .and_then(|p| p.thread)
+        }) {
+            rt.shared.raise_io_thread(p);
+        }
         let shared = Arc::new(SubShared::<T> {
             id,
             topic: record.topic.clone(),

@@ -21,6 +21,7 @@
 
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
@@ -99,11 +100,30 @@ fn ping(size: usize, count: u32, prio: bool) {
         b = b.priority(p);
     }
     let publ = b.build().expect("ping publisher");
-    let sub = n
+    // The round trip ends in the pong callback, on the thread ferry delivers
+    // with (raised with the channel when prioritized): the figure is what
+    // ferry delivers, not how fast this program's main thread wakes up.
+    type InFlight = (u64, Instant, Option<f64>);
+    let flight: Arc<(Mutex<InFlight>, Condvar)> =
+        Arc::new((Mutex::new((u64::MAX, Instant::now(), None)), Condvar::new()));
+    let f2 = flight.clone();
+    let mut sb = n
         .subscriber::<RawBytes>("/m/pong")
         .qos(Qos::default().keep_last(100))
-        .build()
-        .expect("pong subscriber");
+        .callback(move |s| {
+            let seq = s
+                .get(..8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+            let mut g = f2.0.lock().unwrap_or_else(|e| e.into_inner());
+            if seq == Some(g.0) && g.2.is_none() {
+                g.2 = Some(g.1.elapsed().as_secs_f64() * 1e3);
+                f2.1.notify_all();
+            }
+        });
+    if prio {
+        sb = sb.thread_priority(ThreadPolicy::Fifo(30));
+    }
+    let sub = sb.build().expect("pong subscriber");
     let ready = publ.wait_for_subscribers(1, Duration::from_secs(20))
         && sub.wait_for_publishers(1, Duration::from_secs(20));
     let mut rtts: Vec<f64> = Vec::new();
@@ -116,29 +136,26 @@ fn ping(size: usize, count: u32, prio: bool) {
         let mut next = Instant::now();
         for seq in 0..(count + warm) as u64 {
             buf[..8].copy_from_slice(&seq.to_le_bytes());
-            let t0 = Instant::now();
-            if publ.publish(RawBytes::new(buf.clone())).is_err() {
-                timeouts += 1;
-                continue;
+            *flight.0.lock().unwrap_or_else(|e| e.into_inner()) = (seq, Instant::now(), None);
+            let sent = publ.publish(RawBytes::new(buf.clone())).is_ok();
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let mut g = flight.0.lock().unwrap_or_else(|e| e.into_inner());
+            while sent && g.2.is_none() {
+                let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                    break;
+                };
+                g = flight
+                    .1
+                    .wait_timeout(g, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
             }
-            let deadline = t0 + Duration::from_secs(2);
-            let mut got = false;
-            while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-                match sub.recv_timeout(left) {
-                    Ok(s) if s.get(..8) == Some(&seq.to_le_bytes()[..]) => {
-                        got = true;
-                        break;
-                    }
-                    Ok(_) => {}
-                    Err(_) => break,
-                }
-            }
-            let rtt = t0.elapsed().as_secs_f64() * 1e3;
+            let rtt = g.2;
+            drop(g);
             if seq >= warm as u64 {
-                if got {
-                    rtts.push(rtt);
-                } else {
-                    timeouts += 1;
+                match rtt {
+                    Some(r) => rtts.push(r),
+                    None => timeouts += 1,
                 }
             }
             next += period;
@@ -164,14 +181,16 @@ fn echo(prio: bool) {
         b = b.priority(p);
     }
     let publ = b.build().expect("pong publisher");
-    let _sub = n
+    let mut sb = n
         .subscriber::<RawBytes>("/m/ping")
         .qos(Qos::default().keep_last(10))
         .callback(move |s| {
             let _ = publ.publish(RawBytes::new(s.0.clone()));
-        })
-        .build()
-        .expect("ping subscriber");
+        });
+    if prio {
+        sb = sb.thread_priority(ThreadPolicy::Fifo(30));
+    }
+    let _sub = sb.build().expect("ping subscriber");
     park();
 }
 
@@ -622,7 +641,7 @@ fn report(rows: &[Row], mbit: u32, count: u32, quick: bool, took: Duration) -> S
          **b**: Pub1 and Pub2 in two namespaces routed through a third whose egress to the subscribers is capped (shared-link congestion). \
          Pub1 → Sub1: {count} pings at {PING_HZ} Hz (1 KiB in a, 4 KiB in b), Sub1 echoes each one, RTT per message in ms. \
          Pub2 → Sub2: {} KiB messages at the rate that makes the load % of the cap. \
-         *normal*: both ends of the measured channel at Normal (DSCP 0, band 1); *prio*: ping and pong publishers at High (AF42, band 0) + a SCHED_FIFO 30 sender thread (`Priority::class(High).with_thread(Fifo(30))`). \
+         *normal*: both ends of the measured channel at Normal (DSCP 0, band 1); *prio*: ping and pong publishers at High (AF42, band 0) + a SCHED_FIFO 30 sender thread (`Priority::class(High).with_thread(Fifo(30))`), and the ping and pong subscribers with `thread_priority(Fifo(30))` (the I/O thread that delivers them runs at SCHED_FIFO 30). The RTT ends in the pong callback (ferry's delivering thread), so it is what ferry delivers, not how fast the program's main thread wakes. \
          Transports pinned per topic (`meas/load`); the UDP pacer keeps its default 300 Mbit/s link rate (the endpoints do not know the bottleneck, like the paper's switch). Namespaces share /dev/shm and IPC: one host for discovery, so the network transports are pinned.\n\n",
         LOAD_MSG / 1024
     );

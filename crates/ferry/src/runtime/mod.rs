@@ -91,6 +91,11 @@ pub(crate) struct Shared {
     pub udp: Arc<UdpShared>,
     pub io: io::IoHandle,
     next_entity: AtomicU32,
+    /// Scheduling the I/O thread should run at (it delivers every inbound
+    /// network connection): the highest any subscriber asked for.
+    io_policy: Mutex<Option<crate::priority::ThreadPolicy>>,
+    /// `io_policy` changed; the I/O thread applies it on its next turn.
+    pub io_policy_dirty: std::sync::atomic::AtomicBool,
 }
 
 /// Handle that keeps a runtime alive; the last one stops it.
@@ -172,7 +177,12 @@ impl Runtime {
         ));
         let transports: Vec<Arc<dyn Transport>> = vec![
             Arc::new(IntraTransport),
-            Arc::new(UdpTransport::new(udp.clone(), udp_locators, ifaces.clone())),
+            Arc::new(UdpTransport::new(
+                udp.clone(),
+                udp_locators,
+                ifaces.clone(),
+                cfg.priority_threads,
+            )),
             Arc::new(TcpTransport::new(
                 tcp_locators,
                 sockets.handle.clone(),
@@ -219,6 +229,8 @@ impl Runtime {
             udp,
             io: sockets.handle.clone(),
             next_entity: AtomicU32::new(1),
+            io_policy: Mutex::new(None),
+            io_policy_dirty: std::sync::atomic::AtomicBool::new(false),
         });
         let s2 = shared.clone();
         let thread = std::thread::Builder::new()
@@ -810,6 +822,25 @@ impl Shared {
             .into_iter()
             .map(|e| (e.id, e.node))
             .collect()
+    }
+
+    /// Raises the I/O thread to `p` unless it already runs at least as high
+    /// (it serves every inbound connection of the runtime: the raise is
+    /// shared and lasts for the runtime's life).
+    pub fn raise_io_thread(&self, p: crate::priority::ThreadPolicy) {
+        let mut cur = self.io_policy.lock();
+        if cur.is_none_or(|c| crate::priority::policy_rank(p) > crate::priority::policy_rank(c)) {
+            *cur = Some(p);
+            self.io_policy_dirty
+                .store(true, std::sync::atomic::Ordering::Release);
+            drop(cur);
+            self.io.kick();
+        }
+    }
+
+    /// The policy the I/O thread should run at now.
+    pub fn io_policy(&self) -> Option<crate::priority::ThreadPolicy> {
+        *self.io_policy.lock()
     }
 
     /// A snapshot of everything known: local and remote nodes and endpoints.

@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{SocketAddr, TcpStream as StdTcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,7 @@ use super::{
 };
 use crate::host::Interface;
 use crate::message::Payload;
-use crate::priority::{Priority, PriorityError, ThreadPolicy};
+use crate::priority::{Lane, LaneTurn, Priority, PriorityError};
 use crate::runtime::io::IoHandle;
 use crate::stats::ConnStats;
 
@@ -106,22 +106,8 @@ pub(crate) struct TcpConn {
     priority: Mutex<Priority>,
     /// A dedicated sender thread serves this connection (thread priority).
     lane: Mutex<Option<Arc<Lane>>>,
-    /// Wakes the lane when frames are queued (paired with `out`).
-    lane_wake: Condvar,
     /// `lane` is set (read on the data path without taking `lane`).
     lane_active: AtomicBool,
-}
-
-/// Dedicated sender threads in this process, and their bound.
-static LANES: AtomicUsize = AtomicUsize::new(0);
-
-/// A sender thread with its own scheduling policy, serving one connection:
-/// the paper's "thread that handles the connection". Only connections given
-/// a thread policy get one, at most `priority_threads` per process.
-struct Lane {
-    /// Policy wanted; the thread applies it when it changes.
-    policy: Mutex<ThreadPolicy>,
-    stop: AtomicBool,
 }
 
 impl TcpConn {
@@ -151,7 +137,6 @@ impl TcpConn {
             policy,
             priority: Mutex::new(Priority::default()),
             lane: Mutex::new(None),
-            lane_wake: Condvar::new(),
             lane_active: AtomicBool::new(false),
         }
     }
@@ -169,46 +154,27 @@ impl TcpConn {
         let mut lane = self.lane.lock();
         match (p.thread, lane.as_ref()) {
             (Some(t), Some(l)) => {
-                *l.policy.lock() = t;
-                let _g = self.out.lock();
-                self.lane_wake.notify_all();
+                l.set_policy(t);
                 note += &format!("; sender thread now {t}");
             }
             (Some(t), None) => {
-                if LANES.fetch_add(1, Ordering::AcqRel) >= lane_limit {
-                    LANES.fetch_sub(1, Ordering::AcqRel);
-                    return Err(PriorityError::NoThreadLeft { limit: lane_limit });
-                }
-                let l = Arc::new(Lane {
-                    policy: Mutex::new(t),
-                    stop: AtomicBool::new(false),
-                });
-                let conn = self.clone();
-                let l2 = l.clone();
-                let spawned =
-                    std::thread::Builder::new()
-                        .name("ferry-lane".into())
-                        .spawn(move || {
-                            conn.run_lane(&l2);
-                            LANES.fetch_sub(1, Ordering::AcqRel);
-                        });
-                if let Err(e) = spawned {
-                    LANES.fetch_sub(1, Ordering::AcqRel);
-                    return Err(PriorityError::Socket {
-                        transport: "tcp",
-                        source: e,
-                    });
-                }
+                let conn = Arc::downgrade(self);
+                let l = Lane::start(
+                    t,
+                    lane_limit,
+                    format!("{} → {}", self.peer, self.remote),
+                    move || conn.upgrade().map_or(LaneTurn::Done, |c| c.lane_turn()),
+                )?;
                 *lane = Some(l);
                 self.lane_active.store(true, Ordering::Release);
                 note += &format!("; dedicated sender thread {t}");
             }
             (None, Some(l)) => {
-                l.stop.store(true, Ordering::Release);
+                l.stop();
                 self.lane_active.store(false, Ordering::Release);
-                let _g = self.out.lock();
-                self.lane_wake.notify_all();
                 *lane = None;
+                // Frames it left behind go out through the I/O thread.
+                self.io.kick();
                 note += "; dedicated sender thread stopped";
             }
             (None, None) => {}
@@ -235,51 +201,26 @@ impl TcpConn {
         *self.priority.lock()
     }
 
-    /// The lane thread: applies its policy, then writes whatever is queued.
-    fn run_lane(&self, lane: &Lane) {
-        let mut applied: Option<ThreadPolicy> = None;
-        loop {
-            let want = *lane.policy.lock();
-            if applied != Some(want) {
-                if let Err(e) = crate::priority::apply_to_current_thread(want) {
-                    tracing::warn!(
-                        "{} → {}: thread policy {want} refused ({e}); needs CAP_SYS_NICE or root — the packet class still applies",
-                        self.peer,
-                        self.remote
-                    );
-                }
-                applied = Some(want);
-            }
-            let mut out = self.out.lock();
-            while out.frames.is_empty()
-                && !self.is_closed()
-                && !lane.stop.load(Ordering::Acquire)
-                && *lane.policy.lock() == want
-            {
-                self.lane_wake
-                    .wait_for(&mut out, Duration::from_millis(100));
-            }
-            if self.is_closed() || lane.stop.load(Ordering::Acquire) {
-                // Whatever is left goes out through the I/O thread.
-                if !out.frames.is_empty() {
-                    drop(out);
-                    self.io.kick();
-                }
-                return;
-            }
-            if self.flush_queue(&mut out).is_err() {
-                drop(out);
-                self.mark_closed();
-                return;
-            }
-            let full = !out.frames.is_empty();
+    /// One turn of the lane thread: write whatever is queued.
+    fn lane_turn(&self) -> LaneTurn {
+        if self.is_closed() {
+            return LaneTurn::Done;
+        }
+        let mut out = self.out.lock();
+        if self.flush_queue(&mut out).is_err() {
             drop(out);
-            self.drained.notify_all();
-            if full {
-                // Socket buffer full: the I/O thread's writable event or
-                // our next turn continues.
-                std::thread::sleep(Duration::from_micros(200));
-            }
+            self.mark_closed();
+            return LaneTurn::Done;
+        }
+        let full = !out.frames.is_empty();
+        drop(out);
+        self.drained.notify_all();
+        if full {
+            // Socket buffer full: retry soon (the I/O thread's writable
+            // event may get there first).
+            LaneTurn::After(Duration::from_micros(200))
+        } else {
+            LaneTurn::Idle
         }
     }
 
@@ -374,7 +315,12 @@ impl TcpConn {
                 body,
                 sent: 0,
             });
-            self.lane_wake.notify_one();
+            drop(out);
+            match self.lane.lock().as_ref() {
+                Some(l) => l.wake(),
+                // The lane stopped meanwhile: the I/O thread sends it.
+                None => self.io.kick(),
+            }
             return Ok(());
         }
         // An empty backlog means nothing is in flight and no writable edge is

@@ -28,7 +28,7 @@ use super::{
 use crate::error::EncodeError;
 use crate::host::Interface;
 use crate::message::Payload;
-use crate::priority::{PacketClass, Priority, PriorityError};
+use crate::priority::{Lane, LaneTurn, PacketClass, Priority, PriorityError};
 use crate::runtime::io::IoHandle;
 use crate::stats::ConnStats;
 
@@ -70,6 +70,10 @@ struct TxStream {
     /// None = the socket's default (DSCP 0).
     class: Mutex<Option<PacketClass>>,
     priority: Mutex<Priority>,
+    /// A dedicated sender thread pumps this stream (thread priority).
+    lane: Mutex<Option<Arc<Lane>>>,
+    /// `lane` is set (read on the data path without taking `lane`).
+    lane_active: AtomicBool,
 }
 
 struct RxStream {
@@ -397,6 +401,7 @@ impl UdpShared {
 struct UdpLink {
     shared: Arc<UdpShared>,
     tx: Arc<TxStream>,
+    lane_limit: usize,
 }
 
 impl Link for UdpLink {
@@ -445,6 +450,15 @@ impl Link for UdpLink {
                 }
             }
         }
+        if self.tx.lane_active.load(Ordering::Acquire) {
+            drop(st);
+            self.tx.stats.message(len);
+            match self.tx.lane.lock().as_ref() {
+                Some(l) => l.wake(),
+                None => self.shared.io.kick(), // the lane stopped meanwhile
+            }
+            return Ok(());
+        }
         let next = self.shared.pump_tx(&self.tx, &mut st, Instant::now());
         drop(st);
         self.tx.stats.message(len);
@@ -476,21 +490,63 @@ impl Link for UdpLink {
         *self.tx.priority.lock()
     }
     fn set_priority(&self, p: Priority) -> Result<String, PriorityError> {
+        // The thread first: when no thread is left, nothing has changed.
+        let mut thread_note = String::new();
+        let mut lane = self.tx.lane.lock();
+        match (p.thread, lane.as_ref()) {
+            (Some(t), Some(l)) => {
+                l.set_policy(t);
+                thread_note = format!("; sender thread now {t}");
+            }
+            (Some(t), None) => {
+                let (tx, shared) = (Arc::downgrade(&self.tx), Arc::downgrade(&self.shared));
+                let what = format!("{} → {}", self.tx.writer, self.tx.reader);
+                let l = Lane::start(t, self.lane_limit, what, move || {
+                    let (Some(tx), Some(shared)) = (tx.upgrade(), shared.upgrade()) else {
+                        return LaneTurn::Done;
+                    };
+                    if tx.closed.load(Ordering::Relaxed) {
+                        return LaneTurn::Done;
+                    }
+                    let now = Instant::now();
+                    let before = tx.io_deadline.load(Ordering::Relaxed);
+                    let next = shared.pump_tx(&tx, &mut tx.state.lock(), now);
+                    if next.is_some_and(|n| since(shared.epoch, n) < before.saturating_add(1)) {
+                        shared.io.kick(); // its timers (heartbeats) are due sooner now
+                    }
+                    // Pacing: come back when the next datagram is due (the
+                    // I/O thread keeps the stream's other timers).
+                    next.map_or(LaneTurn::Idle, |n| {
+                        LaneTurn::After(
+                            n.saturating_duration_since(now)
+                                .max(Duration::from_micros(50)),
+                        )
+                    })
+                })?;
+                *lane = Some(l);
+                self.tx.lane_active.store(true, Ordering::Release);
+                thread_note = format!("; dedicated sender thread {t}");
+            }
+            (None, Some(l)) => {
+                l.stop();
+                self.tx.lane_active.store(false, Ordering::Release);
+                *lane = None;
+                self.shared.io.kick();
+                thread_note = "; dedicated sender thread stopped".into();
+            }
+            (None, None) => {}
+        }
+        drop(lane);
         *self.tx.class.lock() = (p.class != PacketClass::Normal).then_some(p.class);
         *self.tx.priority.lock() = p;
-        let mut note = format!(
+        let note = format!(
             "udp: TOS 0x{:02x} (DSCP {}), socket priority {} (pfifo_fast band {}) per datagram",
             p.class.tos(),
             p.class.dscp(),
             p.class.socket_priority(),
             p.class.band()
         );
-        if let Some(t) = p.thread {
-            note += &format!(
-                "; thread policy {t} not applied: the UDP path has no dedicated sender thread yet"
-            );
-        }
-        Ok(note)
+        Ok(note + &thread_note)
     }
 }
 
@@ -585,6 +641,7 @@ pub struct UdpTransport {
     shared: Arc<UdpShared>,
     locators: Vec<Locator>,
     interfaces: Vec<Interface>,
+    lane_limit: usize,
 }
 
 impl UdpTransport {
@@ -592,11 +649,13 @@ impl UdpTransport {
         shared: Arc<UdpShared>,
         locators: Vec<Locator>,
         interfaces: Vec<Interface>,
+        lane_limit: usize,
     ) -> Self {
         UdpTransport {
             shared,
             locators,
             interfaces,
+            lane_limit,
         }
     }
 }
@@ -672,6 +731,8 @@ impl Transport for UdpTransport {
             block: (cfg.reliable && cfg.keep_all).then_some(s.keep_all_block),
             io_deadline: AtomicU64::new(0),
             class: Mutex::new(None),
+            lane: Mutex::new(None),
+            lane_active: AtomicBool::new(false),
             priority: Mutex::new(Priority::default()),
         });
         self.shared.tx.lock().insert((peer, tx.stream), tx.clone());
@@ -683,6 +744,7 @@ impl Transport for UdpTransport {
         Ok(Arc::new(UdpLink {
             shared: self.shared.clone(),
             tx,
+            lane_limit: self.lane_limit,
         }))
     }
 }
