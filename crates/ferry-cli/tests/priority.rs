@@ -114,6 +114,11 @@ fn run(env: &[(&str, &str)], args: &[&str]) -> Output {
     ferry(env, args).output().expect("run ferry")
 }
 
+/// `ferry` with the words of `line` as arguments.
+fn cli(env: &[(&str, &str)], line: &str) -> Output {
+    run(env, &line.split_whitespace().collect::<Vec<_>>())
+}
+
 fn text(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr)
 }
@@ -337,20 +342,9 @@ fn a_sender_thread_gets_sched_fifo_live_and_the_bound_holds() {
         assert!(Instant::now() < end, "two tcp connections never came:\n{t}");
         std::thread::sleep(Duration::from_millis(200));
     }
-    let o = run(
+    let o = cli(
         &env,
-        &[
-            "admin",
-            "/prio_pub",
-            "set",
-            "/prio/tcp",
-            "--to",
-            "/prio_sub1",
-            "--priority",
-            "high",
-            "--sched",
-            "fifo:30",
-        ],
+        "admin /prio_pub set /prio/tcp --to /prio_sub1 --priority high --sched fifo:30",
     );
     assert!(o.status.success(), "{}", text(&o));
     assert!(
@@ -368,20 +362,9 @@ fn a_sender_thread_gets_sched_fifo_live_and_the_bound_holds() {
         std::thread::sleep(Duration::from_millis(20));
     }
     // The bound (1): a second thread is refused and that connection is unchanged.
-    let o = run(
+    let o = cli(
         &env,
-        &[
-            "admin",
-            "/prio_pub",
-            "set",
-            "/prio/tcp",
-            "--to",
-            "/prio_sub2",
-            "--priority",
-            "high",
-            "--sched",
-            "rr:10",
-        ],
+        "admin /prio_pub set /prio/tcp --to /prio_sub2 --priority high --sched rr:10",
     );
     assert!(!o.status.success());
     assert!(
@@ -400,20 +383,9 @@ fn a_sender_thread_gets_sched_fifo_live_and_the_bound_holds() {
     assert!(line("/prio_sub1").contains("high + fifo:30"), "{conns}");
     assert!(line("/prio_sub2").contains("normal"), "{conns}");
     // Removing the thread policy stops the thread; messages keep flowing.
-    let o = run(
+    let o = cli(
         &env,
-        &[
-            "admin",
-            "/prio_pub",
-            "set",
-            "/prio/tcp",
-            "--to",
-            "/prio_sub1",
-            "--priority",
-            "high",
-            "--sched",
-            "none",
-        ],
+        "admin /prio_pub set /prio/tcp --to /prio_sub1 --priority high --sched none",
     );
     assert!(o.status.success(), "{}", text(&o));
     let end = Instant::now() + Duration::from_secs(3);
