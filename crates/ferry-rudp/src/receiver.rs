@@ -76,6 +76,10 @@ pub struct ReceiverStats {
     pub malformed: u64,
     /// ACKNACKs sent.
     pub acknacks: u64,
+    /// FEC recovery shards accepted.
+    pub fec_shards: u64,
+    /// Fragments rebuilt from recovery shards (no repair round needed).
+    pub fec_recovered: u64,
 }
 
 struct Partial {
@@ -87,11 +91,31 @@ struct Partial {
     have: u16,
     buf: Vec<u8>,
     first_seen: Instant,
+    /// Recovery shards the writer sent (0: none seen) and those received.
+    recovery: u16,
+    shards: Vec<(u16, Vec<u8>)>,
+    /// Bytes held in `shards` (counted in `pending_bytes`).
+    shard_bytes: usize,
+    /// Highest data fragment seen (+1): the loss estimate's denominator.
+    reach: u16,
+    /// Its loss has entered the estimate.
+    measured: bool,
 }
 
 impl Partial {
     fn has(&self, f: u16) -> bool {
         self.got[f as usize / 64] & (1 << (f % 64)) != 0
+    }
+    /// Bytes it holds in `pending_bytes`.
+    fn held(&self) -> usize {
+        self.len + self.shard_bytes
+    }
+    /// Share of the data fragments up to the highest seen that are missing.
+    fn loss(&self) -> f64 {
+        if self.reach == 0 {
+            return 0.0;
+        }
+        1.0 - f64::from(self.have.min(self.reach)) / f64::from(self.reach)
     }
 }
 
@@ -118,6 +142,8 @@ pub struct Receiver {
     rate_bytes: u64,
     rate_since: Instant,
     rate_kbps: u32,
+    /// EWMA of the per-sample loss of first transmissions (0..1).
+    loss: f64,
 }
 
 impl Receiver {
@@ -142,6 +168,7 @@ impl Receiver {
             rate_bytes: 0,
             rate_since: now,
             rate_kbps: 0,
+            loss: 0.0,
         }
     }
 
@@ -179,6 +206,7 @@ impl Receiver {
                 }
                 Ok(())
             }
+            Datagram::Fec(f) => self.on_fec(now, f),
             Datagram::AckNack(_) | Datagram::Hello(_) => Ok(()),
         }
     }
@@ -200,59 +228,9 @@ impl Receiver {
                 value: d.payload.len() as u64,
             });
         }
-        if d.seq < self.base || self.complete.contains_key(&d.seq) {
-            self.stats.duplicates += 1;
+        let Some(p) = self.admit(now, d.seq, d.stamp_ns, len, d.frags)? else {
             return Ok(());
-        }
-        if d.seq >= self.base.saturating_add(self.cfg.window) {
-            if !self.cfg.reliable {
-                // Best effort: the writer moved on; so do we.
-                self.give_up_below(d.seq.saturating_sub(self.cfg.window / 2));
-            } else {
-                self.stats.refused += 1;
-                return Ok(());
-            }
-        }
-        self.highest = self.highest.max(d.seq);
-        let cfg_pending = self.cfg.max_pending_bytes;
-        if !self.partial.contains_key(&d.seq) {
-            if self.pending_bytes + len > cfg_pending {
-                if self.cfg.reliable {
-                    self.stats.refused += 1;
-                    return Ok(());
-                }
-                // Best effort: make room by abandoning the oldest partials.
-                while self.pending_bytes + len > cfg_pending {
-                    let Some((_, p)) = self.partial.pop_first() else {
-                        break;
-                    };
-                    self.pending_bytes -= p.len;
-                    self.stats.lost += 1;
-                }
-            }
-            self.pending_bytes += len;
-            self.partial.insert(
-                d.seq,
-                Partial {
-                    stamp_ns: d.stamp_ns,
-                    len,
-                    frags: d.frags,
-                    piece,
-                    got: vec![0; (d.frags as usize).div_ceil(64)],
-                    have: 0,
-                    buf: vec![0; len],
-                    first_seen: now,
-                },
-            );
-        }
-        let p = self.partial.get_mut(&d.seq).expect("inserted above");
-        if p.len != len || p.frags != d.frags {
-            self.stats.malformed += 1;
-            return Err(WireError::InvalidValue {
-                field: "data.sample_len",
-                value: len as u64,
-            });
-        }
+        };
         if p.has(d.frag) {
             self.stats.duplicates += 1;
             return Ok(());
@@ -261,21 +239,10 @@ impl Receiver {
         p.buf[start..start + d.payload.len()].copy_from_slice(d.payload);
         p.got[d.frag as usize / 64] |= 1 << (d.frag % 64);
         p.have += 1;
-        self.stats.fragments += 1;
+        p.reach = p.reach.max(d.frag + 1);
         let gap_inside = (0..d.frag).any(|f| !p.has(f));
-        if p.have == p.frags {
-            // Still counted in pending_bytes until delivered.
-            let p = self.partial.remove(&d.seq).expect("present");
-            self.complete.insert(
-                d.seq,
-                Sample {
-                    seq: d.seq,
-                    stamp_ns: p.stamp_ns,
-                    data: Bytes::from(p.buf),
-                },
-            );
-            self.deliver();
-        }
+        self.stats.fragments += 1;
+        self.try_complete(d.seq);
         if self.cfg.reliable
             && (gap_inside
                 || d.seq > self.base
@@ -286,6 +253,183 @@ impl Receiver {
             self.nack_due = Some(now + self.cfg.nack_delay);
         }
         Ok(())
+    }
+
+    /// The partial sample a fragment or shard of `seq` goes into, created if
+    /// new; None when the datagram is to be ignored (duplicate, outside the
+    /// window, over the memory bound), counted.
+    fn admit(
+        &mut self,
+        now: Instant,
+        seq: u64,
+        stamp_ns: u64,
+        len: usize,
+        frags: u16,
+    ) -> Result<Option<&mut Partial>, WireError> {
+        if seq < self.base || self.complete.contains_key(&seq) {
+            self.stats.duplicates += 1;
+            return Ok(None);
+        }
+        if seq >= self.base.saturating_add(self.cfg.window) {
+            if !self.cfg.reliable {
+                // Best effort: the writer moved on; so do we.
+                self.give_up_below(seq.saturating_sub(self.cfg.window / 2));
+            } else {
+                self.stats.refused += 1;
+                return Ok(None);
+            }
+        }
+        self.highest = self.highest.max(seq);
+        let cfg_pending = self.cfg.max_pending_bytes;
+        if !self.partial.contains_key(&seq) {
+            if self.pending_bytes + len > cfg_pending {
+                if self.cfg.reliable {
+                    self.stats.refused += 1;
+                    return Ok(None);
+                }
+                // Best effort: make room by abandoning the oldest partials.
+                while self.pending_bytes + len > cfg_pending {
+                    let Some((_, p)) = self.partial.pop_first() else {
+                        break;
+                    };
+                    self.pending_bytes -= p.held();
+                    self.stats.lost += 1;
+                }
+            }
+            self.pending_bytes += len;
+            self.partial.insert(
+                seq,
+                Partial {
+                    stamp_ns,
+                    len,
+                    frags,
+                    piece: len.div_ceil(frags as usize),
+                    got: vec![0; (frags as usize).div_ceil(64)],
+                    have: 0,
+                    buf: vec![0; len],
+                    first_seen: now,
+                    recovery: 0,
+                    shards: Vec::new(),
+                    shard_bytes: 0,
+                    reach: 0,
+                    measured: false,
+                },
+            );
+        }
+        let p = self.partial.get_mut(&seq).expect("inserted above");
+        if p.len != len || p.frags != frags {
+            self.stats.malformed += 1;
+            return Err(WireError::InvalidValue {
+                field: "data.sample_len",
+                value: len as u64,
+            });
+        }
+        Ok(Some(p))
+    }
+
+    fn on_fec(&mut self, now: Instant, f: rudp::Fec<'_>) -> Result<(), WireError> {
+        let len = f.sample_len as usize;
+        if len > self.cfg.max_sample {
+            self.stats.refused += 1;
+            return Ok(());
+        }
+        if self.admit(now, f.seq, f.stamp_ns, len, f.frags)?.is_none() {
+            return Ok(());
+        }
+        let over = self.pending_bytes + f.payload.len() > self.cfg.max_pending_bytes;
+        let p = self.partial.get_mut(&f.seq).expect("admitted");
+        if p.recovery != 0 && p.recovery != f.recovery {
+            self.stats.malformed += 1;
+            return Err(WireError::InvalidValue {
+                field: "fec.recovery",
+                value: f.recovery as u64,
+            });
+        }
+        p.recovery = f.recovery;
+        if p.shards.iter().any(|(i, _)| *i == f.index) {
+            self.stats.duplicates += 1;
+            return Ok(());
+        }
+        if over {
+            self.stats.refused += 1;
+            return Ok(());
+        }
+        p.shards.push((f.index, f.payload.to_vec()));
+        p.shard_bytes += f.payload.len();
+        self.pending_bytes += f.payload.len();
+        self.stats.fec_shards += 1;
+        self.try_complete(f.seq);
+        Ok(())
+    }
+
+    /// Completes `seq` when all its fragments are in, or rebuilds the missing
+    /// ones once fragments + recovery shards reach the fragment count.
+    fn try_complete(&mut self, seq: u64) {
+        let Some(p) = self.partial.get_mut(&seq) else {
+            return;
+        };
+        if p.have < p.frags
+            && !p.shards.is_empty()
+            && p.have as usize + p.shards.len() >= p.frags as usize
+        {
+            let (piece, len) = (p.piece, p.len);
+            let shard = piece + (piece & 1);
+            let fragment = move |f: usize| {
+                let start = (f * piece).min(len);
+                let end = (start + piece).min(len);
+                (start, end)
+            };
+            let originals: Vec<(usize, Vec<u8>)> = (0..p.frags as usize)
+                .filter(|f| p.has(*f as u16))
+                .map(|f| {
+                    let (a, b) = fragment(f);
+                    let mut v = p.buf[a..b].to_vec();
+                    v.resize(shard, 0);
+                    (f, v)
+                })
+                .collect();
+            let recovery = p.shards.iter().map(|(i, v)| (*i as usize, v));
+            match reed_solomon_simd::decode(
+                p.frags as usize,
+                p.recovery as usize,
+                originals,
+                recovery,
+            ) {
+                Ok(restored) => {
+                    for (f, v) in restored {
+                        if f < p.frags as usize && !p.has(f as u16) {
+                            let (a, b) = fragment(f);
+                            p.buf[a..b].copy_from_slice(&v[..b - a]);
+                            p.got[f / 64] |= 1 << (f % 64);
+                            p.have += 1;
+                            self.stats.fec_recovered += 1;
+                        }
+                    }
+                }
+                Err(_) => self.stats.malformed += 1,
+            }
+        }
+        let Some(p) = self.partial.get(&seq) else {
+            return;
+        };
+        if p.have < p.frags {
+            return;
+        }
+        let p = self.partial.remove(&seq).expect("present");
+        if !p.measured {
+            self.loss = 0.9 * self.loss + 0.1 * p.loss();
+        }
+        // The data stays counted in pending_bytes until delivered.
+        self.pending_bytes -= p.shard_bytes;
+        self.complete.insert(
+            seq,
+            Sample {
+                seq,
+                stamp_ns: p.stamp_ns,
+                data: Bytes::from(p.buf),
+            },
+        );
+        self.deliver();
     }
 
     /// Moves complete samples to the output.
@@ -311,7 +455,7 @@ impl Receiver {
             let stale: Vec<u64> = self.partial.range(..base).map(|(k, _)| *k).collect();
             for k in stale {
                 if let Some(p) = self.partial.remove(&k) {
-                    self.pending_bytes -= p.len;
+                    self.pending_bytes -= p.held();
                     self.stats.lost += 1;
                 }
             }
@@ -327,7 +471,7 @@ impl Receiver {
                 self.out.push_back(s);
             } else {
                 if let Some(p) = self.partial.remove(&self.base) {
-                    self.pending_bytes -= p.len;
+                    self.pending_bytes -= p.held();
                 }
                 self.stats.lost += 1;
             }
@@ -336,7 +480,15 @@ impl Receiver {
         self.deliver();
     }
 
-    fn missing(&self) -> Vec<Missing> {
+    fn missing(&mut self) -> Vec<Missing> {
+        // A sample being NACKed has had its first transmission: its loss
+        // enters the estimate now (repairs would hide it later).
+        for p in self.partial.values_mut() {
+            if !p.measured && p.reach > 0 {
+                p.measured = true;
+                self.loss = 0.9 * self.loss + 0.1 * p.loss();
+            }
+        }
         let mut v = Vec::new();
         let top = self.highest.max(self.writer_last);
         let mut seq = self.base;
@@ -389,7 +541,12 @@ impl Receiver {
             echo_us,
             hold_us,
             rate_kbps: self.rate_kbps,
+            loss_permille: 0,
             missing: self.missing(),
+        };
+        let a = AckNack {
+            loss_permille: (self.loss * 1000.0).round().clamp(0.0, 1000.0) as u16,
+            ..a
         };
         let (b, _) = rudp::encode_acknack(self.cfg.stream, &a, self.cfg.mtu);
         self.stats.acknacks += 1;
@@ -423,7 +580,7 @@ impl Receiver {
                 .collect();
             for k in stale {
                 if let Some(p) = self.partial.remove(&k) {
-                    self.pending_bytes -= p.len;
+                    self.pending_bytes -= p.held();
                     self.stats.lost += 1;
                 }
             }

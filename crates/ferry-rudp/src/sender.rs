@@ -4,7 +4,9 @@ use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferry_wire::rudp::{self, Data, Datagram, Heartbeat, Missing, Packet, DATA_HEADER, MAX_FRAGS};
+use ferry_wire::rudp::{
+    self, Data, Datagram, Fec, Heartbeat, Missing, Packet, DATA_HEADER, FEC_HEADER, MAX_FRAGS,
+};
 
 use crate::pacer::Pacer;
 
@@ -43,6 +45,31 @@ pub struct SenderConfig {
     pub silence: Duration,
     /// Probe period while the peer is gone.
     pub probe_interval: Duration,
+    /// Forward error correction: samples of at least [`FEC_MIN_FRAGS`]
+    /// fragments get Reed–Solomon recovery shards sized to the loss the
+    /// reader reports, so most losses are rebuilt without a repair round.
+    pub fec: bool,
+}
+
+/// Smallest sample (in fragments) that gets recovery shards.
+pub const FEC_MIN_FRAGS: u16 = 4;
+/// Largest sample (in fragments, ≈ 5.8 MB) that gets recovery shards: the
+/// decoder's work grows with the sample.
+pub const FEC_MAX_FRAGS: u16 = 4096;
+/// Below this reported loss no recovery shards are sent.
+pub const FEC_MIN_LOSS: f64 = 0.005;
+
+/// Recovery shards for `k` fragments at loss `p`: the expected losses of
+/// the `k + r` datagrams plus two standard deviations, so that most samples
+/// arrive rebuildable (k = 23, p = 0.2 → 11), at most `k`.
+pub fn fec_shards(k: u16, p: f64) -> u16 {
+    if p < FEC_MIN_LOSS || !(FEC_MIN_FRAGS..=FEC_MAX_FRAGS).contains(&k) {
+        return 0;
+    }
+    let p = p.min(0.5);
+    let k = f64::from(k);
+    let r = (k * p / (1.0 - p) + 2.0 * (k * p).sqrt()).ceil();
+    r.clamp(1.0, k) as u16
 }
 
 impl SenderConfig {
@@ -65,6 +92,7 @@ impl SenderConfig {
             heartbeat_idle: Duration::from_secs(1),
             silence: Duration::from_millis(500),
             probe_interval: Duration::from_millis(200),
+            fec: true,
         }
     }
 }
@@ -123,6 +151,10 @@ pub struct SenderStats {
     pub history_bytes: usize,
     /// Outages seen.
     pub outages: u64,
+    /// FEC recovery shards sent.
+    pub fec_shards: u64,
+    /// Loss of first transmissions the reader reports (0..1).
+    pub loss: f64,
 }
 
 struct Entry {
@@ -134,6 +166,10 @@ struct Entry {
     written: Instant,
     /// µs since the epoch when each fragment was last sent (0: never).
     sent_at: Vec<u32>,
+    /// Recovery shards still to send the first time (freed once sent).
+    fec: Vec<Vec<u8>>,
+    /// Recovery shards made for the sample.
+    recovery: u16,
 }
 
 impl Entry {
@@ -170,6 +206,8 @@ pub struct Sender {
     events: VecDeque<SenderEvent>,
     stats: SenderStats,
     buf: Vec<u8>,
+    /// Loss of first transmissions, as the reader last reported it.
+    loss: f64,
 }
 
 impl Sender {
@@ -201,11 +239,19 @@ impl Sender {
             events: VecDeque::new(),
             stats: SenderStats::default(),
             buf: Vec::with_capacity(crate::DEFAULT_MTU),
+            loss: 0.0,
         }
     }
 
+    /// Fragment size: with FEC, a fragment padded to even length must fit
+    /// a FEC datagram too.
     fn max_payload(&self) -> usize {
-        self.cfg.mtu.saturating_sub(DATA_HEADER).max(1)
+        let header = if self.cfg.fec {
+            FEC_HEADER + 1
+        } else {
+            DATA_HEADER
+        };
+        self.cfg.mtu.saturating_sub(header).max(1)
     }
 
     /// Largest sample this MTU can carry.
@@ -237,6 +283,12 @@ impl Sender {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.history_bytes += data.len();
+        let r = if self.cfg.fec && self.cfg.reliable {
+            fec_shards(frags, self.loss)
+        } else {
+            0
+        };
+        let fec = recovery_shards(&data, frags, piece, r);
         self.history.push_back(Entry {
             seq,
             stamp_ns,
@@ -245,6 +297,8 @@ impl Sender {
             piece,
             written: now,
             sent_at: vec![0; frags as usize],
+            recovery: fec.len() as u16,
+            fec,
         });
         self.fresh.push_back(seq);
         self.stats.written += 1;
@@ -327,6 +381,7 @@ impl Sender {
         };
         self.stats.acknacks += 1;
         self.last_feedback = now;
+        self.loss = f64::from(a.loss_permille) / 1000.0;
         if self.silent {
             self.silent = false;
             self.events.push_back(SenderEvent::PeerBack);
@@ -440,10 +495,19 @@ impl Sender {
         let (seq, frag, is_repair) = self.next_fragment()?;
         let len = {
             let e = self.entry(seq)?;
-            DATA_HEADER + e.fragment(frag).len()
+            if frag >= e.frags {
+                FEC_HEADER + e.fec.get((frag - e.frags) as usize).map_or(0, Vec::len)
+            } else {
+                DATA_HEADER + e.fragment(frag).len()
+            }
         };
         if !self.pacer.try_send(now, len) {
             return None;
+        }
+        if !is_repair {
+            if let Some(b) = self.send_shard(now, seq, frag) {
+                return Some(b);
+            }
         }
         let now_us = micros(self.epoch, now);
         let stream = self.cfg.stream;
@@ -459,7 +523,7 @@ impl Sender {
             payload: e.fragment(frag),
         };
         rudp::encode_data(&mut self.buf, stream, &d);
-        let last_of_sample = frag + 1 == e.frags;
+        let last_of_sample = frag + 1 == e.frags + e.recovery;
         if is_repair {
             self.repair.remove(&(seq, frag));
             self.stats.retransmitted += 1;
@@ -484,6 +548,43 @@ impl Sender {
                         self.pop_front();
                     }
                 }
+            }
+        }
+        self.stats.bytes += self.buf.len() as u64;
+        Some(self.buf.clone())
+    }
+
+    /// The next fresh datagram when it is a recovery shard (after the data
+    /// fragments of its sample); None for a data fragment.
+    fn send_shard(&mut self, now: Instant, seq: u64, frag: u16) -> Option<Vec<u8>> {
+        let first = self.first_seq();
+        let stream = self.cfg.stream;
+        let reliable = self.cfg.reliable;
+        let e = self.history.get_mut((seq - first) as usize)?;
+        if frag < e.frags {
+            return None;
+        }
+        let index = frag - e.frags;
+        let f = Fec {
+            seq,
+            stamp_ns: e.stamp_ns,
+            sample_len: e.data.len() as u32,
+            index,
+            frags: e.frags,
+            recovery: e.recovery,
+            payload: e.fec.get(index as usize).map_or(&[][..], Vec::as_slice),
+        };
+        rudp::encode_fec(&mut self.buf, stream, &f);
+        self.stats.fec_shards += 1;
+        self.fresh_frag += 1;
+        if index + 1 == e.recovery {
+            e.fec = Vec::new(); // sent: shards are not kept for repair
+            self.fresh.pop_front();
+            self.fresh_frag = 0;
+            if reliable {
+                // As after a sample's last fragment: tail losses are
+                // noticed at once.
+                self.heartbeat_soon(now);
             }
         }
         self.stats.bytes += self.buf.len() as u64;
@@ -574,11 +675,33 @@ impl Sender {
         SenderStats {
             srtt_us: self.srtt_us,
             pacing_rate: self.pacer.rate(),
+            loss: self.loss,
             history_samples: self.history.len(),
             history_bytes: self.history_bytes,
             ..self.stats
         }
     }
+}
+
+/// Reed–Solomon recovery shards of a sample cut into `frags` fragments of
+/// `piece` bytes (the last one shorter), each zero-padded to even length.
+fn recovery_shards(data: &[u8], frags: u16, piece: usize, r: u16) -> Vec<Vec<u8>> {
+    if r == 0 {
+        return Vec::new();
+    }
+    let shard = piece + (piece & 1);
+    let originals: Vec<Vec<u8>> = (0..frags as usize)
+        .map(|f| {
+            let start = (f * piece).min(data.len());
+            let end = (start + piece).min(data.len());
+            let mut v = data[start..end].to_vec();
+            v.resize(shard, 0);
+            v
+        })
+        .collect();
+    // Counts and sizes are within the codec's limits (k ≤ 4096, r ≤ k,
+    // even non-zero shards); an error would only mean no shards.
+    reed_solomon_simd::encode(frags as usize, r as usize, &originals).unwrap_or_default()
 }
 
 fn micros(epoch: Instant, now: Instant) -> u32 {

@@ -9,8 +9,12 @@
 //! DATA     8 seq u64 | 16 stamp_ns u64 | 24 sample_len u32 | 28 frag u16 | 30 frags u16 | 32 payload…
 //! HEARTBEAT 8 first u64 | 16 last u64 | 24 count u32 | 28 sent_us u32
 //! HELLO    8 from (participant u64, entity u32) | 20 to (participant u64, entity u32) | 32 flags u8 (1 = reliable)
+//! FEC      8 seq u64 | 16 stamp_ns u64 | 24 sample_len u32 | 28 index u16 | 30 frags u16 |
+//!          32 recovery u16 | 34 payload… (recovery shard `index` of `recovery`, Reed–Solomon over
+//!          the sample's `frags` fragments, each zero-padded to the shard length = the fragment
+//!          length rounded up to even)
 //! ACKNACK  8 base u64 | 16 count u32 | 20 echo_us u32 | 24 hold_us u32 | 28 rate_kBps u32 |
-//!          32 n u16 | n × { offset u32 (seq - base), nfrag-bitmap bytes u8 (0 = whole sample),
+//!          32 loss_permille u16 | 34 n u16 | n × { offset u32 (seq - base), nfrag-bitmap bytes u8 (0 = whole sample),
 //!                          frag_base u16 if bytes > 0, bitmap… }
 //! ```
 //! `first..=last` in a heartbeat is what the writer still holds (first > last:
@@ -27,7 +31,7 @@ pub const DATA_HEADER: usize = 32;
 /// Bytes of a heartbeat.
 pub const HEARTBEAT_LEN: usize = 32;
 /// Fixed part of an ACKNACK.
-pub const ACKNACK_HEADER: usize = 34;
+pub const ACKNACK_HEADER: usize = 36;
 /// Most fragments of one sample (≈ 93 MB at 1440 B per fragment).
 pub const MAX_FRAGS: u16 = u16::MAX;
 /// Longest fragment bitmap in one NACK entry (2048 fragments).
@@ -37,6 +41,9 @@ const KIND_DATA: u8 = 1;
 const KIND_HEARTBEAT: u8 = 2;
 const KIND_ACKNACK: u8 = 3;
 const KIND_HELLO: u8 = 4;
+const KIND_FEC: u8 = 5;
+/// Bytes of a FEC header; the rest of the datagram is the shard.
+pub const FEC_HEADER: usize = 34;
 /// Bytes of a HELLO.
 pub const HELLO_LEN: usize = 33;
 
@@ -76,6 +83,27 @@ pub struct Data<'a> {
     /// Number of fragments of the sample (≥ 1).
     pub frags: u16,
     /// The fragment's bytes.
+    pub payload: &'a [u8],
+}
+
+/// One recovery shard of a sample (forward error correction): with any
+/// `frags` of the sample's `frags + recovery` fragments and shards the
+/// reader rebuilds the sample without waiting for a repair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fec<'a> {
+    /// Sample sequence number.
+    pub seq: u64,
+    /// Source time, ns since the epoch.
+    pub stamp_ns: u64,
+    /// Length of the whole sample.
+    pub sample_len: u32,
+    /// This shard's index, below `recovery`.
+    pub index: u16,
+    /// Data fragments of the sample.
+    pub frags: u16,
+    /// Recovery shards sent for the sample (1 ≤ recovery ≤ frags).
+    pub recovery: u16,
+    /// The shard (even length).
     pub payload: &'a [u8],
 }
 
@@ -130,6 +158,9 @@ pub struct AckNack {
     pub hold_us: u32,
     /// Rate the reader received at, kB/s (0: unknown).
     pub rate_kbps: u32,
+    /// Share of first transmissions (fragments and FEC shards) the reader
+    /// has been losing, ‰ (sizes the writer's forward error correction).
+    pub loss_permille: u16,
     /// What is missing, oldest first.
     pub missing: Vec<Missing>,
 }
@@ -145,6 +176,8 @@ pub enum Datagram<'a> {
     AckNack(AckNack),
     /// A stream opening.
     Hello(Hello),
+    /// A recovery shard.
+    Fec(Fec<'a>),
 }
 
 /// A datagram with the stream it belongs to.
@@ -212,6 +245,13 @@ impl Packet<'_> {
                 let echo_us = r.u32()?;
                 let hold_us = r.u32()?;
                 let rate_kbps = r.u32()?;
+                let loss_permille = r.u16()?;
+                if loss_permille > 1000 {
+                    return Err(WireError::InvalidValue {
+                        field: "acknack.loss_permille",
+                        value: loss_permille as u64,
+                    });
+                }
                 let n = r.u16()? as usize;
                 // Each entry takes at least 5 bytes: bound the allocation by the input.
                 let mut missing = Vec::with_capacity(n.min(r.remaining() / 5));
@@ -239,6 +279,7 @@ impl Packet<'_> {
                     echo_us,
                     hold_us,
                     rate_kbps,
+                    loss_permille,
                     missing,
                 })
             }
@@ -256,6 +297,38 @@ impl Packet<'_> {
                     }
                 };
                 Datagram::Hello(Hello { from, to, reliable })
+            }
+            KIND_FEC => {
+                let seq = r.u64()?;
+                let stamp_ns = r.u64()?;
+                let sample_len = r.u32()?;
+                let index = r.u16()?;
+                let frags = r.u16()?;
+                let recovery = r.u16()?;
+                if frags == 0 || recovery == 0 || recovery > frags || index >= recovery {
+                    return Err(WireError::InvalidValue {
+                        field: "fec.index",
+                        value: index as u64,
+                    });
+                }
+                let payload = r.bytes(r.remaining())?;
+                // The shard is one fragment, padded to even length.
+                let piece = (sample_len as usize).div_ceil(frags as usize);
+                if payload.is_empty() || payload.len() != piece + (piece & 1) {
+                    return Err(WireError::InvalidValue {
+                        field: "fec.payload",
+                        value: payload.len() as u64,
+                    });
+                }
+                Datagram::Fec(Fec {
+                    seq,
+                    stamp_ns,
+                    sample_len,
+                    index,
+                    frags,
+                    recovery,
+                    payload,
+                })
             }
             v => {
                 return Err(WireError::InvalidValue {
@@ -282,6 +355,21 @@ pub fn encode_data(out: &mut Vec<u8>, stream: u32, d: &Data<'_>) {
     out.extend_from_slice(d.payload);
 }
 
+/// Encodes a FEC shard into `out` (cleared first).
+pub fn encode_fec(out: &mut Vec<u8>, stream: u32, f: &Fec<'_>) {
+    let mut w = Writer::new();
+    header(&mut w, KIND_FEC, stream);
+    w.u64(f.seq);
+    w.u64(f.stamp_ns);
+    w.u32(f.sample_len);
+    w.u16(f.index);
+    w.u16(f.frags);
+    w.u16(f.recovery);
+    out.clear();
+    out.extend_from_slice(&w.into_vec());
+    out.extend_from_slice(f.payload);
+}
+
 /// Encodes a heartbeat.
 pub fn encode_heartbeat(stream: u32, h: &Heartbeat) -> Vec<u8> {
     let mut w = Writer::new();
@@ -303,6 +391,7 @@ pub fn encode_acknack(stream: u32, a: &AckNack, mtu: usize) -> (Vec<u8>, usize) 
     w.u32(a.echo_us);
     w.u32(a.hold_us);
     w.u32(a.rate_kbps);
+    w.u16(a.loss_permille);
     let mut entries = Writer::new();
     let mut n = 0usize;
     for m in &a.missing {
@@ -361,6 +450,57 @@ mod tests {
     }
 
     #[test]
+    fn fec_round_trips_and_inconsistent_shards_are_refused() {
+        // 5000 B in 4 fragments: 1250 B each, shards of 1250 B.
+        let shard = vec![7u8; 1250];
+        let f = Fec {
+            seq: 7,
+            stamp_ns: 9,
+            sample_len: 5000,
+            index: 1,
+            frags: 4,
+            recovery: 2,
+            payload: &shard,
+        };
+        let mut out = Vec::new();
+        encode_fec(&mut out, 42, &f);
+        assert_eq!(out.len(), FEC_HEADER + 1250);
+        assert_eq!(Packet::parse(&out).unwrap().body, Datagram::Fec(f));
+        // Odd fragment length (1667 B for 5000 B in 3): the shard is 1668 B.
+        let odd = vec![0u8; 1668];
+        let g = Fec {
+            frags: 3,
+            recovery: 3,
+            index: 2,
+            payload: &odd,
+            ..f
+        };
+        encode_fec(&mut out, 42, &g);
+        assert!(Packet::parse(&out).is_ok());
+        for bad in [
+            Fec { index: 2, ..f }, // index ≥ recovery
+            Fec {
+                recovery: 5,
+                index: 0,
+                ..f
+            }, // more shards than fragments
+            Fec {
+                recovery: 0,
+                index: 0,
+                ..f
+            },
+            Fec {
+                payload: &shard[..1000],
+                ..f
+            }, // not one fragment long
+            Fec { frags: 0, ..f },
+        ] {
+            encode_fec(&mut out, 42, &bad);
+            assert!(Packet::parse(&out).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn heartbeat_and_acknack_round_trip() {
         let h = Heartbeat {
             first: 3,
@@ -377,6 +517,7 @@ mod tests {
             echo_us: 77,
             hold_us: 12,
             rate_kbps: 30_000,
+            loss_permille: 125,
             missing: vec![
                 Missing::Sample(101),
                 Missing::Fragments {
@@ -427,6 +568,7 @@ mod tests {
             echo_us: 0,
             hold_us: 0,
             rate_kbps: 0,
+            loss_permille: 0,
             missing: (0..1000).map(Missing::Sample).collect(),
         };
         let (b, n) = encode_acknack(1, &a, 1472);

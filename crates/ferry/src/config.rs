@@ -161,6 +161,10 @@ pub struct Config {
     pub udp_utilization_pct: u8,
     /// UDP path: largest datagram (UDP payload, bytes; 1472 fits a 1500 B MTU).
     pub udp_mtu: u16,
+    /// UDP path: forward error correction (Reed–Solomon recovery shards for
+    /// samples of ≥ 4 fragments, sized to the loss the reader reports; none
+    /// while it reports < 0.5 %). Default on.
+    pub udp_fec: bool,
     /// Per-topic transport pins and priorities.
     pub topics: Vec<TopicRule>,
     /// Dedicated priority sender threads allowed per process.
@@ -181,6 +185,7 @@ impl Default for Config {
             udp_link_mbps: 300,
             udp_utilization_pct: 60,
             udp_mtu: 1472,
+            udp_fec: true,
             topics: Vec::new(),
             priority_threads: 8,
             admin: AdminAccess::Local,

@@ -25,6 +25,9 @@ pub struct ConnStats {
     pub retransmitted: AtomicU64,
     /// Samples given up (no longer in the writer's history).
     pub lost: AtomicU64,
+    /// FEC: recovery shards sent (writer) / fragments rebuilt from them
+    /// without a repair round (reader).
+    pub fec: AtomicU64,
     /// Pacing rate, bytes/s (0: unpaced or not a datagram transport).
     pub pacing_rate: AtomicU64,
     /// Bytes held in the writer's history.
@@ -56,6 +59,7 @@ impl ConnStats {
             rtt_us: AtomicU64::new(0),
             retransmitted: AtomicU64::new(0),
             lost: AtomicU64::new(0),
+            fec: AtomicU64::new(0),
             pacing_rate: AtomicU64::new(0),
             history_bytes: AtomicU64::new(0),
             latency_sum_ns: AtomicU64::new(0),
@@ -119,6 +123,7 @@ impl ConnStats {
             },
             retransmitted: self.retransmitted.load(Relaxed),
             lost: self.lost.load(Relaxed),
+            fec: self.fec.load(Relaxed),
             pacing_rate: match self.pacing_rate.load(Relaxed) {
                 0 => None,
                 v => Some(v),
@@ -158,6 +163,10 @@ pub struct StatsSnapshot {
     pub retransmitted: u64,
     /// Samples given up by the reader (gone from the writer's history).
     pub lost: u64,
+    /// FEC: recovery shards sent (writer side) / fragments rebuilt from
+    /// them (reader side).
+    #[serde(default)]
+    pub fec: u64,
     /// Pacing rate (bytes/s), datagram transports.
     pub pacing_rate: Option<u64>,
     /// Bytes in the writer's history.

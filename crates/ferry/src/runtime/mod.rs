@@ -171,6 +171,7 @@ impl Runtime {
                     cfg.udp_utilization_pct as f64 / 100.0,
                 ),
                 keep_all_block: Duration::from_millis(cfg.keep_all_block_ms),
+                fec: cfg.udp_fec,
             },
             sockets.handle.clone(),
             &ifaces,

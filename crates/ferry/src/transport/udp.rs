@@ -45,6 +45,8 @@ pub(crate) struct UdpSettings {
     pub rate: u64,
     pub history_bytes: usize,
     pub keep_all_block: Duration,
+    /// Forward error correction sized to the reader's reported loss.
+    pub fec: bool,
 }
 
 struct TxState {
@@ -154,6 +156,7 @@ impl UdpShared {
         tx.stats
             .retransmitted
             .store(s.retransmitted, Ordering::Relaxed);
+        tx.stats.fec.store(s.fec_shards, Ordering::Relaxed);
         tx.stats.pacing_rate.store(s.pacing_rate, Ordering::Relaxed);
         tx.stats
             .history_bytes
@@ -197,10 +200,9 @@ impl UdpShared {
                 },
             );
         }
-        rx.conn
-            .stats
-            .lost
-            .store(rx.receiver.stats().lost, Ordering::Relaxed);
+        let rs = rx.receiver.stats();
+        rx.conn.stats.lost.store(rs.lost, Ordering::Relaxed);
+        rx.conn.stats.fec.store(rs.fec_recovered, Ordering::Relaxed);
         let _ = now;
     }
 
@@ -270,7 +272,7 @@ impl UdpShared {
                 tx.acked.notify_all();
                 Some(tx.reader.participant)
             }
-            Datagram::Data(_) | Datagram::Heartbeat(_) => {
+            Datagram::Data(_) | Datagram::Heartbeat(_) | Datagram::Fec(_) => {
                 let mut rx = self.rx.lock();
                 let s = rx.get_mut(&key)?;
                 s.last_rx = now;
@@ -705,6 +707,7 @@ impl Transport for UdpTransport {
         cfg.keep_all = req.qos.history == History::KeepAll;
         cfg.history_samples = req.qos.history.depth(1024);
         cfg.lifespan = req.qos.lifespan;
+        cfg.fec = s.fec;
         let stream = cfg.stream;
         let hello = encode_hello(
             stream,
