@@ -140,28 +140,34 @@ impl Drop for Lab {
     }
 }
 
+/// Reads `r` to the end on a thread (a child's pipe that must not fill up).
+fn drain<R: std::io::Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(mut r) = r {
+            let _ = r.read_to_end(&mut buf);
+        }
+        String::from_utf8_lossy(&buf).into_owned()
+    })
+}
+
 fn wait_output(mut c: std::process::Child, limit: Duration) -> (bool, String, String) {
+    // Drain both pipes while waiting: a child writing more than a pipe
+    // buffer (64 KiB) would otherwise block and never exit.
+    let (out, err) = (drain(c.stdout.take()), drain(c.stderr.take()));
     let end = std::time::Instant::now() + limit;
-    loop {
-        if let Ok(Some(_)) = c.try_wait() {
-            let o = c.wait_with_output().unwrap();
-            return (
-                o.status.success(),
-                String::from_utf8_lossy(&o.stdout).into(),
-                String::from_utf8_lossy(&o.stderr).into(),
-            );
+    let success = loop {
+        if let Ok(Some(status)) = c.try_wait() {
+            break status.success();
         }
         if std::time::Instant::now() > end {
             let _ = c.kill();
-            let o = c.wait_with_output().unwrap();
-            return (
-                false,
-                String::from_utf8_lossy(&o.stdout).into(),
-                String::from_utf8_lossy(&o.stderr).into(),
-            );
+            let _ = c.wait();
+            break false;
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
+    };
+    (success, out.join().unwrap(), err.join().unwrap())
 }
 
 fn env(domain: u16, discovery: &str, peers: Option<String>) -> Vec<(&'static str, String)> {
@@ -268,4 +274,62 @@ fn localhost_range_stays_inside_the_host() {
     assert!(ok_ && out.contains("stays home"), "{out} {err}");
     let _ = publ.kill();
     let _ = publ.wait();
+}
+
+/// A link with a small MTU (1280, a VPN's): UDP datagrams follow the
+/// interface's MTU, so 20 KB samples cross it without a single IP fragment
+/// (counted by nftables on b's input) and arrive whole.
+#[test]
+fn udp_datagrams_fit_a_small_link_mtu_without_ip_fragments() {
+    let Some(lab) = Lab::new(6) else { return };
+    let tag = lab.a.trim_start_matches("fa").to_string();
+    ok(&format!(
+        "ip -n {} link set va{tag} mtu 1280 && ip -n {} link set vb{tag} mtu 1280",
+        lab.a, lab.b
+    ));
+    ok(&format!(
+        "ip netns exec {} nft -f - <<'EOF'\ntable inet mtucheck {{\n chain pre {{ type filter hook prerouting priority -500; ip frag-off & 0x3fff != 0 counter; }}\n}}\nEOF",
+        lab.b
+    ));
+    let cfg = std::env::temp_dir().join(format!("ferry-mtu-{}.toml", std::process::id()));
+    std::fs::write(
+        &cfg,
+        "[[topics]]\npattern = \"/big\"\ntransport = \"udp\"\n",
+    )
+    .unwrap();
+    let mut e = env(14, "subnet", None);
+    e.push(("FERRY_CONFIG", cfg.to_string_lossy().into_owned()));
+    let text = "x".repeat(20_000);
+    let mut publ = lab.publish(&lab.a, &e, "/big", &text);
+    // `topic pub` echoes each 20 KB sample; keep its pipe flowing.
+    let _log = drain(publ.stdout.take());
+    let echo = lab.ferry(
+        &lab.b,
+        &e,
+        &[
+            "topic",
+            "echo",
+            "/big",
+            "--json",
+            "--count",
+            "10",
+            "--timeout",
+            "20",
+        ],
+    );
+    let (_, out, err) = wait_output(echo, Duration::from_secs(25));
+    let _ = publ.kill();
+    let _ = publ.wait();
+    let got = out.lines().filter(|l| l.contains(&text)).count();
+    assert_eq!(got, 10, "10 samples of 20 KB expected: {err}");
+    let o = sh(&format!(
+        "ip netns exec {} nft list table inet mtucheck",
+        lab.b
+    ));
+    let counters = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        counters.contains("counter packets 0 "),
+        "IP fragments crossed the link:\n{counters}"
+    );
+    std::fs::remove_file(cfg).ok();
 }

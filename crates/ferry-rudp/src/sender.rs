@@ -535,19 +535,7 @@ impl Sender {
             self.stats.fragments += 1;
             self.fresh_frag += 1;
             if last_of_sample {
-                self.fresh.pop_front();
-                self.fresh_frag = 0;
-                if self.cfg.reliable {
-                    // A lost tail fragment is only noticed by a heartbeat:
-                    // send one right after the sample, not a period later.
-                    self.heartbeat_soon(now);
-                }
-                if !self.cfg.reliable {
-                    // Best effort keeps nothing once it is out.
-                    while self.history.front().is_some_and(|e| e.seq <= seq) {
-                        self.pop_front();
-                    }
-                }
+                self.sample_out(now, seq);
             }
         }
         self.stats.bytes += self.buf.len() as u64;
@@ -559,7 +547,6 @@ impl Sender {
     fn send_shard(&mut self, now: Instant, seq: u64, frag: u16) -> Option<Vec<u8>> {
         let first = self.first_seq();
         let stream = self.cfg.stream;
-        let reliable = self.cfg.reliable;
         let e = self.history.get_mut((seq - first) as usize)?;
         if frag < e.frags {
             return None;
@@ -579,16 +566,27 @@ impl Sender {
         self.fresh_frag += 1;
         if index + 1 == e.recovery {
             e.fec = Vec::new(); // sent: shards are not kept for repair
-            self.fresh.pop_front();
-            self.fresh_frag = 0;
-            if reliable {
-                // As after a sample's last fragment: tail losses are
-                // noticed at once.
-                self.heartbeat_soon(now);
-            }
+            self.sample_out(now, seq);
         }
         self.stats.bytes += self.buf.len() as u64;
         Some(self.buf.clone())
+    }
+
+    /// The last datagram of fresh sample `seq` (fragment or recovery shard)
+    /// has left: on to the next sample.
+    fn sample_out(&mut self, now: Instant, seq: u64) {
+        self.fresh.pop_front();
+        self.fresh_frag = 0;
+        if self.cfg.reliable {
+            // A lost tail fragment is only noticed by a heartbeat: send one
+            // right after the sample, not a period later.
+            self.heartbeat_soon(now);
+        } else {
+            // Best effort keeps nothing once it is out.
+            while self.history.front().is_some_and(|e| e.seq <= seq) {
+                self.pop_front();
+            }
+        }
     }
 
     /// Brings the next heartbeat forward to now, at most one per `heartbeat_min`.

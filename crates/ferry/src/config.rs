@@ -165,6 +165,10 @@ pub struct Config {
     /// samples of ≥ 4 fragments, sized to the loss the reader reports; none
     /// while it reports < 0.5 %). Default on.
     pub udp_fec: bool,
+    /// UDP path: largest datagram per interface name (`wlan0 = 1400`,
+    /// `eth1 = 8972` for jumbo frames). Whatever is configured, a datagram
+    /// never exceeds the interface's own MTU minus 28 B of headers.
+    pub udp_mtu_per_interface: std::collections::BTreeMap<String, u16>,
     /// Per-topic transport pins and priorities.
     pub topics: Vec<TopicRule>,
     /// Dedicated priority sender threads allowed per process.
@@ -186,6 +190,7 @@ impl Default for Config {
             udp_utilization_pct: 60,
             udp_mtu: 1472,
             udp_fec: true,
+            udp_mtu_per_interface: Default::default(),
             topics: Vec::new(),
             priority_threads: 8,
             admin: AdminAccess::Local,
@@ -281,6 +286,14 @@ impl Config {
                 key: "udp_mtu",
                 why: format!("{} is outside 576..=65000", self.udp_mtu),
             });
+        }
+        for (name, m) in &self.udp_mtu_per_interface {
+            if !(548..=65_000).contains(m) {
+                return Err(ConfigError::Invalid {
+                    key: "udp_mtu_per_interface",
+                    why: format!("{name} = {m} is outside 548..=65000"),
+                });
+            }
         }
         if self.udp_link_mbps == 0 {
             return Err(ConfigError::Invalid {

@@ -39,8 +39,12 @@ pub fn net_id() -> u64 {
 }
 
 /// One IPv4 interface address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Interface {
+    /// Its name (`eth0`, `wlan0`).
+    pub name: String,
+    /// Its link MTU (IP packet size, bytes).
+    pub mtu: u32,
     /// Its address.
     pub addr: Ipv4Addr,
     /// Its netmask.
@@ -88,7 +92,12 @@ pub fn interfaces() -> Vec<Interface> {
                 let m = &*(ifa.ifa_netmask as *const libc::sockaddr_in);
                 Ipv4Addr::from(u32::from_be(m.sin_addr.s_addr))
             };
+            let name = std::ffi::CStr::from_ptr(ifa.ifa_name)
+                .to_string_lossy()
+                .into_owned();
             out.push(Interface {
+                mtu: link_mtu(&name),
+                name,
                 addr,
                 mask,
                 loopback: flags & libc::IFF_LOOPBACK as u32 != 0,
@@ -98,6 +107,48 @@ pub fn interfaces() -> Vec<Interface> {
         libc::freeifaddrs(head);
     }
     out
+}
+
+/// The MTU of interface `name` (`/sys/class/net/<name>/mtu`; 1500 if unknown).
+fn link_mtu(name: &str) -> u32 {
+    std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1500)
+}
+
+/// IPv4 + UDP headers: a datagram's payload is the link MTU minus this.
+pub const IP_UDP_HEADERS: usize = 28;
+
+/// Largest UDP payload towards `peer`: the configured size for the
+/// interface that reaches it (`udp_mtu_per_interface`, else `udp_mtu`),
+/// never more than that interface's own MTU allows, so IP never fragments.
+/// A peer on no local subnet (routed) gets `udp_mtu` capped by the smallest
+/// MTU of the non-loopback interfaces.
+pub fn udp_payload_for(peer: Ipv4Addr, ifaces: &[Interface], cfg: &crate::Config) -> usize {
+    let default = cfg.udp_mtu as usize;
+    let fits = |i: &Interface| (i.mtu as usize).saturating_sub(IP_UDP_HEADERS);
+    let via = if peer.is_loopback() {
+        ifaces.iter().find(|i| i.loopback)
+    } else {
+        ifaces
+            .iter()
+            .find(|i| !i.loopback && (i.addr == peer || i.contains(peer)))
+    };
+    let mtu = match via {
+        Some(i) => cfg
+            .udp_mtu_per_interface
+            .get(&i.name)
+            .map_or(default, |m| *m as usize)
+            .min(fits(i)),
+        None => ifaces
+            .iter()
+            .filter(|i| !i.loopback)
+            .map(fits)
+            .min()
+            .map_or(default, |m| m.min(default)),
+    };
+    mtu.max(576 - IP_UDP_HEADERS)
 }
 
 /// Name of this process (from `/proc/self/comm`).
@@ -119,5 +170,37 @@ mod tests {
             .any(|i| i.loopback && i.addr == Ipv4Addr::LOCALHOST));
         assert_eq!(host_id(), host_id());
         assert_ne!(host_id(), net_id());
+    }
+
+    #[test]
+    fn the_udp_payload_follows_the_interface_that_reaches_the_peer() {
+        let iface = |name: &str, addr: [u8; 4], mtu: u32| Interface {
+            name: name.into(),
+            mtu,
+            addr: Ipv4Addr::from(addr),
+            mask: Ipv4Addr::new(255, 255, 255, 0),
+            loopback: name == "lo",
+            multicast: true,
+        };
+        let ifs = vec![
+            iface("lo", [127, 0, 0, 1], 65536),
+            iface("eth0", [10, 0, 0, 1], 1500),
+            iface("wg0", [10, 9, 0, 1], 1280),
+            iface("jumbo", [10, 8, 0, 1], 9000),
+        ];
+        let mut cfg = crate::Config::default();
+        let at = |ip: [u8; 4], cfg: &crate::Config| udp_payload_for(Ipv4Addr::from(ip), &ifs, cfg);
+        assert_eq!(at([10, 0, 0, 7], &cfg), 1472);
+        // A VPN with a 1280 B MTU: the 1472 default would fragment.
+        assert_eq!(at([10, 9, 0, 7], &cfg), 1252);
+        // Jumbo frames only when configured for that interface.
+        assert_eq!(at([10, 8, 0, 7], &cfg), 1472);
+        cfg.udp_mtu_per_interface.insert("jumbo".into(), 8972);
+        assert_eq!(at([10, 8, 0, 7], &cfg), 8972);
+        cfg.udp_mtu_per_interface.insert("eth0".into(), 9000);
+        assert_eq!(at([10, 0, 0, 7], &cfg), 1472, "capped by eth0's own MTU");
+        // Routed peer: the smallest interface MTU bounds it.
+        assert_eq!(at([192, 168, 5, 5], &cfg), 1252);
+        assert_eq!(at([127, 0, 0, 1], &cfg), 1472);
     }
 }

@@ -175,6 +175,13 @@ impl Runtime {
             },
             sockets.handle.clone(),
             &ifaces,
+            {
+                let (ifaces, cfg) = (ifaces.clone(), cfg.clone());
+                Box::new(move |ip| match ip {
+                    std::net::IpAddr::V4(v4) => crate::host::udp_payload_for(v4, &ifaces, &cfg),
+                    std::net::IpAddr::V6(_) => cfg.udp_mtu as usize,
+                })
+            },
         ));
         let transports: Vec<Arc<dyn Transport>> = vec![
             Arc::new(IntraTransport),

@@ -95,6 +95,8 @@ pub(crate) struct UdpShared {
     io: IoHandle,
     local_ips: Vec<IpAddr>,
     malformed: AtomicU64,
+    /// Largest datagram towards a peer address (per interface, ≤ its MTU).
+    mtu_for: Box<dyn Fn(IpAddr) -> usize + Send + Sync>,
 }
 
 fn since(epoch: Instant, t: Instant) -> u64 {
@@ -107,8 +109,10 @@ impl UdpShared {
         settings: UdpSettings,
         io: IoHandle,
         ifaces: &[Interface],
+        mtu_for: Box<dyn Fn(IpAddr) -> usize + Send + Sync>,
     ) -> Self {
         UdpShared {
+            mtu_for,
             socket,
             epoch: Instant::now(),
             tx: Mutex::new(HashMap::new()),
@@ -303,7 +307,7 @@ impl UdpShared {
             };
             let mut cfg = ReceiverConfig::new(key.1);
             cfg.reliable = h.reliable;
-            cfg.mtu = self.settings.mtu;
+            cfg.mtu = (self.mtu_for)(key.0.ip());
             let ip = key.0.ip();
             let conn = Arc::new(InboundConn {
                 remote: h.from,
@@ -700,7 +704,7 @@ impl Transport for UdpTransport {
         })?;
         let s = self.shared.settings;
         let mut cfg = SenderConfig::new(random_stream());
-        cfg.mtu = s.mtu;
+        cfg.mtu = (self.shared.mtu_for)(peer.ip());
         cfg.rate = s.rate;
         cfg.history_bytes = s.history_bytes;
         cfg.reliable = req.qos.reliability == Reliability::Reliable;
