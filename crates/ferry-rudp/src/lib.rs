@@ -11,8 +11,14 @@
 //!
 //! [`Sender`] and [`Receiver`] are pure state machines: they take `now` and
 //! bytes and hand back datagrams and deadlines; no socket, clock or thread.
+//!
+//! The paced rate follows the path (`rate.rs`): the configured link rate is
+//! the ceiling, a queue seen in the echoed RTT cuts it towards the reader's
+//! receive rate, and it grows back while the pacer is the limit. Random loss
+//! is not taken for congestion.
 
 mod pacer;
+mod rate;
 mod receiver;
 mod sender;
 

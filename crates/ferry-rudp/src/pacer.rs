@@ -7,17 +7,25 @@ use std::time::{Duration, Instant};
 pub(crate) struct Pacer {
     rate: f64,
     burst: f64,
+    /// Burst length in seconds of the rate, and its floor in bytes: a slower
+    /// rate gets a proportionally smaller burst.
+    burst_secs: f64,
+    min_burst: f64,
     tokens: f64,
     last: Instant,
 }
 
 impl Pacer {
-    /// `rate` in bytes/s (0 = unpaced); bursts of at most `burst` bytes.
-    pub fn new(rate: u64, burst: usize, now: Instant) -> Self {
+    /// `rate` in bytes/s (0 = unpaced); bursts of at most `burst` bytes at
+    /// that rate, scaled with later rates but never below `min_burst`.
+    pub fn new(rate: u64, burst: usize, min_burst: usize, now: Instant) -> Self {
+        let burst = burst.max(min_burst) as f64;
         Pacer {
             rate: rate as f64,
-            burst: burst as f64,
-            tokens: burst as f64,
+            burst,
+            burst_secs: if rate > 0 { burst / rate as f64 } else { 0.0 },
+            min_burst: min_burst as f64,
+            tokens: burst,
             last: now,
         }
     }
@@ -28,6 +36,10 @@ impl Pacer {
 
     pub fn set_rate(&mut self, rate: u64) {
         self.rate = rate as f64;
+        if self.burst_secs > 0.0 {
+            self.burst = (self.rate * self.burst_secs).max(self.min_burst);
+            self.tokens = self.tokens.min(self.burst);
+        }
     }
 
     fn refill(&mut self, now: Instant) {
@@ -73,7 +85,7 @@ mod tests {
     #[test]
     fn paces_to_the_rate() {
         let t0 = Instant::now();
-        let mut p = Pacer::new(1_000_000, 3000, t0);
+        let mut p = Pacer::new(1_000_000, 3000, 3000, t0);
         let mut now = t0;
         let mut sent = 0;
         while now < t0 + Duration::from_secs(1) {

@@ -139,12 +139,23 @@ pub struct Receiver {
     out: VecDeque<Sample>,
     transmits: VecDeque<Vec<u8>>,
     stats: ReceiverStats,
+    /// Receive rate while data flows: bytes and time between arrivals no
+    /// more than [`BUSY_GAP`] apart: idle time between bursts and repair
+    /// round trips are left out, a lost datagram's slot is not, so it
+    /// measures what the path delivers, not what the application sends.
     rate_bytes: u64,
+    rate_busy: Duration,
     rate_since: Instant,
+    last_arrival: Option<Instant>,
     rate_kbps: u32,
     /// EWMA of the per-sample loss of first transmissions (0..1).
     loss: f64,
 }
+
+/// Arrivals further apart than this are idle time, not path rate.
+/// (Repairs come an RTT later, ≥ 2 ms on any radio link; datagrams of a
+/// burst come closer even on a 6 Mbit/s path.)
+const BUSY_GAP: Duration = Duration::from_millis(2);
 
 impl Receiver {
     /// A receiver starting at `now`; the stream's first sample is 1.
@@ -166,14 +177,52 @@ impl Receiver {
             transmits: VecDeque::new(),
             stats: ReceiverStats::default(),
             rate_bytes: 0,
+            rate_busy: Duration::ZERO,
             rate_since: now,
+            last_arrival: None,
             rate_kbps: 0,
             loss: 0.0,
         }
     }
 
+    /// Busy-time receive rate over windows of 100 ms (reported in ACKNACKs).
+    fn measure_rate(&mut self, now: Instant, len: usize) {
+        if let Some(last) = self.last_arrival {
+            let gap = now.saturating_duration_since(last);
+            if gap <= BUSY_GAP {
+                self.rate_bytes += len as u64;
+                self.rate_busy += gap;
+            }
+        }
+        self.last_arrival = Some(now);
+        if now.saturating_duration_since(self.rate_since) >= Duration::from_millis(100) {
+            if self.rate_busy >= Duration::from_millis(2) {
+                let r = self.rate_bytes as f64 / self.rate_busy.as_secs_f64() / 1000.0;
+                self.rate_kbps = r.min(f64::from(u32::MAX)) as u32;
+            }
+            self.rate_bytes = 0;
+            self.rate_busy = Duration::ZERO;
+            self.rate_since = now;
+        }
+    }
+
     /// Feeds a datagram from the writer.
     pub fn handle_datagram(&mut self, now: Instant, bytes: &[u8]) -> Result<(), WireError> {
+        self.handle_datagram_at(now, now, bytes)
+    }
+
+    /// Feeds a datagram that reached the host at `arrived` (a kernel receive
+    /// timestamp) and is handled at `now`. The busy-time receive rate counts
+    /// arrivals, so it measures the path, not how busy this process was.
+    /// (RTT echoes keep counting from `now`: the writer's repair guard and
+    /// silence limit must include this process's own delay.)
+    pub fn handle_datagram_at(
+        &mut self,
+        now: Instant,
+        arrived: Instant,
+        bytes: &[u8],
+    ) -> Result<(), WireError> {
+        let arrived = arrived.min(now);
         let p = match Packet::parse(bytes) {
             Ok(p) => p,
             Err(e) => {
@@ -184,13 +233,7 @@ impl Receiver {
         if p.stream != self.cfg.stream {
             return Ok(());
         }
-        self.rate_bytes += bytes.len() as u64;
-        let dt = now.saturating_duration_since(self.rate_since);
-        if dt >= Duration::from_millis(100) {
-            self.rate_kbps = (self.rate_bytes as f64 / dt.as_secs_f64() / 1000.0) as u32;
-            self.rate_bytes = 0;
-            self.rate_since = now;
-        }
+        self.measure_rate(arrived, bytes.len());
         match p.body {
             Datagram::Data(d) => self.on_data(now, d),
             Datagram::Heartbeat(h) => {

@@ -9,6 +9,7 @@ use ferry_wire::rudp::{
 };
 
 use crate::pacer::Pacer;
+use crate::rate::RateControl;
 
 /// Settings of a [`Sender`].
 #[derive(Debug, Clone)]
@@ -49,6 +50,11 @@ pub struct SenderConfig {
     /// fragments get Reed–Solomon recovery shards sized to the loss the
     /// reader reports, so most losses are rebuilt without a repair round.
     pub fec: bool,
+    /// Follow the path: `rate` becomes the ceiling; the paced rate drops to
+    /// what the reader receives when that is far below it (a slower path;
+    /// random loss is not taken for congestion) and probes back up while
+    /// the pacer is the limit (see `rate.rs`). Off: always `rate`.
+    pub adaptive_rate: bool,
 }
 
 /// Smallest sample (in fragments) that gets recovery shards.
@@ -93,6 +99,7 @@ impl SenderConfig {
             silence: Duration::from_millis(500),
             probe_interval: Duration::from_millis(200),
             fec: true,
+            adaptive_rate: true,
         }
     }
 }
@@ -145,6 +152,10 @@ pub struct SenderStats {
     pub srtt_us: f64,
     /// Current pacing rate, bytes/s.
     pub pacing_rate: u64,
+    /// Smallest recent RTT, µs (the queue-free path; 0: unknown).
+    pub min_rtt_us: f64,
+    /// Times the pacing rate was cut to a slower path.
+    pub rate_cuts: u64,
     /// Samples held.
     pub history_samples: usize,
     /// Bytes held.
@@ -195,6 +206,7 @@ pub struct Sender {
     fresh_frag: u16,
     repair: BTreeSet<(u64, u16)>,
     pacer: Pacer,
+    rate: RateControl,
     next_heartbeat: Instant,
     last_heartbeat: Option<Instant>,
     hb_count: u32,
@@ -218,7 +230,8 @@ impl Sender {
             .unwrap_or((cfg.rate / 500) as usize)
             .max(cfg.mtu * 4);
         Sender {
-            pacer: Pacer::new(cfg.rate, burst, now),
+            pacer: Pacer::new(cfg.rate, burst, cfg.mtu * 4, now),
+            rate: RateControl::new(cfg.rate, now),
             cfg,
             epoch: now,
             history: VecDeque::new(),
@@ -396,6 +409,12 @@ impl Sender {
                 } else {
                     0.875 * self.srtt_us + 0.125 * rtt
                 };
+                if self.cfg.adaptive_rate {
+                    let recv = u64::from(a.rate_kbps) * 1000;
+                    if let Some(r) = self.rate.on_rtt(now, rtt, self.srtt_us, recv) {
+                        self.pacer.set_rate(r);
+                    }
+                }
             }
         }
         if a.base > self.acked {
@@ -502,6 +521,7 @@ impl Sender {
             }
         };
         if !self.pacer.try_send(now, len) {
+            self.rate.limited(now);
             return None;
         }
         if !is_repair {
@@ -663,9 +683,14 @@ impl Sender {
         self.stats.acknacks > 0
     }
 
-    /// Changes the pacing rate (configuration or a feedback estimate).
+    /// Changes the configured link rate (with `adaptive_rate`, the ceiling).
     pub fn set_rate(&mut self, rate: u64) {
-        self.pacer.set_rate(rate);
+        self.rate.set_ceiling(rate);
+        self.pacer.set_rate(if self.cfg.adaptive_rate {
+            self.rate.rate()
+        } else {
+            rate
+        });
     }
 
     /// Counters and estimates.
@@ -673,6 +698,8 @@ impl Sender {
         SenderStats {
             srtt_us: self.srtt_us,
             pacing_rate: self.pacer.rate(),
+            min_rtt_us: self.rate.min_rtt_us(),
+            rate_cuts: self.rate.cuts(),
             loss: self.loss,
             history_samples: self.history.len(),
             history_bytes: self.history_bytes,

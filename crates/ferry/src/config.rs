@@ -165,6 +165,11 @@ pub struct Config {
     /// samples of ≥ 4 fragments, sized to the loss the reader reports; none
     /// while it reports < 0.5 %). Default on.
     pub udp_fec: bool,
+    /// UDP path: follow the path's rate. `udp_link_mbps` becomes the
+    /// ceiling; the paced rate drops when the RTT the reader echoes shows a
+    /// queue (a slower bottleneck) and grows back; random loss is not taken
+    /// for congestion. Off: always pace at `udp_link_mbps`. Default on.
+    pub udp_adaptive_rate: bool,
     /// UDP path: largest datagram per interface name (`wlan0 = 1400`,
     /// `eth1 = 8972` for jumbo frames). Whatever is configured, a datagram
     /// never exceeds the interface's own MTU minus 28 B of headers.
@@ -190,6 +195,7 @@ impl Default for Config {
             udp_utilization_pct: 60,
             udp_mtu: 1472,
             udp_fec: true,
+            udp_adaptive_rate: true,
             udp_mtu_per_interface: Default::default(),
             topics: Vec::new(),
             priority_threads: 8,

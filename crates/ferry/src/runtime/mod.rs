@@ -172,6 +172,7 @@ impl Runtime {
                 ),
                 keep_all_block: Duration::from_millis(cfg.keep_all_block_ms),
                 fec: cfg.udp_fec,
+                adaptive_rate: cfg.udp_adaptive_rate,
             },
             sockets.handle.clone(),
             &ifaces,

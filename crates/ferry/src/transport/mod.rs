@@ -14,6 +14,7 @@
 pub mod intra;
 pub mod tcp;
 pub mod udp;
+mod udp_sys;
 
 use std::any::Any;
 use std::sync::Arc;

@@ -21,6 +21,7 @@ use ferry_wire::rudp::{encode_hello, Datagram, Hello, Packet};
 use ferry_wire::{EndpointId, History, Locator, ParticipantId, Reliability, TransportKind};
 use parking_lot::{Condvar, Mutex};
 
+use super::udp_sys;
 use super::{
     Capabilities, ConnectError, ConnectRequest, InFrame, InboundConn, Inbox, Link, OutFrame,
     PeerInfo, SendError, Transport,
@@ -47,6 +48,8 @@ pub(crate) struct UdpSettings {
     pub keep_all_block: Duration,
     /// Forward error correction sized to the reader's reported loss.
     pub fec: bool,
+    /// Pace to the rate the path carries (`udp_adaptive_rate`).
+    pub adaptive_rate: bool,
 }
 
 struct TxState {
@@ -111,6 +114,7 @@ impl UdpShared {
         ifaces: &[Interface],
         mtu_for: Box<dyn Fn(IpAddr) -> usize + Send + Sync>,
     ) -> Self {
+        udp_sys::enable_rx_timestamps(&socket);
         UdpShared {
             mtu_for,
             socket,
@@ -136,7 +140,7 @@ impl UdpShared {
         match class {
             None => self.send(bytes, to),
             Some(c) => {
-                let _ = send_with_class(&self.socket, bytes, to, c);
+                let _ = udp_sys::send_with_class(&self.socket, bytes, to, c);
             }
         }
     }
@@ -220,10 +224,14 @@ impl UdpShared {
     ) {
         let mut buf = [0u8; 65536];
         for _ in 0..4096 {
-            let Ok((n, from)) = self.socket.recv_from(&mut buf) else {
+            let Ok((n, from, stamp)) = udp_sys::recv_stamped(&self.socket, &mut buf) else {
                 break;
             };
-            if let Some(p) = self.on_datagram(Instant::now(), from, &buf[..n], local, same_host) {
+            let clock = udp_sys::RxClock::now();
+            let arrived = clock.arrival(stamp);
+            if let Some(p) =
+                self.on_datagram(clock.mono(), arrived, from, &buf[..n], local, same_host)
+            {
                 alive(p);
             }
         }
@@ -233,6 +241,7 @@ impl UdpShared {
     fn on_datagram(
         &self,
         now: Instant,
+        arrived: Instant,
         from: SocketAddr,
         bytes: &[u8],
         local: ParticipantId,
@@ -280,7 +289,7 @@ impl UdpShared {
                 let mut rx = self.rx.lock();
                 let s = rx.get_mut(&key)?;
                 s.last_rx = now;
-                if s.receiver.handle_datagram(now, bytes).is_err() {
+                if s.receiver.handle_datagram_at(now, arrived, bytes).is_err() {
                     s.conn.stats.errors.fetch_add(1, Ordering::Relaxed);
                 }
                 self.pump_rx(from, s, now);
@@ -556,92 +565,6 @@ impl Link for UdpLink {
     }
 }
 
-/// Whether the kernel takes `SO_PRIORITY` as a control message (Linux 6.14+).
-static CMSG_PRIORITY: AtomicBool = AtomicBool::new(true);
-
-/// `sendmsg` with `IP_TOS` and `SO_PRIORITY` control messages (IPv4; IPv6
-/// goes without). A kernel that refuses the priority cmsg gets TOS only and
-/// derives the priority from it.
-fn send_with_class(
-    socket: &mio::net::UdpSocket,
-    bytes: &[u8],
-    to: SocketAddr,
-    class: PacketClass,
-) -> std::io::Result<usize> {
-    let with_prio = CMSG_PRIORITY.load(Ordering::Relaxed);
-    match send_cmsgs(socket, bytes, to, class, with_prio) {
-        Err(e) if with_prio && e.raw_os_error() == Some(libc::EINVAL) => {
-            CMSG_PRIORITY.store(false, Ordering::Relaxed);
-            send_cmsgs(socket, bytes, to, class, false)
-        }
-        r => r,
-    }
-}
-
-fn send_cmsgs(
-    socket: &mio::net::UdpSocket,
-    bytes: &[u8],
-    to: SocketAddr,
-    class: PacketClass,
-    with_prio: bool,
-) -> std::io::Result<usize> {
-    use std::os::fd::AsRawFd;
-    let SocketAddr::V4(v4) = to else {
-        return socket.send_to(bytes, to);
-    };
-    let addr = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: v4.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_ne_bytes(v4.ip().octets()),
-        },
-        sin_zero: [0; 8],
-    };
-    let mut iov = libc::iovec {
-        iov_base: bytes.as_ptr() as *mut libc::c_void,
-        iov_len: bytes.len(),
-    };
-    // Room for two cmsgs carrying an int each, 8-byte aligned.
-    let mut control = [0u64; 8];
-    let int = std::mem::size_of::<libc::c_int>() as u32;
-    // SAFETY: every pointer refers to a live local of the right size; the
-    // cmsg headers are written inside `control` by the CMSG macros.
-    unsafe {
-        let space = libc::CMSG_SPACE(int) as usize;
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_name = &addr as *const _ as *mut libc::c_void;
-        msg.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = if with_prio { 2 * space } else { space };
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::IPPROTO_IP;
-        (*cmsg).cmsg_type = libc::IP_TOS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(int) as usize;
-        std::ptr::write_unaligned(
-            libc::CMSG_DATA(cmsg) as *mut libc::c_int,
-            libc::c_int::from(class.tos()),
-        );
-        if with_prio {
-            let c2 = libc::CMSG_NXTHDR(&msg, cmsg);
-            (*c2).cmsg_level = libc::SOL_SOCKET;
-            (*c2).cmsg_type = libc::SO_PRIORITY;
-            (*c2).cmsg_len = libc::CMSG_LEN(int) as usize;
-            std::ptr::write_unaligned(
-                libc::CMSG_DATA(c2) as *mut libc::c_int,
-                class.socket_priority() as libc::c_int,
-            );
-        }
-        let n = libc::sendmsg(socket.as_raw_fd(), &msg, 0);
-        if n < 0 {
-            Err(std::io::Error::last_os_error())
-        } else {
-            Ok(n as usize)
-        }
-    }
-}
-
 /// The UDP transport of one runtime.
 pub struct UdpTransport {
     shared: Arc<UdpShared>,
@@ -712,6 +635,7 @@ impl Transport for UdpTransport {
         cfg.history_samples = req.qos.history.depth(1024);
         cfg.lifespan = req.qos.lifespan;
         cfg.fec = s.fec;
+        cfg.adaptive_rate = s.adaptive_rate;
         let stream = cfg.stream;
         let hello = encode_hello(
             stream,
