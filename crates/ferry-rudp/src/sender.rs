@@ -411,7 +411,7 @@ impl Sender {
                 };
                 if self.cfg.adaptive_rate {
                     let recv = u64::from(a.rate_kbps) * 1000;
-                    if let Some(r) = self.rate.on_rtt(now, rtt, self.srtt_us, recv) {
+                    if let Some(r) = self.rate.on_rtt(now, rtt, self.srtt_us, recv, self.loss) {
                         self.pacer.set_rate(r);
                     }
                 }
