@@ -7,6 +7,8 @@
 //! well-behaved protocol never sends). Thousands of seeded scenarios run in
 //! seconds because nothing sleeps.
 
+pub mod peer;
+
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};

@@ -1,0 +1,593 @@
+//! Writer and reader ends built from a pool, connection rings and doorbells.
+//!
+//! A [`Writer`] owns one pool and any number of [`WriterConn`]s (one per
+//! reader). Publishing allocates a slot, fills it once, and pushes its id to
+//! every connection; each connection holds one reference until the reader
+//! gives the slot back (or the writer claims it back on overflow, or the
+//! connection closes). A [`ReaderConn`] claims entries and hands out
+//! [`ShmSample`]s: read-only views of the writer's memory that give their
+//! slot back when the last clone drops.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::pool::{data_name, DataView, Pool, PoolError};
+use crate::ring::{Corrupt, Entry, Push, Rings};
+use crate::segment::{self, Segment, ShmError};
+
+/// Why a send on one connection failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// keep_all: the reader did not make room within the blocking bound.
+    #[error("reader made no room for {0:?} (keep_all)")]
+    Blocked(Duration),
+    /// The connection is closed (by either side).
+    #[error("shared-memory connection closed")]
+    Closed,
+    /// The reader broke the ring; the connection is closed.
+    #[error(transparent)]
+    Corrupt(#[from] Corrupt),
+}
+
+/// A published sample in the writer's pool (holds the writer's reference).
+pub struct Published {
+    writer: Writer,
+    slot: u64,
+    len: usize,
+}
+
+impl Published {
+    /// The slot id.
+    pub fn slot(&self) -> u64 {
+        self.slot
+    }
+
+    /// Bytes used.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty sample.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for Published {
+    fn drop(&mut self) {
+        self.writer.pool.lock().release(self.slot);
+    }
+}
+
+/// The writing side: a pool shared by all of this writer's connections.
+#[derive(Clone)]
+pub struct Writer {
+    pool: Arc<Mutex<Pool>>,
+}
+
+impl Writer {
+    /// A writer whose pool may grow to `budget` bytes.
+    pub fn new(tag: &str, budget: usize) -> Writer {
+        Writer {
+            pool: Arc::new(Mutex::new(Pool::new(tag, budget))),
+        }
+    }
+
+    /// Prefix of the pool's data segment names (readers need it).
+    pub fn data_prefix(&self) -> String {
+        self.pool.lock().prefix().to_string()
+    }
+
+    /// Writes a sample of `len` bytes into a fresh slot through `fill`.
+    pub fn publish(
+        &self,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<Published, PoolError> {
+        let mut pool = self.pool.lock();
+        let slot = pool.alloc(len)?;
+        match pool.slot_mut(slot, len) {
+            Some(buf) => fill(buf),
+            None => {
+                pool.release(slot);
+                return Err(PoolError::TooLarge(len));
+            }
+        }
+        drop(pool);
+        Ok(Published {
+            writer: self.clone(),
+            slot,
+            len,
+        })
+    }
+
+    /// Opens a connection to one reader: `depth` queued samples at most.
+    pub fn connect(&self, tag: &str, depth: usize) -> Result<WriterConn, ShmError> {
+        let name = segment::name('c', tag);
+        // Returns may pile up while the reader's user holds samples.
+        let rings = Rings::create(&name, depth, depth * 2 + 64)?;
+        Ok(WriterConn {
+            writer: self.clone(),
+            rings,
+            outstanding: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// (generations, slots in use) of the pool.
+    pub fn usage(&self) -> (usize, usize) {
+        self.pool.lock().usage()
+    }
+}
+
+/// One writer → reader connection (writer side).
+pub struct WriterConn {
+    writer: Writer,
+    rings: Rings,
+    /// Slots out on this connection (pushed, not yet given back), with how
+    /// many times each.
+    outstanding: Mutex<HashMap<u64, u32>>,
+}
+
+impl WriterConn {
+    /// The connection segment's name (the reader opens it).
+    pub fn name(&self) -> &str {
+        self.rings.name()
+    }
+
+    /// Takes back the slots the reader returned.
+    pub fn reclaim(&self) {
+        let mut back = Vec::new();
+        self.rings.take_returns(&mut back);
+        if back.is_empty() {
+            return;
+        }
+        let mut out = self.outstanding.lock();
+        let mut pool = self.writer.pool.lock();
+        for s in back {
+            // Only slots we lent on this connection.
+            if take(&mut out, s) {
+                pool.release(s);
+            }
+        }
+    }
+
+    /// Queues `p` for the reader. keep_last (`block` None) never waits: a
+    /// full queue gives up its oldest sample. keep_all waits up to `block`
+    /// for room, then fails.
+    pub fn send(
+        &self,
+        p: &Published,
+        seq: u64,
+        stamp: u64,
+        block: Option<Duration>,
+    ) -> Result<(), SendError> {
+        if self.rings.is_closed() {
+            return Err(SendError::Closed);
+        }
+        self.reclaim();
+        let e = Entry {
+            seq,
+            slot: p.slot,
+            len: p.len as u64,
+            stamp,
+        };
+        // The reference must exist before the reader can see the entry.
+        self.writer.pool.lock().retain(p.slot);
+        *self.outstanding.lock().entry(p.slot).or_default() += 1;
+        let undo = || {
+            take(&mut self.outstanding.lock(), p.slot);
+            self.writer.pool.lock().release(p.slot);
+        };
+        loop {
+            match self.rings.push(e, block.is_none()) {
+                Ok(Push::Pushed) => return Ok(()),
+                Ok(Push::Overflowed(old)) => {
+                    if take(&mut self.outstanding.lock(), old.slot) {
+                        self.writer.pool.lock().release(old.slot);
+                    }
+                    return Ok(());
+                }
+                Ok(Push::Full) => {
+                    let bound = block.unwrap_or_default();
+                    if !self.rings.wait_for_space(bound) {
+                        undo();
+                        return Err(if self.rings.is_closed() {
+                            SendError::Closed
+                        } else {
+                            SendError::Blocked(bound)
+                        });
+                    }
+                }
+                Err(c) => {
+                    undo();
+                    self.close();
+                    return Err(c.into());
+                }
+            }
+        }
+    }
+
+    /// Samples the reader lost by falling behind (keep_last).
+    pub fn dropped(&self) -> u64 {
+        self.rings.dropped()
+    }
+
+    /// Whether either side closed the connection.
+    pub fn is_closed(&self) -> bool {
+        self.rings.is_closed()
+    }
+
+    /// Closes it and takes back every slot still lent on it (the reader may
+    /// be gone: its references die with it).
+    pub fn close(&self) {
+        self.rings.close();
+        let out: Vec<(u64, u32)> = self.outstanding.lock().drain().collect();
+        let mut pool = self.writer.pool.lock();
+        for (s, n) in out {
+            for _ in 0..n {
+                pool.release(s);
+            }
+        }
+    }
+}
+
+/// Removes one count of `slot`; false if it was not out.
+fn take(out: &mut HashMap<u64, u32>, slot: u64) -> bool {
+    match out.get_mut(&slot) {
+        Some(n) if *n > 1 => {
+            *n -= 1;
+            true
+        }
+        Some(_) => {
+            out.remove(&slot);
+            true
+        }
+        None => false,
+    }
+}
+
+impl Drop for WriterConn {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Gives slots back to the writer, from whichever thread drops a sample.
+struct Returner {
+    rings: Rings,
+    /// Slots whose return found the ring full: retried on the next return.
+    pending: Mutex<Vec<u64>>,
+}
+
+impl Returner {
+    fn give_back(&self, slot: u64) {
+        let mut pending = self.pending.lock();
+        pending.push(slot);
+        let mut n = 0;
+        while n < pending.len() && self.rings.give_back(pending[n]) {
+            n += 1;
+        }
+        pending.drain(..n);
+    }
+}
+
+/// A sample in the writer's shared memory, mapped read-only. Cloning is
+/// cheap; the slot goes back to the writer when the last clone drops.
+#[derive(Clone)]
+pub struct ShmSample {
+    inner: Arc<SampleInner>,
+}
+
+struct SampleInner {
+    view: Arc<DataView>,
+    index: usize,
+    len: usize,
+    slot: u64,
+    returner: Arc<Returner>,
+}
+
+impl Drop for SampleInner {
+    fn drop(&mut self) {
+        self.returner.give_back(self.slot);
+    }
+}
+
+impl AsRef<[u8]> for ShmSample {
+    fn as_ref(&self) -> &[u8] {
+        // Checked when the sample was made.
+        self.inner
+            .view
+            .slot(self.inner.index, self.inner.len)
+            .unwrap_or_default()
+    }
+}
+
+impl std::ops::Deref for ShmSample {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_ref()
+    }
+}
+
+/// One claimed sample.
+pub struct Received {
+    /// Sequence number.
+    pub seq: u64,
+    /// Source time, ns.
+    pub stamp: u64,
+    /// The bytes, in place.
+    pub sample: ShmSample,
+}
+
+/// Why a reader could not take an entry.
+#[derive(Debug, thiserror::Error)]
+pub enum RecvError {
+    /// The entry names a data segment that cannot be mapped.
+    #[error(transparent)]
+    Shm(#[from] ShmError),
+    /// The entry's slot or length is outside its data segment.
+    #[error("entry names slot {slot:#x} of {len} bytes, outside the writer's segment")]
+    BadEntry {
+        /// Slot id.
+        slot: u64,
+        /// Length.
+        len: u64,
+    },
+}
+
+/// One writer → reader connection (reader side).
+pub struct ReaderConn {
+    returner: Arc<Returner>,
+    prefix: String,
+    views: Mutex<HashMap<u32, Arc<DataView>>>,
+}
+
+impl ReaderConn {
+    /// Opens connection segment `name` of a writer whose data segments are
+    /// named `data_prefix.<generation>`.
+    pub fn open(name: &str, data_prefix: &str) -> Result<ReaderConn, ShmError> {
+        if !data_prefix.starts_with(segment::PREFIX) || data_prefix.contains('/') {
+            return Err(ShmError::Open {
+                name: data_prefix.to_string(),
+                why: "not a ferry data segment prefix".into(),
+            });
+        }
+        Ok(ReaderConn {
+            returner: Arc::new(Returner {
+                rings: Rings::open(name)?,
+                pending: Mutex::new(Vec::new()),
+            }),
+            prefix: data_prefix.to_string(),
+            views: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Whether a sample is waiting.
+    pub fn has_data(&self) -> bool {
+        self.returner.rings.has_entries()
+    }
+
+    /// Claims the next sample, if any. A bad entry is given back and
+    /// reported; the connection stays usable.
+    pub fn try_recv(&self) -> Result<Option<Received>, RecvError> {
+        let Some(e) = self.returner.rings.pop() else {
+            return Ok(None);
+        };
+        let gen = (e.slot >> 32) as u32;
+        let index = (e.slot & 0xffff_ffff) as usize;
+        let view = {
+            let mut views = self.views.lock();
+            match views.get(&gen) {
+                Some(v) => v.clone(),
+                None => {
+                    let v = match DataView::open(&data_name(&self.prefix, gen)) {
+                        Ok(v) => Arc::new(v),
+                        Err(err) => {
+                            self.returner.give_back(e.slot);
+                            return Err(err.into());
+                        }
+                    };
+                    // Older generations are retired by the writer once
+                    // free: drop our maps of them (held samples keep theirs).
+                    views.retain(|g, _| *g > gen);
+                    views.insert(gen, v.clone());
+                    v
+                }
+            }
+        };
+        let len = usize::try_from(e.len).unwrap_or(usize::MAX);
+        if view.slot(index, len).is_none() {
+            self.returner.give_back(e.slot);
+            return Err(RecvError::BadEntry {
+                slot: e.slot,
+                len: e.len,
+            });
+        }
+        Ok(Some(Received {
+            seq: e.seq,
+            stamp: e.stamp,
+            sample: ShmSample {
+                inner: Arc::new(SampleInner {
+                    view,
+                    index,
+                    len,
+                    slot: e.slot,
+                    returner: self.returner.clone(),
+                }),
+            },
+        }))
+    }
+
+    /// Samples lost because this reader fell behind (keep_last).
+    pub fn dropped(&self) -> u64 {
+        self.returner.rings.dropped()
+    }
+
+    /// Whether either side closed the connection.
+    pub fn is_closed(&self) -> bool {
+        self.returner.rings.is_closed()
+    }
+
+    /// Closes the connection from the reader's side.
+    pub fn close(&self) {
+        self.returner.rings.close();
+    }
+}
+
+/// A reader runtime's doorbell: writers ring it after queueing a sample; the
+/// reader's delivery thread sleeps on it (futex) when every ring is empty.
+pub struct Doorbell {
+    seg: Segment,
+}
+
+const BELL_MAGIC: u64 = 0x6665_7272_7962_656c; // "ferrybel"
+
+impl Doorbell {
+    /// Creates this runtime's doorbell.
+    pub fn create(tag: &str) -> Result<Doorbell, ShmError> {
+        let seg = Segment::create(&segment::name('b', tag), 64)?;
+        seg.at::<AtomicU64>(0).store(BELL_MAGIC, Ordering::Release);
+        Ok(Doorbell { seg })
+    }
+
+    /// Opens a reader's doorbell (writer side).
+    pub fn open(name: &str) -> Result<Doorbell, ShmError> {
+        let seg = Segment::open(name, true)?;
+        if seg.len() < 64 || seg.at::<AtomicU64>(0).load(Ordering::Acquire) != BELL_MAGIC {
+            return Err(ShmError::Open {
+                name: name.to_string(),
+                why: "not a ferry doorbell".into(),
+            });
+        }
+        Ok(Doorbell { seg })
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        self.seg.name()
+    }
+
+    fn counter(&self) -> &AtomicU32 {
+        self.seg.at::<AtomicU32>(8)
+    }
+
+    fn sleeping(&self) -> &AtomicU32 {
+        self.seg.at::<AtomicU32>(12)
+    }
+
+    /// Writer: a sample was queued; wakes the reader if it sleeps.
+    pub fn ring(&self) {
+        self.counter().fetch_add(1, Ordering::SeqCst);
+        if self.sleeping().load(Ordering::SeqCst) != 0 {
+            crate::futex::wake_all(self.counter());
+        }
+    }
+
+    /// Reader: sleeps up to `timeout` unless `ready()` (checked after
+    /// announcing the sleep, so a ring in between is never lost).
+    pub fn sleep(&self, timeout: Duration, ready: impl Fn() -> bool) {
+        let seen = self.counter().load(Ordering::SeqCst);
+        self.sleeping().store(1, Ordering::SeqCst);
+        if !ready() {
+            crate::futex::wait(self.counter(), seen, timeout);
+        }
+        self.sleeping().store(0, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tag(l: u32) -> String {
+        format!("chan{l}")
+    }
+
+    #[test]
+    fn samples_arrive_byte_exact_and_slots_come_back() {
+        let w = Writer::new(&tag(line!()), 64 << 20);
+        let c = w.connect(&tag(line!()), 8).unwrap();
+        let r = ReaderConn::open(c.name(), &w.data_prefix()).unwrap();
+        for (i, len) in [0usize, 1, 100, 4096, 5000, 3 << 20]
+            .into_iter()
+            .enumerate()
+        {
+            let p = w
+                .publish(len, |b| {
+                    b.iter_mut()
+                        .enumerate()
+                        .for_each(|(j, x)| *x = (j + i) as u8)
+                })
+                .unwrap();
+            c.send(&p, i as u64, 42, None).unwrap();
+            drop(p);
+            let got = r.try_recv().unwrap().unwrap();
+            assert_eq!(got.seq, i as u64);
+            assert_eq!(got.sample.len(), len);
+            assert!(got
+                .sample
+                .iter()
+                .enumerate()
+                .all(|(j, x)| *x == (j + i) as u8));
+            let copy = got.sample.clone();
+            drop(got);
+            assert_eq!(w.usage().1, 1, "held by the reader's clone");
+            drop(copy);
+            c.reclaim();
+            assert_eq!(w.usage().1, 0, "given back");
+        }
+    }
+
+    #[test]
+    fn keep_last_drops_the_oldest_and_keep_all_blocks_then_fails() {
+        let w = Writer::new(&tag(line!()), 64 << 20);
+        let c = w.connect(&tag(line!()), 2).unwrap();
+        let r = ReaderConn::open(c.name(), &w.data_prefix()).unwrap();
+        for s in 1..=5u64 {
+            let p = w.publish(8, |b| b.fill(s as u8)).unwrap();
+            c.send(&p, s, 0, None).unwrap();
+        }
+        assert_eq!(c.dropped(), 3);
+        assert_eq!(w.usage().1, 2, "the dropped samples' slots are free");
+        let seqs: Vec<u64> = std::iter::from_fn(|| r.try_recv().unwrap())
+            .map(|x| x.seq)
+            .collect();
+        assert_eq!(seqs, vec![4, 5]);
+        let p = w.publish(8, |_| {}).unwrap();
+        c.send(&p, 6, 0, Some(Duration::from_millis(10))).unwrap();
+        c.send(&p, 7, 0, Some(Duration::from_millis(10))).unwrap();
+        let t = std::time::Instant::now();
+        assert!(matches!(
+            c.send(&p, 8, 0, Some(Duration::from_millis(100))),
+            Err(SendError::Blocked(_))
+        ));
+        assert!(t.elapsed() >= Duration::from_millis(90));
+        r.close();
+        assert!(matches!(c.send(&p, 9, 0, None), Err(SendError::Closed)));
+        drop(p);
+        c.close();
+        assert_eq!(w.usage().1, 0, "closing takes back what the reader held");
+    }
+
+    #[test]
+    fn doorbell_wakes_a_sleeping_reader() {
+        let bell = Doorbell::create(&tag(line!())).unwrap();
+        let other = Doorbell::open(bell.name()).unwrap();
+        let t = std::time::Instant::now();
+        bell.sleep(Duration::from_millis(20), || false);
+        assert!(t.elapsed() >= Duration::from_millis(15));
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            other.ring();
+        });
+        let t = std::time::Instant::now();
+        bell.sleep(Duration::from_secs(5), || false);
+        assert!(t.elapsed() < Duration::from_secs(2));
+        h.join().unwrap();
+        assert!(Doorbell::open("ferry.b.1.1.none").is_err());
+    }
+}
