@@ -42,9 +42,20 @@ enum Cmd {
     Demo(demo::DemoArgs),
     /// The wireless large-payload profile for one stream: ferry config, Fast DDS and Cyclone DDS XML.
     Tune(tune::TuneArgs),
+    /// Shared memory on this host: list ferry's segments, remove those of dead processes.
+    #[command(subcommand)]
+    Shm(ShmCmd),
     /// One process of the demo (used by `ferry demo`).
     #[command(hide = true)]
     DemoRole { role: String },
+}
+
+#[derive(Subcommand)]
+enum ShmCmd {
+    /// List ferry's shared-memory files in /dev/shm with their owner and size.
+    List,
+    /// Remove the files of processes that are gone (ferry also does this at every start).
+    Gc,
 }
 
 #[derive(Subcommand)]
@@ -177,6 +188,42 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Admin(args) => admin::run(args, spin),
         Cmd::Demo(args) => demo::run(args),
         Cmd::Tune(args) => tune::run(args),
+        Cmd::Shm(ShmCmd::Gc) => {
+            let r = ferry_shm::sweep_stale();
+            for name in &r.removed {
+                println!("removed {name}");
+            }
+            println!(
+                "{} removed, {} in use by running processes",
+                r.removed.len(),
+                r.kept
+            );
+            Ok(())
+        }
+        Cmd::Shm(ShmCmd::List) => {
+            let dir = ferry_shm::segment::SHM_DIR;
+            let mut rows: Vec<(String, u32, bool, u64)> = std::fs::read_dir(dir)
+                .map(|d| {
+                    d.flatten()
+                        .filter_map(|e| {
+                            let name = e.file_name().to_string_lossy().into_owned();
+                            let owner = ferry_shm::segment::owner_of(&name)?;
+                            let len = e.metadata().map_or(0, |m| m.len());
+                            Some((name, owner.pid, owner.alive(), len))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            rows.sort();
+            println!("{:<60} {:>8} {:>6} {:>12}", "NAME", "PID", "ALIVE", "BYTES");
+            for (name, pid, alive, len) in rows {
+                println!(
+                    "{name:<60} {pid:>8} {:>6} {len:>12}",
+                    if alive { "yes" } else { "no" }
+                );
+            }
+            Ok(())
+        }
         Cmd::DemoRole { role } => demo::role(&role),
     }
 }

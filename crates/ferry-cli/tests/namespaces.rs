@@ -170,10 +170,14 @@ fn wait_output(mut c: std::process::Child, limit: Duration) -> (bool, String, St
     (success, out.join().unwrap(), err.join().unwrap())
 }
 
+/// Plain network namespaces share `/dev/shm` and IPC: ferry would
+/// (rightly) pick shared memory and bypass the veth, so these "two hosts"
+/// keep it off.
 fn env(domain: u16, discovery: &str, peers: Option<String>) -> Vec<(&'static str, String)> {
     let mut e = vec![
         ("FERRY_DOMAIN_ID", domain.to_string()),
         ("FERRY_DISCOVERY", discovery.to_string()),
+        ("FERRY_SHM", "off".to_string()),
     ];
     if let Some(p) = peers {
         e.push(("FERRY_PEERS", p));

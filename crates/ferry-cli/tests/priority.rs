@@ -155,7 +155,10 @@ fn config(tag: &str, extra: &str) -> String {
     let path = std::env::temp_dir().join(format!("ferry-prio-{tag}-{}.toml", std::process::id()));
     std::fs::write(
         &path,
-        format!("{extra}\n[[topics]]\npattern = \"/prio/udp\"\ntransport = \"udp\"\n"),
+        format!(
+            "{extra}\n[[topics]]\npattern = \"/prio/udp\"\ntransport = \"udp\"\n\
+             [[topics]]\npattern = \"/prio/tcp\"\ntransport = \"tcp\"\n"
+        ),
     )
     .unwrap();
     path.to_string_lossy().into_owned()
@@ -417,7 +420,7 @@ fn bad_admin_requests_get_clear_errors_and_change_nothing() {
             "20",
         ],
     );
-    wait_connected(&env, "/bad_pub", "/prio/bad", "tcp");
+    wait_connected(&env, "/bad_pub", "/prio/bad", "shm");
     let fails = |args: &[&str], want: &str| {
         let o = run(&env, args);
         assert!(!o.status.success(), "{args:?} succeeded");

@@ -82,30 +82,44 @@ impl Drop for Proc {
     }
 }
 
+/// A `ferry topic pub` in another process on this host: shared memory,
+/// chosen automatically; with shared memory off on our side, TCP.
 #[test]
-fn pub_in_another_process_reaches_us_over_tcp() {
-    let n = node("sub", 201);
-    let s = n
-        .subscriber::<std_msgs::String>("/chatter")
-        .build()
-        .unwrap();
-    let _p = Proc::spawn(
-        201,
-        &[
-            "topic",
-            "pub",
-            "/chatter",
-            "std_msgs/msg/String",
-            "data: from afar",
-            "-r",
-            "50",
-        ],
-    );
-    let got = s.recv_timeout(T).expect("no sample from the other process");
-    assert_eq!(got.data, "from afar");
-    assert_eq!(got.info.transport, ferry::TransportKind::Tcp);
-    let c = s.connections();
-    assert_eq!(c[0].transport, "tcp");
+fn pub_in_another_process_reaches_us_over_shared_memory_or_tcp() {
+    for (shm, domain, kind, path) in [
+        (true, 201, ferry::TransportKind::SharedMemory, "shm"),
+        (false, 229, ferry::TransportKind::Tcp, "tcp"),
+    ] {
+        let n = Node::builder()
+            .name("sub")
+            .config(ferry::Config {
+                shared_memory: shm,
+                ..cfg(domain)
+            })
+            .build()
+            .unwrap();
+        let s = n
+            .subscriber::<std_msgs::String>("/chatter")
+            .build()
+            .unwrap();
+        let _p = Proc::spawn(
+            domain,
+            &[
+                "topic",
+                "pub",
+                "/chatter",
+                "std_msgs/msg/String",
+                "data: from afar",
+                "-r",
+                "50",
+            ],
+        );
+        let got = s.recv_timeout(T).expect("no sample from the other process");
+        assert_eq!(got.data, "from afar");
+        assert_eq!(got.info.transport, kind);
+        let c = s.connections();
+        assert_eq!(c[0].transport, path);
+    }
 }
 
 #[test]
@@ -309,7 +323,7 @@ fn topic_info_shows_the_path_of_each_connection() {
     let (ok, out, err) = info.finish(T);
     assert!(ok, "{err}");
     assert!(out.contains("path intra"), "{out}");
-    assert!(out.contains("path tcp"), "{out}");
+    assert!(out.contains("path shm  shm/ferry.s."), "{out}");
 }
 
 #[test]
@@ -500,6 +514,7 @@ fn demo_runs_shows_paths_and_cleans_up() {
         "/arm/joint_states",
         "/arm/plan",
         "intra",
+        "shm",
         "tcp",
     ] {
         assert!(

@@ -180,6 +180,15 @@ pub struct Config {
     pub priority_threads: usize,
     /// Admin plane access (`FERRY_ADMIN`): off, local (default), open.
     pub admin: AdminAccess,
+    /// Shared memory between processes on this host (`FERRY_SHM=off` to
+    /// disable). Default on; unavailable shared memory falls back to the
+    /// network with a warning.
+    pub shared_memory: bool,
+    /// Shared memory: the reader's delivery thread spins instead of
+    /// sleeping on its doorbell (lowest latency, one busy core).
+    pub shm_busy_poll: bool,
+    /// Shared memory: most bytes of slots one publisher may hold (MiB).
+    pub shm_pool_mb: u32,
 }
 
 impl Default for Config {
@@ -200,6 +209,9 @@ impl Default for Config {
             topics: Vec::new(),
             priority_threads: 8,
             admin: AdminAccess::Local,
+            shared_memory: true,
+            shm_busy_poll: false,
+            shm_pool_mb: 1024,
         }
     }
 }
@@ -231,6 +243,19 @@ impl Config {
                 value: v.clone(),
                 expected: "off, local or open",
             })?;
+        }
+        if let Ok(v) = std::env::var("FERRY_SHM") {
+            cfg.shared_memory = match v.as_str() {
+                "on" | "1" | "true" => true,
+                "off" | "0" | "false" => false,
+                _ => {
+                    return Err(ConfigError::Env {
+                        var: "FERRY_SHM",
+                        value: v.clone(),
+                        expected: "on or off",
+                    })
+                }
+            };
         }
         if let Ok(v) = std::env::var("FERRY_PEERS") {
             cfg.peers = v
@@ -285,6 +310,12 @@ impl Config {
             return Err(ConfigError::Invalid {
                 key: "udp_utilization_pct",
                 why: format!("{} is outside 1..=100", self.udp_utilization_pct),
+            });
+        }
+        if !(1..=65_536).contains(&self.shm_pool_mb) {
+            return Err(ConfigError::Invalid {
+                key: "shm_pool_mb",
+                why: format!("{} is outside 1..=65536", self.shm_pool_mb),
             });
         }
         if !(576..=65_000).contains(&self.udp_mtu) {

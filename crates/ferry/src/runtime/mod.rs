@@ -88,6 +88,8 @@ pub(crate) struct Shared {
     pub local: PeerInfo,
     pub core: Mutex<Core>,
     transports: Vec<Arc<dyn Transport>>,
+    /// Shared memory, when available here.
+    pub shm: Option<Arc<crate::transport::shm::ShmTransport>>,
     pub udp: Arc<UdpShared>,
     pub io: io::IoHandle,
     next_entity: AtomicU32,
@@ -106,6 +108,9 @@ pub(crate) struct Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
+        if let Some(shm) = &self.shared.shm {
+            shm.shutdown();
+        }
         self.shared.io.shutdown();
         if let Some(t) = self.thread.lock().take() {
             let _ = t.join();
@@ -184,7 +189,25 @@ impl Runtime {
                 })
             },
         ));
-        let transports: Vec<Arc<dyn Transport>> = vec![
+        let shm = if cfg.shared_memory {
+            match crate::transport::shm::ShmTransport::start(
+                id,
+                cfg.shm_busy_poll,
+                (cfg.shm_pool_mb as usize) << 20,
+                Duration::from_millis(cfg.keep_all_block_ms),
+            ) {
+                Ok(t) => Some(Arc::new(t)),
+                Err(e) => {
+                    tracing::warn!(
+                        "shared memory unavailable, processes on this host use the network: {e}"
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let mut transports: Vec<Arc<dyn Transport>> = vec![
             Arc::new(IntraTransport),
             Arc::new(UdpTransport::new(
                 udp.clone(),
@@ -201,6 +224,9 @@ impl Runtime {
                 cfg.priority_threads,
             )),
         ];
+        if let Some(t) = &shm {
+            transports.push(t.clone());
+        }
         let locators: Vec<Locator> = transports.iter().flat_map(|t| t.locators()).collect();
         let local = PeerInfo {
             participant: id,
@@ -235,6 +261,7 @@ impl Runtime {
                 pairs: HashMap::new(),
             }),
             transports,
+            shm,
             udp,
             io: sockets.handle.clone(),
             next_entity: AtomicU32::new(1),
@@ -328,6 +355,12 @@ impl Shared {
     }
 
     pub fn remove_endpoint(self: &Arc<Self>, entity: u32) {
+        if let Some(shm) = &self.shm {
+            shm.forget_writer(EndpointId {
+                participant: self.id,
+                entity,
+            });
+        }
         {
             let mut core = self.core.lock();
             core.writers.remove(&entity);
@@ -377,6 +410,11 @@ impl Shared {
 
     /// Called by the I/O thread with new discovery events and on each tick.
     pub fn on_discovery(self: &Arc<Self>, events: Vec<DiscEvent>, housekeeping: bool) {
+        if let Some(shm) = &self.shm {
+            for (w, r) in shm.take_lost() {
+                self.link_lost(w, r);
+            }
+        }
         let mut expired = HashSet::new();
         for e in &events {
             match e {

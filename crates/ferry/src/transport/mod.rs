@@ -12,6 +12,7 @@
 //! being registered with the runtime; nothing else changes.
 
 pub mod intra;
+pub mod shm;
 pub mod tcp;
 pub mod udp;
 mod udp_sys;

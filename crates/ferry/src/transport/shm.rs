@@ -1,0 +1,641 @@
+//! Shared-memory transport: pairs on the same host in different processes.
+//!
+//! Built on `ferry-shm` (segments, slot pool, rings, doorbells). Each runtime
+//! has a **control socket** `/dev/shm/ferry.s.<pid>.<start>.<participant>`
+//! (a Unix stream socket, announced as locator `shm/<name>`) and a
+//! **doorbell** segment of the same tag. A writer connecting to a reader:
+//! 1. takes its pool (one per writer endpoint, shared by its connections)
+//!    and creates a connection segment with rings sized from the QoS;
+//! 2. connects to the reader runtime's control socket, sends
+//!    `ATTACH <writer> <reader> <connection segment> <data prefix>`, rings
+//!    the doorbell and waits for `OK`;
+//! 3. keeps the socket open: it is the liveness of the pair. Either side
+//!    seeing it close (a clean exit or `kill -9`) ends the connection,
+//!    takes back the slots the reader held and sweeps the dead process's
+//!    segments at once.
+//!
+//! Sending writes the sample once into a slot (shared by all of the
+//! writer's shared-memory connections for that sample), queues its id on
+//! the connection and rings the doorbell. The reader runtime's `ferry-shm`
+//! thread drains every connection and delivers samples as `Bytes` that
+//! point into the writer's read-only mapping; the slot returns when the
+//! last of them drops. It sleeps on the doorbell (futex) when every ring is
+//! empty, or spins with `shm_busy_poll`.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ferry_shm::{Doorbell, Published, ReaderConn, Writer, WriterConn};
+use ferry_wire::frame::FrameKind;
+use ferry_wire::{EndpointId, History, Locator, ParticipantId, Reliability, TransportKind};
+use parking_lot::Mutex;
+
+use super::{
+    Capabilities, ConnectError, ConnectRequest, InFrame, InboundConn, Inbox, Link, OutFrame,
+    PeerInfo, SendError, Transport,
+};
+use crate::message::Payload;
+use crate::priority::{Priority, PriorityError};
+use crate::stats::ConnStats;
+
+/// How long a writer waits for the reader runtime to accept a connection.
+const ATTACH_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often the delivery thread looks for new and closed connections
+/// while idle.
+const HOUSEKEEPING: Duration = Duration::from_millis(50);
+
+fn path_of(name: &str) -> String {
+    format!("{}/{name}", ferry_shm::segment::SHM_DIR)
+}
+
+fn bell_of(socket: &str) -> Option<String> {
+    socket
+        .strip_prefix("ferry.s.")
+        .map(|rest| format!("ferry.b.{rest}"))
+}
+
+fn endpoint(p: &str, e: &str) -> Option<EndpointId> {
+    Some(EndpointId {
+        participant: ParticipantId(u64::from_str_radix(p, 16).ok()?),
+        entity: e.parse().ok()?,
+    })
+}
+
+/// Whether the peer closed `stream` (EOF or error), without blocking. The
+/// peer never writes after the handshake, so readable means closed.
+fn hung_up(stream: &UnixStream) -> bool {
+    let mut b = [0u8; 1];
+    // SAFETY: a non-blocking peek into a live one-byte buffer.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            b.as_mut_ptr() as *mut libc::c_void,
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        return std::io::Error::last_os_error().kind() != std::io::ErrorKind::WouldBlock;
+    }
+    n == 0
+}
+
+/// One writer connected to a local reader.
+struct Inbound {
+    conn: ReaderConn,
+    reader: Arc<dyn Inbox>,
+    inbound: Arc<InboundConn>,
+    stream: UnixStream,
+    dropped: u64,
+}
+
+/// The reader side of a runtime: control socket, doorbell, delivery thread.
+struct Receiving {
+    socket_name: String,
+    listener: UnixListener,
+    bell: Doorbell,
+    inbound: Mutex<Vec<Inbound>>,
+    busy_poll: bool,
+    stop: AtomicBool,
+}
+
+impl Receiving {
+    fn accept(&self, local: ParticipantId) {
+        while let Ok((stream, _)) = self.listener.accept() {
+            let _ = stream.set_nonblocking(false);
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+            match self.attach(local, &stream) {
+                Ok(inb) => {
+                    let _ = (&stream).write_all(b"OK\n");
+                    inb.reader.attach(inb.inbound.clone());
+                    self.inbound.lock().push(inb);
+                }
+                Err(why) => {
+                    tracing::debug!("shared-memory attach refused: {why}");
+                    let _ = (&stream).write_all(format!("ERR {why}\n").as_bytes());
+                }
+            }
+        }
+    }
+
+    fn attach(&self, local: ParticipantId, stream: &UnixStream) -> Result<Inbound, String> {
+        let mut line = String::new();
+        BufReader::new(stream)
+            .take(4096)
+            .read_line(&mut line)
+            .map_err(|e| e.to_string())?;
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let ["ATTACH", wp, we, rp, re, conn, prefix] = f[..] else {
+            return Err(format!("malformed attach line `{}`", line.trim()));
+        };
+        let writer = endpoint(wp, we).ok_or("bad writer id")?;
+        let reader_id = endpoint(rp, re).ok_or("bad reader id")?;
+        if reader_id.participant != local {
+            return Err(format!("reader {reader_id} is not in this runtime"));
+        }
+        let reader = super::intra::lookup_reader(reader_id)
+            .ok_or_else(|| format!("no reader {reader_id}"))?;
+        let locator = format!("shm/{conn}");
+        let conn = ReaderConn::open(conn, prefix).map_err(|e| e.to_string())?;
+        let inbound = Arc::new(InboundConn {
+            remote: writer,
+            transport: TransportKind::SharedMemory,
+            locator,
+            stats: Arc::new(ConnStats::new()),
+            replier: None,
+            same_clock: true,
+        });
+        Ok(Inbound {
+            conn,
+            reader,
+            inbound,
+            stream: stream.try_clone().map_err(|e| e.to_string())?,
+            dropped: 0,
+        })
+    }
+
+    /// Delivers what is queued; returns how many samples.
+    fn drain(&self) -> usize {
+        let list = self.inbound.lock();
+        let mut n = 0;
+        for inb in list.iter() {
+            // Bounded per connection per round: one busy writer cannot
+            // starve the others.
+            for _ in 0..256 {
+                let got = match inb.conn.try_recv() {
+                    Ok(Some(g)) => g,
+                    Ok(None) => break,
+                    Err(e) => {
+                        inb.inbound.stats.errors.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!("shared-memory sample refused: {e}");
+                        continue;
+                    }
+                };
+                n += 1;
+                let len = got.sample.len();
+                inb.inbound.stats.message(len);
+                let sample = got.sample;
+                let bytes = move || Ok(Bytes::from_owner(sample.clone()));
+                inb.reader.deliver(
+                    &inb.inbound,
+                    &InFrame {
+                        kind: FrameKind::Data,
+                        seq: got.seq,
+                        stamp_ns: got.stamp,
+                        arrival_ns: 0,
+                        payload: Payload {
+                            typed: None,
+                            bytes: &bytes,
+                        },
+                    },
+                );
+            }
+        }
+        n
+    }
+
+    /// Ends connections whose writer went away; counts ring overflows.
+    fn housekeeping(&self) {
+        let mut gone = Vec::new();
+        {
+            let mut list = self.inbound.lock();
+            list.retain_mut(|inb| {
+                let d = inb.conn.dropped();
+                if d > inb.dropped {
+                    inb.inbound
+                        .stats
+                        .drops
+                        .fetch_add(d - inb.dropped, Ordering::Relaxed);
+                    inb.dropped = d;
+                }
+                // Deliver what is left before letting go of a closed one.
+                if (inb.conn.is_closed() || hung_up(&inb.stream)) && !inb.conn.has_data() {
+                    inb.conn.close();
+                    gone.push((inb.reader.clone(), inb.inbound.remote));
+                    return false;
+                }
+                true
+            });
+        }
+        if !gone.is_empty() {
+            // A writer that died leaves segments: remove them now.
+            ferry_shm::sweep_stale();
+        }
+        for (reader, remote) in gone {
+            reader.detach(remote);
+        }
+    }
+
+    fn has_data(&self) -> bool {
+        self.inbound.lock().iter().any(|i| i.conn.has_data())
+    }
+
+    fn run(self: Arc<Self>, local: ParticipantId) {
+        let mut last_house = Instant::now();
+        while !self.stop.load(Ordering::Relaxed) {
+            let n = self.drain();
+            if last_house.elapsed() >= HOUSEKEEPING {
+                self.accept(local);
+                self.housekeeping();
+                last_house = Instant::now();
+            }
+            if n > 0 {
+                continue;
+            }
+            if self.busy_poll {
+                std::hint::spin_loop();
+                continue;
+            }
+            self.bell.sleep(HOUSEKEEPING, || self.has_data());
+            // A ring may announce a new writer: accept at once.
+            self.accept(local);
+        }
+    }
+}
+
+/// A sample's sequence number and its slot.
+type LastSample = (u64, Arc<Published>);
+
+/// A writer endpoint's pool and the sample last written into it (shared by
+/// its connections, so a sample is written once for all readers).
+#[derive(Clone)]
+struct WriterPool {
+    writer: Writer,
+    last: Arc<Mutex<Option<LastSample>>>,
+}
+
+/// Connections that ended by themselves (reader gone, shared memory full),
+/// for the runtime to forget so the pair reconnects.
+type LostLinks = Arc<Mutex<Vec<(EndpointId, EndpointId)>>>;
+
+/// The shared-memory transport of one runtime.
+pub struct ShmTransport {
+    receiving: Arc<Receiving>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    writers: Mutex<HashMap<EndpointId, WriterPool>>,
+    budget: usize,
+    keep_all_block: Duration,
+    /// Shared memory failed here (full, refused): automatic selection stops
+    /// choosing it, so pairs reconnect over the network.
+    degraded: Arc<AtomicBool>,
+    lost: LostLinks,
+}
+
+impl ShmTransport {
+    /// Starts the transport: sweeps stale segments, creates the doorbell
+    /// and control socket, starts the delivery thread. An error means no
+    /// shared memory here (the runtime falls back to the network).
+    pub(crate) fn start(
+        local: ParticipantId,
+        busy_poll: bool,
+        budget: usize,
+        keep_all_block: Duration,
+    ) -> Result<ShmTransport, ferry_shm::ShmError> {
+        let swept = ferry_shm::sweep_stale();
+        if !swept.removed.is_empty() {
+            tracing::info!(
+                "removed {} shared-memory segments of processes that died",
+                swept.removed.len()
+            );
+        }
+        let tag = format!("{local}");
+        let bell = Doorbell::create(&tag)?;
+        let socket_name = ferry_shm::segment::name('s', &tag);
+        let path = path_of(&socket_name);
+        let unavailable = |e: std::io::Error| ferry_shm::ShmError::Unavailable {
+            name: socket_name.clone(),
+            source: e,
+        };
+        let listener = UnixListener::bind(&path).map_err(unavailable)?;
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+        listener.set_nonblocking(true).map_err(unavailable)?;
+        let receiving = Arc::new(Receiving {
+            socket_name,
+            listener,
+            bell,
+            inbound: Mutex::new(Vec::new()),
+            busy_poll,
+            stop: AtomicBool::new(false),
+        });
+        let r = receiving.clone();
+        let thread = std::thread::Builder::new()
+            .name("ferry-shm".into())
+            .spawn(move || r.run(local))
+            .map_err(|e| ferry_shm::ShmError::Unavailable {
+                name: "ferry-shm thread".into(),
+                source: e,
+            })?;
+        Ok(ShmTransport {
+            receiving,
+            thread: Mutex::new(Some(thread)),
+            writers: Mutex::new(HashMap::new()),
+            budget,
+            keep_all_block,
+            degraded: Arc::new(AtomicBool::new(false)),
+            lost: Arc::new(Mutex::new(Vec::new())),
+        })
+    }
+
+    /// Connections that ended by themselves since the last call.
+    pub(crate) fn take_lost(&self) -> Vec<(EndpointId, EndpointId)> {
+        std::mem::take(&mut *self.lost.lock())
+    }
+
+    /// Stops the delivery thread and removes the control socket.
+    pub(crate) fn shutdown(&self) {
+        self.receiving.stop.store(true, Ordering::Relaxed);
+        self.receiving.bell.ring();
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(path_of(&self.receiving.socket_name));
+        let gone: Vec<Inbound> = self.receiving.inbound.lock().drain(..).collect();
+        for inb in gone {
+            inb.conn.close();
+            inb.reader.detach(inb.inbound.remote);
+        }
+    }
+
+    /// Forgets a writer endpoint's pool (its links hold what they need).
+    pub(crate) fn forget_writer(&self, writer: EndpointId) {
+        self.writers.lock().remove(&writer);
+    }
+}
+
+impl Drop for ShmTransport {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Transport for ShmTransport {
+    fn kind(&self) -> TransportKind {
+        TransportKind::SharedMemory
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            reliable: true,
+            ordered: true,
+            zero_copy: true,
+            mtu: None,
+            request_reply: false,
+        }
+    }
+    fn locators(&self) -> Vec<Locator> {
+        vec![Locator {
+            transport: TransportKind::SharedMemory,
+            address: self.receiving.socket_name.clone(),
+        }]
+    }
+    fn reaches(&self, local: &PeerInfo, remote: &PeerInfo) -> bool {
+        local.host_id == remote.host_id
+            && remote
+                .locators
+                .iter()
+                .any(|l| l.transport == TransportKind::SharedMemory)
+    }
+    fn automatic(&self, local: &PeerInfo, remote: &PeerInfo) -> bool {
+        !self.degraded.load(Ordering::Relaxed) && self.reaches(local, remote)
+    }
+    fn connect(&self, req: ConnectRequest) -> Result<Arc<dyn Link>, ConnectError> {
+        let unreachable = |last: String, tried: &str| ConnectError::Unreachable {
+            peer: req.remote.participant,
+            tried: tried.to_string(),
+            last,
+        };
+        let socket = req
+            .remote
+            .locators
+            .iter()
+            .find(|l| l.transport == TransportKind::SharedMemory)
+            .map(|l| l.address.clone())
+            .ok_or_else(|| unreachable("no shared-memory locator".into(), ""))?;
+        let tried = format!("shm/{socket}");
+        let bell_name =
+            bell_of(&socket).ok_or_else(|| unreachable("bad locator".into(), &tried))?;
+        let pool = self
+            .writers
+            .lock()
+            .entry(req.writer)
+            .or_insert_with(|| WriterPool {
+                writer: Writer::new(&format!("{}", req.writer), self.budget),
+                last: Arc::new(Mutex::new(None)),
+            })
+            .clone();
+        let (depth, block) = match (req.qos.history, req.qos.reliability) {
+            (History::KeepAll, Reliability::Reliable) => (64, Some(self.keep_all_block)),
+            (History::KeepAll, _) => (64, None),
+            (History::KeepLast(n), _) => ((n as usize).clamp(16, 4096), None),
+        };
+        // The pool's first generation now: a /dev/shm too full for it fails
+        // the connection before any sample, and the pair goes to the network.
+        if let Err(e) = pool.writer.publish(0, |_| {}) {
+            self.degrade(&e);
+            return Err(unreachable(e.to_string(), &tried));
+        }
+        // Unique per attempt: a reconnect must not meet the old segment.
+        static ATTEMPT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let conn_tag = format!(
+            "{}.{}.{}",
+            req.writer,
+            req.reader,
+            ATTEMPT.fetch_add(1, Ordering::Relaxed)
+        );
+        let conn = pool.writer.connect(&conn_tag, depth).map_err(|e| {
+            self.degrade(&e);
+            unreachable(e.to_string(), &tried)
+        })?;
+        let stream = UnixStream::connect(path_of(&socket))
+            .map_err(|e| unreachable(e.to_string(), &tried))?;
+        let _ = stream.set_read_timeout(Some(ATTACH_TIMEOUT));
+        let bell = Doorbell::open(&bell_name).map_err(|e| unreachable(e.to_string(), &tried))?;
+        let line = format!(
+            "ATTACH {} {} {} {} {} {}\n",
+            req.writer.participant,
+            req.writer.entity,
+            req.reader.participant,
+            req.reader.entity,
+            conn.name(),
+            pool.writer.data_prefix()
+        );
+        (&stream)
+            .write_all(line.as_bytes())
+            .map_err(|e| unreachable(e.to_string(), &tried))?;
+        bell.ring();
+        let mut reply = String::new();
+        BufReader::new(&stream)
+            .take(4096)
+            .read_line(&mut reply)
+            .map_err(|e| unreachable(format!("no answer: {e}"), &tried))?;
+        if reply.trim() != "OK" {
+            return Err(if reply.contains("no reader") {
+                ConnectError::NoReader(req.reader)
+            } else {
+                unreachable(format!("refused: {}", reply.trim()), &tried)
+            });
+        }
+        Ok(Arc::new(ShmLink {
+            writer: req.writer,
+            degraded: self.degraded.clone(),
+            lost: self.lost.clone(),
+            pool,
+            conn,
+            bell,
+            stream,
+            reader: req.reader,
+            locator: tried,
+            stats: ConnStats::new(),
+            block,
+            closed: AtomicBool::new(false),
+            last_check: Mutex::new(Instant::now()),
+            priority: Mutex::new(Priority::default()),
+        }))
+    }
+}
+
+impl ShmTransport {
+    fn degrade(&self, e: &dyn std::fmt::Display) {
+        degrade(&self.degraded, e);
+    }
+}
+
+/// Stops automatic selection of shared memory in this runtime, once.
+fn degrade(flag: &AtomicBool, e: &dyn std::fmt::Display) {
+    if !flag.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            "shared memory failed ({e}); processes on this host now connect over the network"
+        );
+    }
+}
+
+/// Writer end of one shared-memory connection.
+struct ShmLink {
+    writer: EndpointId,
+    degraded: Arc<AtomicBool>,
+    lost: LostLinks,
+    pool: WriterPool,
+    conn: WriterConn,
+    bell: Doorbell,
+    stream: UnixStream,
+    reader: EndpointId,
+    locator: String,
+    stats: ConnStats,
+    block: Option<Duration>,
+    closed: AtomicBool,
+    last_check: Mutex<Instant>,
+    priority: Mutex<Priority>,
+}
+
+impl ShmLink {
+    /// The slot holding sample `seq`: written by the first of the writer's
+    /// connections to send it, shared by the others.
+    fn published(&self, frame: &OutFrame<'_>) -> Result<Arc<Published>, SendError> {
+        let mut last = self.pool.last.lock();
+        if let Some((seq, p)) = &*last {
+            if *seq == frame.seq {
+                return Ok(p.clone());
+            }
+        }
+        let bytes = (frame.payload.bytes)()?;
+        let p = self
+            .pool
+            .writer
+            .publish(bytes.len(), |buf| buf.copy_from_slice(&bytes))
+            .map_err(|e| {
+                match e {
+                    // /dev/shm full or refused: go to the network for good.
+                    ferry_shm::PoolError::Shm(_) => degrade(&self.degraded, &e),
+                    _ => tracing::warn!("{}: {e}", self.locator),
+                }
+                self.lose();
+                SendError::Closed
+            })?;
+        let p = Arc::new(p);
+        *last = Some((frame.seq, p.clone()));
+        Ok(p)
+    }
+
+    fn check_reader(&self) {
+        let mut last = self.last_check.lock();
+        if last.elapsed() < HOUSEKEEPING {
+            return;
+        }
+        *last = Instant::now();
+        if hung_up(&self.stream) {
+            self.lose();
+            ferry_shm::sweep_stale();
+        }
+    }
+
+    /// Ends the connection on its own and tells the runtime.
+    fn lose(&self) {
+        if !self.closed.load(Ordering::Relaxed) {
+            self.close();
+            self.lost.lock().push((self.writer, self.reader));
+        }
+    }
+}
+
+impl Link for ShmLink {
+    fn transport(&self) -> TransportKind {
+        TransportKind::SharedMemory
+    }
+    fn remote(&self) -> EndpointId {
+        self.reader
+    }
+    fn locator(&self) -> String {
+        self.locator.clone()
+    }
+    fn send(&self, frame: &OutFrame<'_>) -> Result<(), SendError> {
+        self.check_reader();
+        if self.is_closed() {
+            return Err(SendError::Closed);
+        }
+        let p = self.published(frame)?;
+        match self.conn.send(&p, frame.seq, frame.stamp_ns, self.block) {
+            Ok(()) => {
+                self.bell.ring();
+                self.stats.message(p.len());
+                Ok(())
+            }
+            Err(ferry_shm::SendError::Blocked(d)) => Err(SendError::Blocked(d)),
+            Err(_) => {
+                self.lose();
+                Err(SendError::Closed)
+            }
+        }
+    }
+    fn stats(&self) -> &ConnStats {
+        self.stats
+            .drops
+            .store(self.conn.dropped(), Ordering::Relaxed);
+        &self.stats
+    }
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed) || self.conn.is_closed()
+    }
+    fn close(&self) {
+        if !self.closed.swap(true, Ordering::Relaxed) {
+            self.conn.close();
+            let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+    fn priority(&self) -> Priority {
+        *self.priority.lock()
+    }
+    fn set_priority(&self, p: Priority) -> Result<String, PriorityError> {
+        *self.priority.lock() = p;
+        Ok(
+            "shared memory: no packets; the sample is queued on the publishing thread, \
+            before those of lower-priority connections of the same publisher"
+                .into(),
+        )
+    }
+}

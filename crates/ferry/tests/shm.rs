@@ -1,0 +1,405 @@
+//! Processes on one host: the shared-memory path, chosen automatically.
+//! The test binary runs itself as the other process
+//! (`ferry_testkit::peer`); every sample carries its sequence number and a
+//! checksum, so a torn or stale read fails the test.
+
+use std::time::{Duration, Instant};
+
+use ferry::{Config, DiscoveryRange, Node, Qos, RawBytes, TransportKind};
+use ferry_testkit::peer::{report, role, Peer};
+
+fn node(name: &str, domain: u16) -> Node {
+    let cfg = Config {
+        domain_id: domain,
+        discovery: DiscoveryRange::Localhost,
+        ..Config::default()
+    };
+    Node::builder().name(name).config(cfg).build().unwrap()
+}
+
+const T: Duration = Duration::from_secs(10);
+
+fn checksum(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| {
+        (h ^ u64::from(*x)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// seq in the first 8 bytes, a seq-dependent pattern, a checksum at the end.
+fn sample(seq: u64, len: usize) -> Vec<u8> {
+    if len < 16 {
+        return vec![seq as u8; len];
+    }
+    let mut b: Vec<u8> = (0..len)
+        .map(|i| (i as u64).wrapping_mul(31).wrapping_add(seq) as u8)
+        .collect();
+    b[..8].copy_from_slice(&seq.to_le_bytes());
+    let sum = checksum(&b[..len - 8]);
+    b[len - 8..].copy_from_slice(&sum.to_le_bytes());
+    b
+}
+
+/// A sample of 16 B or more that is whole, whatever its sequence number.
+fn intact(b: &[u8]) -> bool {
+    b.len() >= 16 && valid(u64::from_le_bytes(b[..8].try_into().unwrap()), b)
+}
+
+fn valid(seq: u64, b: &[u8]) -> bool {
+    if b.len() < 16 {
+        return b.iter().all(|x| *x == seq as u8);
+    }
+    let n = b.len();
+    b[..8] == seq.to_le_bytes() && b[n - 8..] == checksum(&b[..n - 8]).to_le_bytes()
+}
+
+/// (size, count): every size from 1 B to 64 MiB.
+const SIZES: [(usize, u64); 7] = [
+    (1, 20),
+    (64, 20),
+    (4096, 20),
+    (65_536, 20),
+    (1 << 20, 10),
+    (4 << 20, 5),
+    (64 << 20, 2),
+];
+
+/// Publisher process: waits for a subscriber, publishes `arg` = "domain
+/// sizes" (reliable keep_all: nothing dropped), then stays until killed.
+fn publisher(arg: &str) {
+    let mut a = arg.split(' ');
+    let domain: u16 = a.next().unwrap().parse().unwrap();
+    let mode = a.next().unwrap_or("sizes");
+    if let Some(path) = a.next().and_then(|x| x.strip_prefix("log=")) {
+        let f = std::fs::File::create(path).unwrap();
+        let _ = tracing_subscriber::fmt()
+            .with_writer(std::sync::Mutex::new(f))
+            .with_ansi(false)
+            .try_init();
+    }
+    let n = node("shm_pub", domain);
+    let p = n
+        .publisher::<RawBytes>("/shm/data")
+        .qos(Qos::default().keep_all())
+        .build()
+        .unwrap();
+    assert!(p.wait_for_subscribers(1, T));
+    report("matched");
+    let mut seq = 0;
+    match mode {
+        "sizes" => {
+            for (len, count) in SIZES {
+                for _ in 0..count {
+                    seq += 1;
+                    p.publish(RawBytes::new(sample(seq, len))).unwrap();
+                }
+            }
+        }
+        "small" => {
+            for _ in 0..20 {
+                seq += 1;
+                p.publish(RawBytes::new(sample(seq, 4096))).unwrap();
+            }
+        }
+        // Forever at ~500 Hz, 64 KB (kill -9 test).
+        _ => loop {
+            seq += 1;
+            let _ = p.publish(RawBytes::new(sample(seq, 65_536)));
+            std::thread::sleep(Duration::from_millis(2));
+        },
+    }
+    report("done");
+    std::thread::sleep(Duration::from_secs(30));
+}
+
+#[test]
+fn samples_from_1_byte_to_64_mib_cross_processes_over_shared_memory() {
+    if let Some((r, arg)) = role() {
+        if r == "pub" {
+            publisher(&arg);
+        }
+        return;
+    }
+    let n = node("shm_sub", 151);
+    let s = n
+        .subscriber::<RawBytes>("/shm/data")
+        .qos(Qos::default().keep_all())
+        .build()
+        .unwrap();
+    let mut peer = Peer::spawn(
+        "samples_from_1_byte_to_64_mib_cross_processes_over_shared_memory",
+        "pub",
+        "151 sizes",
+    );
+    assert_eq!(peer.line(), "matched");
+    let mut seq = 0;
+    for (len, count) in SIZES {
+        for _ in 0..count {
+            seq += 1;
+            let got = s.recv_timeout(T).expect("sample");
+            assert_eq!(got.info.seq, seq);
+            assert_eq!(got.info.transport, TransportKind::SharedMemory);
+            assert_eq!(got.len(), len);
+            assert!(
+                valid(seq, &got),
+                "sample {seq} of {len} B torn or corrupted"
+            );
+        }
+    }
+    let c = s.connections();
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].transport, "shm");
+    assert_eq!(c[0].stats.messages, seq);
+    assert_eq!(c[0].stats.drops, 0);
+}
+
+fn ferry_files_of(pid: u32) -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| ferry_shm::segment::owner_of(n).is_some_and(|o| o.pid == pid))
+        .collect()
+}
+
+/// Subscriber process: reads until killed, checking every sample.
+fn subscriber(arg: &str) {
+    let domain: u16 = arg.parse().unwrap();
+    let n = node("shm_sub", domain);
+    let s = n.subscriber::<RawBytes>("/shm/data").build().unwrap();
+    let mut got = 0;
+    while let Ok(x) = s.recv_timeout(T) {
+        // The parent's publisher numbers its samples across rounds.
+        assert!(intact(&x), "torn sample");
+        assert_eq!(x.info.transport, TransportKind::SharedMemory);
+        got += 1;
+        if got == 5 {
+            report("receiving");
+        }
+    }
+}
+
+/// Each side killed with SIGKILL mid-stream, alternately, many times: the
+/// next ferry process to start (here: the next round's) sweeps what the dead
+/// one left, the live side notices at once, and the same topic works again.
+#[test]
+fn kill_9_of_either_side_leaves_nothing_and_the_topic_works_again() {
+    if let Some((r, arg)) = role() {
+        match r.as_str() {
+            "pub" => publisher(&arg),
+            "sub" => subscriber(&arg),
+            _ => {}
+        }
+        return;
+    }
+    const TEST: &str = "kill_9_of_either_side_leaves_nothing_and_the_topic_works_again";
+    let rounds: u32 = std::env::var("FERRY_KILL_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let n = node("shm_live", 152);
+    let sub = n.subscriber::<RawBytes>("/shm/data").build().unwrap();
+    let publ = n.publisher::<RawBytes>("/shm/data").build().unwrap();
+    let mut dead = Vec::new();
+    for round in 0..rounds {
+        if round % 2 == 0 {
+            // Kill the publisher; we subscribe.
+            let mut peer = Peer::spawn(TEST, "pub", "152 forever");
+            assert_eq!(peer.line(), "matched", "round {round}");
+            let mut got = 0;
+            let end = Instant::now() + T;
+            while got < 5 && Instant::now() < end {
+                if let Ok(x) = sub.recv_timeout(Duration::from_millis(100)) {
+                    if x.info.transport == TransportKind::SharedMemory {
+                        assert!(valid(x.info.seq, &x), "round {round}: torn sample");
+                        got += 1;
+                    }
+                }
+            }
+            assert_eq!(got, 5, "round {round}: no samples over shared memory");
+            dead.push(peer.child.id());
+            peer.kill_9();
+        } else {
+            // Kill the subscriber; we publish until it reports samples.
+            let mut peer = Peer::spawn(TEST, "sub", "152");
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            let line = std::thread::scope(|sc| {
+                sc.spawn(|| {
+                    let mut seq = 0u64;
+                    let end = Instant::now() + T;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < end {
+                        seq += 1;
+                        publ.publish(RawBytes::new(sample(seq, 65_536))).unwrap();
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                });
+                let line = peer.line();
+                dead.push(peer.child.id());
+                peer.kill_9();
+                // Publishing on after the reader died never blocks or fails.
+                std::thread::sleep(Duration::from_millis(200));
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                line
+            });
+            assert_eq!(line, "receiving", "round {round}");
+        }
+    }
+    // The last round's leftovers go with the next start of any ferry process.
+    drop(node("shm_next", 153));
+    for pid in dead {
+        assert!(
+            ferry_files_of(pid).is_empty(),
+            "pid {pid} left {:?}",
+            ferry_files_of(pid)
+        );
+    }
+}
+
+/// Subscriber process for the slow-reader test: `arg` = "domain slow|fast".
+fn counting_subscriber(arg: &str) {
+    let mut a = arg.split(' ');
+    let domain: u16 = a.next().unwrap().parse().unwrap();
+    let slow = a.next() == Some("slow");
+    let n = node("shm_reader", domain);
+    let got = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let g = got.clone();
+    let _s = n
+        .subscriber::<RawBytes>("/shm/data")
+        .qos(Qos::default().keep_last(if slow { 4 } else { 1000 }))
+        .callback(move |x| {
+            if valid(x.info.seq, &x) && x.info.transport == TransportKind::SharedMemory {
+                g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            if slow {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+        .build()
+        .unwrap();
+    report("ready");
+    // Report once the stream has been quiet for a while.
+    let mut last = (0, Instant::now());
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = got.load(std::sync::atomic::Ordering::Relaxed);
+        if now != last.0 {
+            last = (now, Instant::now());
+        } else if now > 0 && last.1.elapsed() > Duration::from_secs(1) {
+            report(&format!("got {now}"));
+            std::thread::sleep(Duration::from_secs(30));
+        }
+    }
+}
+
+/// A subscriber whose callback is slow (its own process) loses its oldest
+/// samples; the publisher never waits and a fast subscriber (another
+/// process) gets at least 95 % of what was sent.
+#[test]
+fn a_slow_subscriber_does_not_slow_the_others() {
+    if let Some((r, arg)) = role() {
+        if r == "reader" {
+            counting_subscriber(&arg);
+        }
+        return;
+    }
+    const TEST: &str = "a_slow_subscriber_does_not_slow_the_others";
+    let mut fast = Peer::spawn(TEST, "reader", "154 fast");
+    let mut slow = Peer::spawn(TEST, "reader", "154 slow");
+    assert_eq!(fast.line(), "ready");
+    assert_eq!(slow.line(), "ready");
+    let writer = node("shm_writer", 154);
+    let p = writer
+        .publisher::<RawBytes>("/shm/data")
+        .qos(Qos::default().keep_last(4))
+        .build()
+        .unwrap();
+    assert!(p.wait_for_subscribers(2, T), "both subscribers matched");
+    let (sent, start) = (2000u64, Instant::now());
+    for seq in 1..=sent {
+        p.publish(RawBytes::new(sample(seq, 16_384))).unwrap();
+        // ~2 kHz
+        let due = start + Duration::from_micros(500 * seq);
+        if let Some(d) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d);
+        }
+    }
+    let elapsed = start.elapsed();
+    let got: u64 = fast
+        .line()
+        .strip_prefix("got ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        got as f64 >= 0.95 * sent as f64,
+        "fast subscriber got {got} of {sent}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(3),
+        "publisher slowed: {elapsed:?}"
+    );
+    let conns = p.connections();
+    assert!(conns.iter().all(|c| c.transport == "shm"), "{conns:?}");
+    let slow_got: u64 = slow
+        .line()
+        .strip_prefix("got ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(slow_got < sent / 2, "slow subscriber kept up: {slow_got}");
+}
+
+/// `/dev/shm` too small for a pool (a private mount namespace with a
+/// 256 KiB tmpfs on it, shared by both processes so they are one host):
+/// the publisher warns, the pair connects over the network, every sample
+/// arrives, nothing crashes.
+#[test]
+fn a_full_dev_shm_falls_back_to_the_network_with_a_warning() {
+    const TEST: &str = "a_full_dev_shm_falls_back_to_the_network_with_a_warning";
+    if let Some((r, arg)) = role() {
+        match r.as_str() {
+            "pub" => publisher(&arg),
+            "full" => {
+                let n = node("full_sub", 155);
+                let s = n
+                    .subscriber::<RawBytes>("/shm/data")
+                    .qos(Qos::default().keep_all())
+                    .build()
+                    .unwrap();
+                let log = format!("/tmp/ferry-shm-full-{}.log", std::process::id());
+                let mut peer = Peer::spawn(TEST, "pub", &format!("155 small log={log}"));
+                assert_eq!(peer.line(), "matched");
+                let mut paths = Vec::new();
+                for seq in 1..=20 {
+                    let got = s.recv_timeout(T).expect("sample over the network");
+                    assert!(valid(seq, &got));
+                    paths.push(got.info.transport);
+                }
+                assert_eq!(peer.line(), "done");
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                let _ = std::fs::remove_file(&log);
+                let warned =
+                    text.contains("shared memory failed") && text.contains("/dev/shm is full");
+                report(&format!(
+                    "{:?} {}",
+                    paths[0],
+                    if warned { "warned" } else { "silent" }
+                ));
+            }
+            _ => {}
+        }
+        return;
+    }
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root for a private mount namespace");
+        return;
+    }
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args([
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        "mount -t tmpfs -o size=256k,mode=1777 tmpfs /dev/shm && exec \"$0\" \"$@\"",
+    ]);
+    let mut peer = Peer::spawn_via(cmd, TEST, "full", "");
+    assert_eq!(peer.line(), "Tcp warned");
+}
