@@ -29,6 +29,13 @@ if grep -E '^\| a \|' "$out/p.txt" | grep -q ' 0\.00 / 0\.00 '; then
   echo "bench smoke: a priority cell measured nothing" >&2
   exit 1
 fi
+echo "== ferry-shm-rtt run --quick (shared memory vs TCP vs futex floor)"
+./target/release/ferry-shm-rtt run --quick | tee "$out/s.txt"
+# Every quick cell measured round trips (NaN: the echo never answered).
+if grep -E '^\| [0-9]' "$out/s.txt" | grep -q 'NaN'; then
+  echo "bench smoke: a shared-memory round-trip cell measured nothing" >&2
+  exit 1
+fi
 echo "== discovery storm --quick"
 bash bench/discovery_storm.sh --quick target/release/ferry
 echo "bench smoke: ok"

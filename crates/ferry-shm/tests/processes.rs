@@ -6,51 +6,11 @@ use std::time::{Duration, Instant};
 
 use ferry_shm::{sweep_stale, Doorbell, ReaderConn, Writer};
 use ferry_testkit::peer::{report, Peer};
-
-/// Sample content that a torn or stale read cannot pass: seq in the first
-/// 8 bytes, then a pattern of seq, then a checksum in the last 8 bytes.
-fn fill(seq: u64, buf: &mut [u8]) {
-    if buf.len() < 16 {
-        buf.iter_mut().for_each(|b| *b = seq as u8);
-        return;
-    }
-    buf[..8].copy_from_slice(&seq.to_le_bytes());
-    let n = buf.len();
-    for (i, b) in buf[8..n - 8].iter_mut().enumerate() {
-        *b = (i as u64).wrapping_mul(31).wrapping_add(seq) as u8;
-    }
-    let sum = checksum(&buf[..n - 8]);
-    buf[n - 8..].copy_from_slice(&sum.to_le_bytes());
-}
-
-fn checksum(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| {
-        (h ^ u64::from(*x)).wrapping_mul(0x100_0000_01b3)
-    })
-}
-
-fn valid(seq: u64, b: &[u8]) -> bool {
-    if b.len() < 16 {
-        return b.iter().all(|x| *x == seq as u8);
-    }
-    let n = b.len();
-    b[..8] == seq.to_le_bytes() && b[n - 8..] == checksum(&b[..n - 8]).to_le_bytes()
-}
+use ferry_testkit::sample::{fill, valid, SIZES_1B_TO_64MIB as SIZES};
 
 fn role() -> Option<(String, String)> {
     ferry_testkit::peer::role()
 }
-
-/// (sample size, how many): fewer of the big ones (debug builds check every byte).
-const SIZES: [(usize, u64); 7] = [
-    (1, 20),
-    (64, 20),
-    (4096, 20),
-    (65_536, 20),
-    (1 << 20, 10),
-    (4 << 20, 5),
-    (64 << 20, 2),
-];
 
 /// The reader process: checks every sample it gets, then reports.
 fn reader(arg: &str) {

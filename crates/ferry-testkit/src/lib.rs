@@ -8,6 +8,7 @@
 //! seconds because nothing sleeps.
 
 pub mod peer;
+pub mod sample;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

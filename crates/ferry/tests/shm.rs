@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use ferry::{Config, DiscoveryRange, Node, Qos, RawBytes, TransportKind};
 use ferry_testkit::peer::{report, role, Peer};
+use ferry_testkit::sample::{intact, make as sample, valid, SIZES_1B_TO_64MIB as SIZES};
 
 fn node(name: &str, domain: u16) -> Node {
     let cfg = Config {
@@ -18,50 +19,6 @@ fn node(name: &str, domain: u16) -> Node {
 }
 
 const T: Duration = Duration::from_secs(10);
-
-fn checksum(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| {
-        (h ^ u64::from(*x)).wrapping_mul(0x100_0000_01b3)
-    })
-}
-
-/// seq in the first 8 bytes, a seq-dependent pattern, a checksum at the end.
-fn sample(seq: u64, len: usize) -> Vec<u8> {
-    if len < 16 {
-        return vec![seq as u8; len];
-    }
-    let mut b: Vec<u8> = (0..len)
-        .map(|i| (i as u64).wrapping_mul(31).wrapping_add(seq) as u8)
-        .collect();
-    b[..8].copy_from_slice(&seq.to_le_bytes());
-    let sum = checksum(&b[..len - 8]);
-    b[len - 8..].copy_from_slice(&sum.to_le_bytes());
-    b
-}
-
-/// A sample of 16 B or more that is whole, whatever its sequence number.
-fn intact(b: &[u8]) -> bool {
-    b.len() >= 16 && valid(u64::from_le_bytes(b[..8].try_into().unwrap()), b)
-}
-
-fn valid(seq: u64, b: &[u8]) -> bool {
-    if b.len() < 16 {
-        return b.iter().all(|x| *x == seq as u8);
-    }
-    let n = b.len();
-    b[..8] == seq.to_le_bytes() && b[n - 8..] == checksum(&b[..n - 8]).to_le_bytes()
-}
-
-/// (size, count): every size from 1 B to 64 MiB.
-const SIZES: [(usize, u64); 7] = [
-    (1, 20),
-    (64, 20),
-    (4096, 20),
-    (65_536, 20),
-    (1 << 20, 10),
-    (4 << 20, 5),
-    (64 << 20, 2),
-];
 
 /// Publisher process: waits for a subscriber, publishes `arg` = "domain
 /// sizes" (reliable keep_all: nothing dropped), then stays until killed.
