@@ -1,8 +1,11 @@
 //! Named shared-memory segments in `/dev/shm`, stamped with their owner.
 //!
-//! Every name is `ferry.<kind>.<pid>.<start>.<tag>`: the creating process
-//! and its start time (clock ticks since boot, `/proc/<pid>/stat` field
-//! 22), so a pid reused after a crash is not mistaken for the owner.
+//! Every name is `ferry.<kind>.<pidns>.<pid>.<start>.<tag>`: the creating
+//! process's pid namespace (inode of `/proc/self/ns/pid`), its pid and its
+//! start time (clock ticks since boot, `/proc/<pid>/stat` field 22), so a
+//! pid reused after a crash is not mistaken for the owner, and a process in
+//! another pid namespace sharing this `/dev/shm` (containers with a shared
+//! IPC namespace) is never taken for dead.
 //! [`sweep_stale`] removes every ferry segment whose owner is gone; any
 //! ferry process runs it at start, `ferry shm gc` on demand. Segments are
 //! created owner-only (0600), reserved with `posix_fallocate` (a full
@@ -52,6 +55,8 @@ pub enum ShmError {
 /// A process as segment names record it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Owner {
+    /// Pid namespace (inode of `/proc/<pid>/ns/pid`).
+    pub pidns: u64,
     /// Process id.
     pub pid: u32,
     /// Start time, clock ticks since boot.
@@ -65,16 +70,24 @@ impl Owner {
         *ME.get_or_init(|| {
             let pid = std::process::id();
             Owner {
+                pidns: pid_namespace(),
                 pid,
                 start: start_time(pid).unwrap_or(0),
             }
         })
     }
 
-    /// Whether this process is still running (same pid and start time).
+    /// Whether this process may still be running: same pid and start time,
+    /// or in another pid namespace (which we cannot see into).
     pub fn alive(&self) -> bool {
-        start_time(self.pid) == Some(self.start)
+        self.pidns != Owner::this().pidns || start_time(self.pid) == Some(self.start)
     }
+}
+
+/// This process's pid namespace (0 if unknown).
+fn pid_namespace() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
 }
 
 /// Start time of `pid` (clock ticks since boot), if it runs.
@@ -85,19 +98,20 @@ fn start_time(pid: u32) -> Option<u64> {
     rest.split(' ').nth(19)?.parse().ok()
 }
 
-/// `ferry.<kind>.<pid>.<start>.<tag>` for this process.
+/// `ferry.<kind>.<pidns>.<pid>.<start>.<tag>` for this process.
 pub fn name(kind: char, tag: &str) -> String {
     let o = Owner::this();
-    format!("{PREFIX}{kind}.{}.{}.{tag}", o.pid, o.start)
+    format!("{PREFIX}{kind}.{}.{}.{}.{tag}", o.pidns, o.pid, o.start)
 }
 
 /// The owner recorded in a ferry segment name.
 pub fn owner_of(name: &str) -> Option<Owner> {
     let mut parts = name.strip_prefix(PREFIX)?.split('.');
     let _kind = parts.next()?;
+    let pidns = parts.next()?.parse().ok()?;
     let pid = parts.next()?.parse().ok()?;
     let start = parts.next()?.parse().ok()?;
-    Some(Owner { pid, start })
+    Some(Owner { pidns, pid, start })
 }
 
 /// A mapped segment.
@@ -339,11 +353,18 @@ mod tests {
         assert_eq!(o, Owner::this());
         assert!(o.alive());
         assert!(!Owner {
-            pid: o.pid,
-            start: o.start + 1
+            start: o.start + 1,
+            ..o
         }
         .alive());
-        assert_eq!(owner_of("ferry.d.x.1.t"), None);
+        // Another pid namespace: never taken for dead.
+        assert!(Owner {
+            pidns: o.pidns + 1,
+            start: o.start + 1,
+            ..o
+        }
+        .alive());
+        assert_eq!(owner_of("ferry.d.1.x.1.t"), None);
         assert_eq!(owner_of("other.d.1.1.t"), None);
     }
 
@@ -371,7 +392,7 @@ mod tests {
         let live = Segment::create(&name('t', "live"), 4096).unwrap();
         // A dead owner: pid of ours with a start time that never was.
         let o = Owner::this();
-        let dead = format!("{PREFIX}t.{}.{}.dead", o.pid, o.start + 12345);
+        let dead = format!("{PREFIX}t.{}.{}.{}.dead", o.pidns, o.pid, o.start + 12345);
         let mut d = Segment::create(&dead, 4096).unwrap();
         d.disown();
         drop(d);

@@ -1,7 +1,7 @@
 //! Shared-memory transport: pairs on the same host in different processes.
 //!
 //! Built on `ferry-shm` (segments, slot pool, rings, doorbells). Each runtime
-//! has a **control socket** `/dev/shm/ferry.s.<pid>.<start>.<participant>`
+//! has a **control socket** `/dev/shm/ferry.s.<pidns>.<pid>.<start>.<participant>`
 //! (a Unix stream socket, announced as locator `shm/<name>`) and a
 //! **doorbell** segment of the same tag. A writer connecting to a reader:
 //! 1. takes its pool (one per writer endpoint, shared by its connections)
