@@ -621,3 +621,31 @@ fn tune_prints_the_papers_profile_and_cyclone_accepts_its_xml() {
     );
     assert!(all.contains("participant"), "ddsperf did not start: {all}");
 }
+
+/// `ferry shm gc` removes the files of a dead process and nothing else;
+/// `ferry shm list` shows them with their owner.
+#[test]
+fn shm_gc_removes_what_dead_processes_left() {
+    let live =
+        ferry_shm::Segment::create(&ferry_shm::segment::name('t', "cli_live"), 4096).unwrap();
+    let me = ferry_shm::Owner::this();
+    // A name whose owner never ran (same pid, a start time that never was).
+    let dead = format!(
+        "ferry.t.{}.{}.{}.cli_dead",
+        me.pidns,
+        me.pid,
+        me.start + 777
+    );
+    let mut d = ferry_shm::Segment::create(&dead, 4096).unwrap();
+    d.disown();
+    drop(d);
+    let list = Command::new(FERRY).args(["shm", "list"]).output().unwrap();
+    let out = String::from_utf8_lossy(&list.stdout).to_string();
+    assert!(out.contains(&dead) && out.contains(live.name()), "{out}");
+    let gc = Command::new(FERRY).args(["shm", "gc"]).output().unwrap();
+    let out = String::from_utf8_lossy(&gc.stdout).to_string();
+    assert!(gc.status.success());
+    assert!(out.contains(&format!("removed {dead}")), "{out}");
+    assert!(!std::path::Path::new(&format!("/dev/shm/{dead}")).exists());
+    assert!(std::path::Path::new(&format!("/dev/shm/{}", live.name())).exists());
+}
