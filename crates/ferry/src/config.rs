@@ -159,6 +159,10 @@ pub struct Config {
     /// UDP path: share of the link this traffic may use, percent (history
     /// is one second of that: the seed paper's N_HC in bytes).
     pub udp_utilization_pct: u8,
+    /// UDP path: history bound in MiB per stream, overriding the one
+    /// second of link above (e.g. sized to ride out an outage without
+    /// blocking a keep_all writer: 20 s × 30 Hz × 256 KB ≈ 150 MiB).
+    pub udp_history_mb: Option<u32>,
     /// UDP path: largest datagram (UDP payload, bytes; 1472 fits a 1500 B MTU).
     pub udp_mtu: u16,
     /// UDP path: forward error correction (Reed–Solomon recovery shards for
@@ -202,6 +206,7 @@ impl Default for Config {
             keep_all_block_ms: 1000,
             udp_link_mbps: 300,
             udp_utilization_pct: 60,
+            udp_history_mb: None,
             udp_mtu: 1472,
             udp_fec: true,
             udp_adaptive_rate: true,
@@ -316,6 +321,15 @@ impl Config {
             return Err(ConfigError::Invalid {
                 key: "shm_pool_mb",
                 why: format!("{} is outside 1..=65536", self.shm_pool_mb),
+            });
+        }
+        if self
+            .udp_history_mb
+            .is_some_and(|m| !(1..=4096).contains(&m))
+        {
+            return Err(ConfigError::Invalid {
+                key: "udp_history_mb",
+                why: format!("{:?} is outside 1..=4096", self.udp_history_mb),
             });
         }
         if !(576..=65_000).contains(&self.udp_mtu) {
@@ -447,6 +461,17 @@ mod tests {
         std::fs::write(&dir, "domain_id = 300\n").unwrap();
         let e = Config::from_file(dir.clone()).unwrap_err().to_string();
         assert!(e.contains("domain_id"), "{e}");
+        for (text, key) in [
+            ("udp_history_mb = 0\n", "udp_history_mb"),
+            ("shm_pool_mb = 0\n", "shm_pool_mb"),
+        ] {
+            std::fs::write(&dir, text).unwrap();
+            let e = Config::from_file(dir.clone()).unwrap_err().to_string();
+            assert!(e.contains(key), "{e}");
+        }
+        std::fs::write(&dir, "udp_history_mb = 200\nshared_memory = false\n").unwrap();
+        let c = Config::from_file(dir.clone()).unwrap();
+        assert_eq!((c.udp_history_mb, c.shared_memory), (Some(200), false));
         std::fs::write(
             &dir,
             "discovery = \"subnet\"\n[[topics]]\npattern = \"/cam/*\"\ntransport = \"tcp\"\n",

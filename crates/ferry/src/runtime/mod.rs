@@ -171,10 +171,12 @@ impl Runtime {
             UdpSettings {
                 mtu: cfg.udp_mtu as usize,
                 rate: link,
-                history_bytes: ferry_rudp::history_bytes_for(
-                    link,
-                    cfg.udp_utilization_pct as f64 / 100.0,
-                ),
+                history_bytes: match cfg.udp_history_mb {
+                    Some(mb) => (mb as usize) << 20,
+                    None => {
+                        ferry_rudp::history_bytes_for(link, cfg.udp_utilization_pct as f64 / 100.0)
+                    }
+                },
                 keep_all_block: Duration::from_millis(cfg.keep_all_block_ms),
                 fec: cfg.udp_fec,
                 adaptive_rate: cfg.udp_adaptive_rate,
