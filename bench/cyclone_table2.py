@@ -445,7 +445,7 @@ def role_run(args):
                     f"- link: {meta['link']}\n"
                     f"- {count} messages per cell at 30 Hz"
                     + (f" ({ocount} in the outage cells)" if ocount != count else "")
-                    + "; 1 KB = 1000 B. The full grid at 1000 per cell would take too long here.\n"
+                    + "; 1 KB = 1000 B.\n"
                     "- columns: received/sent = samples the subscriber got / samples the "
                     "publisher tried to write; rate = (received-1)/(t_last-t_first) at the "
                     "subscriber; latency = receive time - send time carried in the payload "
