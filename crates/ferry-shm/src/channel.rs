@@ -37,8 +37,14 @@ pub enum SendError {
 pub struct Published {
     writer: Writer,
     slot: u64,
+    ptr: *const u8,
     len: usize,
 }
+
+// SAFETY: `ptr` points into a shared mapping that lives as long as the slot
+// is held (by this value), and nobody writes a published slot.
+unsafe impl Send for Published {}
+unsafe impl Sync for Published {}
 
 impl Published {
     /// The slot id.
@@ -57,9 +63,79 @@ impl Published {
     }
 }
 
+impl AsRef<[u8]> for Published {
+    /// The sample's bytes in the writer's own mapping.
+    fn as_ref(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the slot is held by `self` (so mapped), `len` fits in it,
+        // and a published slot is never written again while held.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
 impl Drop for Published {
     fn drop(&mut self) {
         self.writer.pool.lock().release(self.slot);
+    }
+}
+
+/// A slot lent to the writer's user: filled in place, then committed as a
+/// [`Published`] sample (no copy), or given back by dropping it.
+pub struct Loan {
+    writer: Writer,
+    slot: u64,
+    ptr: *mut u8,
+    capacity: usize,
+    committed: bool,
+}
+
+// SAFETY: the loan is the slot's only holder; the mapping lives while it is
+// held.
+unsafe impl Send for Loan {}
+
+impl Loan {
+    /// Bytes that can be written (the slot's full size: at least what was
+    /// asked for).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The slot's bytes as written so far.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: as for `as_mut_slice`; shared access through `&self`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.capacity) }
+    }
+
+    /// The slot's bytes, writable in place (contents are whatever the slot
+    /// held before: write every byte you publish).
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the loan holds the slot's only reference, so nobody else
+        // reads or writes these bytes; they are mapped while it is held.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.capacity) }
+    }
+
+    /// Turns the first `len` bytes into a sample ready to send.
+    pub fn commit(mut self, len: usize) -> Result<Published, PoolError> {
+        if len > self.capacity {
+            return Err(PoolError::TooLarge(len));
+        }
+        self.committed = true;
+        Ok(Published {
+            writer: self.writer.clone(),
+            slot: self.slot,
+            ptr: self.ptr,
+            len,
+        })
+    }
+}
+
+impl Drop for Loan {
+    fn drop(&mut self) {
+        if !self.committed {
+            self.writer.pool.lock().release(self.slot);
+        }
     }
 }
 
@@ -82,27 +158,33 @@ impl Writer {
         self.pool.lock().prefix().to_string()
     }
 
+    /// Lends a fresh slot of at least `len` bytes to fill in place.
+    pub fn loan(&self, len: usize) -> Result<Loan, PoolError> {
+        let mut pool = self.pool.lock();
+        let slot = pool.alloc(len)?;
+        let Some((ptr, capacity)) = pool.slot_ptr(slot) else {
+            pool.release(slot);
+            return Err(PoolError::TooLarge(len));
+        };
+        drop(pool);
+        Ok(Loan {
+            writer: self.clone(),
+            slot,
+            ptr,
+            capacity,
+            committed: false,
+        })
+    }
+
     /// Writes a sample of `len` bytes into a fresh slot through `fill`.
     pub fn publish(
         &self,
         len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<Published, PoolError> {
-        let mut pool = self.pool.lock();
-        let slot = pool.alloc(len)?;
-        match pool.slot_mut(slot, len) {
-            Some(buf) => fill(buf),
-            None => {
-                pool.release(slot);
-                return Err(PoolError::TooLarge(len));
-            }
-        }
-        drop(pool);
-        Ok(Published {
-            writer: self.clone(),
-            slot,
-            len,
-        })
+        let mut loan = self.loan(len)?;
+        fill(&mut loan.as_mut_slice()[..len]);
+        loan.commit(len)
     }
 
     /// Opens a connection to one reader: `depth` queued samples at most.
@@ -540,6 +622,38 @@ mod tests {
             c.reclaim();
             assert_eq!(w.usage().1, 0, "given back");
         }
+    }
+
+    #[test]
+    fn a_loan_is_filled_in_place_and_a_dropped_loan_gives_its_slot_back() {
+        let w = Writer::new(&tag(line!()), 64 << 20);
+        let c = w.connect(&tag(line!()), 8).unwrap();
+        let r = ReaderConn::open(c.name(), &w.data_prefix()).unwrap();
+        let unused = w.loan(100).unwrap();
+        assert!(unused.capacity() >= 100);
+        drop(unused);
+        assert_eq!(w.usage().1, 0, "a dropped loan frees its slot");
+        let mut loan = w.loan(5000).unwrap();
+        let at = loan.as_mut_slice().as_ptr();
+        loan.as_mut_slice()[..5000].fill(7);
+        assert!(loan.capacity() >= 5000);
+        let too_long = loan.capacity() + 1;
+        let mut loan2 = w.loan(10).unwrap();
+        loan2.as_mut_slice()[..3].copy_from_slice(b"abc");
+        assert!(matches!(
+            loan2.commit(too_long),
+            Err(PoolError::TooLarge(_))
+        ));
+        let p = loan.commit(4000).unwrap();
+        assert_eq!(p.as_ref().as_ptr(), at, "published where it was written");
+        assert_eq!(p.as_ref(), &[7u8; 4000][..]);
+        c.send(&p, 1, 0, None).unwrap();
+        drop(p);
+        let got = r.try_recv().unwrap().unwrap();
+        assert_eq!(&got.sample[..], &[7u8; 4000][..]);
+        drop(got);
+        c.reclaim();
+        assert_eq!(w.usage().1, 0, "every slot came back");
     }
 
     #[test]

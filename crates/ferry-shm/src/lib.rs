@@ -21,7 +21,8 @@ pub mod ring;
 pub mod segment;
 
 pub use channel::{
-    Doorbell, Published, ReaderConn, Received, RecvError, SendError, ShmSample, Writer, WriterConn,
+    Doorbell, Loan, Published, ReaderConn, Received, RecvError, SendError, ShmSample, Writer,
+    WriterConn,
 };
 pub use pool::PoolError;
 pub use segment::{sweep_stale, Owner, Segment, ShmError, SweepReport};

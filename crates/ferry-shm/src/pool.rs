@@ -185,6 +185,24 @@ impl Pool {
         Some(unsafe { g.seg.bytes_mut(off, len) })
     }
 
+    /// Where `slot`'s bytes start in this process and the slot's full size.
+    /// The mapping stays valid while the slot is held (a generation is only
+    /// unmapped once none of its slots is held).
+    pub fn slot_ptr(&self, slot: u64) -> Option<(*mut u8, usize)> {
+        let id = (slot >> 32) as u32;
+        let index = (slot & 0xffff_ffff) as usize;
+        let g = self.gens.iter().find(|g| g.id == id)?;
+        if index >= g.refs.len() || g.refs[index] == 0 {
+            return None;
+        }
+        // In bounds: the segment holds DATA_HEADER + slots * slot_size bytes.
+        let ptr = g
+            .seg
+            .as_ptr()
+            .wrapping_add(DATA_HEADER + index * g.slot_size);
+        Some((ptr, g.slot_size))
+    }
+
     /// Live generations and slots in use (for statistics and tests).
     pub fn usage(&self) -> (usize, usize) {
         let used = self.gens.iter().map(|g| g.refs.len() - g.free.len()).sum();

@@ -64,6 +64,55 @@ pub fn encode_cdr<T: Serialize>(value: &T, type_name: &str) -> Result<Vec<u8>, E
     Ok(out)
 }
 
+/// Encodes `value` as CDR with the encapsulation header straight into `buf`
+/// (a shared-memory slot): the encoded length, or `None` when it does not
+/// fit.
+pub fn encode_cdr_into<T: Serialize>(
+    value: &T,
+    type_name: &str,
+    buf: &mut [u8],
+) -> Result<Option<usize>, EncodeError> {
+    /// A writer over a slice that remembers running out of room.
+    struct Bounded<'a> {
+        buf: &'a mut [u8],
+        at: usize,
+        overflow: bool,
+    }
+    impl std::io::Write for Bounded<'_> {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            let end = self.at + b.len();
+            if end > self.buf.len() {
+                self.overflow = true;
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            self.buf[self.at..end].copy_from_slice(b);
+            self.at = end;
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    if buf.len() < CDR_LE_HEADER.len() {
+        return Ok(None);
+    }
+    let (head, body) = buf.split_at_mut(CDR_LE_HEADER.len());
+    head.copy_from_slice(&CDR_LE_HEADER);
+    let mut w = Bounded {
+        buf: body,
+        at: 0,
+        overflow: false,
+    };
+    match cdr_encoding::to_writer::<T, byteorder::LittleEndian, _>(&mut w, value) {
+        Ok(()) => Ok(Some(CDR_LE_HEADER.len() + w.at)),
+        Err(_) if w.overflow => Ok(None),
+        Err(e) => Err(EncodeError {
+            type_name: type_name.to_string(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
 /// Decodes CDR with an encapsulation header (little or big endian).
 pub fn decode_cdr<T: DeserializeOwned>(bytes: &[u8], type_name: &str) -> Result<T, DecodeError> {
     if bytes.len() < 4 || bytes[0] != 0 || bytes[1] > 1 {
@@ -114,6 +163,15 @@ pub trait Codec: Send + Sync + Sized + 'static {
     fn encode(&self) -> Result<Bytes, EncodeError>;
     /// Value from a network path.
     fn decode(bytes: Bytes) -> Result<Self, DecodeError>;
+    /// Encodes straight into `buf` (a shared-memory slot): the length, or
+    /// `None` when it does not fit. The default encodes and copies.
+    fn encode_into(&self, buf: &mut [u8]) -> Result<Option<usize>, EncodeError> {
+        let b = self.encode()?;
+        Ok(buf.get_mut(..b.len()).map(|dst| {
+            dst.copy_from_slice(&b);
+            b.len()
+        }))
+    }
 }
 
 impl<T: Message> Codec for T {
@@ -128,6 +186,9 @@ impl<T: Message> Codec for T {
     }
     fn decode(bytes: Bytes) -> Result<Self, DecodeError> {
         decode_cdr(&bytes, T::TYPE_NAME)
+    }
+    fn encode_into(&self, buf: &mut [u8]) -> Result<Option<usize>, EncodeError> {
+        encode_cdr_into(self, T::TYPE_NAME, buf)
     }
 }
 

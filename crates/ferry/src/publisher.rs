@@ -3,23 +3,24 @@
 use std::any::Any;
 use std::cell::OnceCell;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ferry_wire::frame::FrameKind;
-use ferry_wire::{Durability, EndpointId, EndpointKind, Qos, TypeHash};
+use ferry_wire::{Durability, EndpointId, EndpointKind, Qos, TransportKind, TypeHash};
 use parking_lot::Mutex;
 
 use crate::error::{BuildError, EncodeError, PublishError};
 use crate::event::{EventQueue, PortEvent};
-use crate::message::{Codec, Payload};
+use crate::message::{Codec, Payload, RawBytes};
 use crate::node::NodeInner;
 use crate::port::{declare, DeadlineWatch, Links};
 use crate::priority::{Priority, PriorityError};
 use crate::runtime::WriterPort;
 use crate::stats::{now_ns, ConnectionInfo};
+use crate::transport::shm::ShmTransport;
 use crate::transport::{Link, OutFrame, ReplySink, SendError};
 
 /// Builds a [`Publisher`].
@@ -82,6 +83,7 @@ impl<T: Codec> PublisherBuilder<T> {
             links: Links::default(),
             history: Mutex::new(VecDeque::new()),
             seq: AtomicU64::new(1),
+            encoded_len: AtomicUsize::new(0),
             events: EventQueue::default(),
             deadline: DeadlineWatch::new(self.qos.deadline),
         });
@@ -114,6 +116,9 @@ pub(crate) struct PubShared<T> {
     links: Links,
     history: Mutex<VecDeque<HistEntry<T>>>,
     seq: AtomicU64,
+    /// Length of the last sample encoded straight into shared memory (the
+    /// size of the next slot to try).
+    encoded_len: AtomicUsize,
     events: EventQueue,
     deadline: DeadlineWatch,
 }
@@ -168,6 +173,51 @@ impl<T: Codec> PubShared<T> {
             });
         }
         Ok(())
+    }
+}
+
+impl<T: Codec> PubShared<T> {
+    /// The next sample's sequence number.
+    fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sends sample `seq` on every link and keeps it in the transient_local
+    /// history. `stage` may encode it in place first (shared memory); the
+    /// bytes it returns are what the network paths send.
+    fn deliver(
+        &self,
+        seq: u64,
+        value: Arc<T>,
+        stage: impl FnOnce(&[Arc<dyn Link>], &T) -> Option<Bytes>,
+    ) -> Result<(), PublishError> {
+        let stamp_ns = now_ns();
+        self.deadline.touch();
+        // transient_local: the history lock is held from before the links
+        // are read until the sample is in the history, so a connection
+        // added meanwhile gets it exactly once (by replay or live).
+        let mut hist =
+            (self.qos.durability == Durability::TransientLocal).then(|| self.history.lock());
+        let links = self.links.snapshot();
+        let cell = OnceCell::new();
+        if let Some(b) = stage(&links, &value) {
+            let _ = cell.set(b);
+        }
+        let r = self.send_all(&links, seq, stamp_ns, &value, &cell);
+        drop(links);
+        if let Some(hist) = hist.as_mut() {
+            let depth = self.qos.history.depth(1024);
+            if hist.len() >= depth {
+                hist.pop_front();
+            }
+            hist.push_back(HistEntry {
+                seq,
+                stamp_ns,
+                value,
+                bytes: cell,
+            });
+        }
+        r
     }
 }
 
@@ -227,33 +277,47 @@ pub struct Publisher<T: Codec> {
 
 impl<T: Codec> Publisher<T> {
     /// Publishes a sample. In-process subscribers get the same `Arc` (no copy,
-    /// no serialization); network paths serialize once, shared by all.
+    /// no serialization); the other paths share one encoding, written
+    /// straight into shared memory when a subscriber is on this host.
     pub fn publish(&self, msg: impl Into<Arc<T>>) -> Result<(), PublishError> {
-        let value: Arc<T> = msg.into();
-        let seq = self.shared.seq.fetch_add(1, Ordering::Relaxed);
-        let stamp_ns = now_ns();
-        self.shared.deadline.touch();
-        if self.shared.qos.durability == Durability::TransientLocal {
-            let mut hist = self.shared.history.lock();
-            let cell = OnceCell::new();
-            let links = self.shared.links.snapshot();
-            let r = self.shared.send_all(&links, seq, stamp_ns, &value, &cell);
-            drop(links);
-            let depth = self.shared.qos.history.depth(1024);
-            if hist.len() >= depth {
-                hist.pop_front();
+        let seq = self.shared.next_seq();
+        self.shared.deliver(seq, msg.into(), |links, value| {
+            self.encode_in_place(seq, links, value)
+        })
+    }
+
+    /// The shared-memory transport, when one of `links` uses it.
+    fn shm_for(&self, links: &[Arc<dyn Link>]) -> Option<&Arc<ShmTransport>> {
+        let shm = self.node.rt.shared.shm.as_ref()?;
+        links
+            .iter()
+            .any(|l| l.transport() == TransportKind::SharedMemory && !l.is_closed())
+            .then_some(shm)
+    }
+
+    /// Encodes sample `seq` straight into a shared-memory slot that every
+    /// shared-memory link then sends as it is; its bytes serve the network
+    /// paths too. The slot tried is the size of the last encoding: a sample
+    /// that does not fit is encoded the usual way (and copied by the links),
+    /// and the next one gets a slot of its size.
+    fn encode_in_place(&self, seq: u64, links: &[Arc<dyn Link>], value: &T) -> Option<Bytes> {
+        let shm = self.shm_for(links)?;
+        let id = self.shared.id;
+        let guess = self.shared.encoded_len.load(Ordering::Relaxed).max(64);
+        let mut loan = shm.loan(id, guess).ok()?;
+        match value.encode_into(loan.as_mut_slice()) {
+            Ok(Some(len)) => {
+                self.shared.encoded_len.store(len, Ordering::Relaxed);
+                Some(shm.stage(id, seq, loan.commit(len).ok()?))
             }
-            hist.push_back(HistEntry {
-                seq,
-                stamp_ns,
-                value,
-                bytes: cell,
-            });
-            return r;
+            Ok(None) => {
+                drop(loan);
+                let b = value.encode().ok()?;
+                self.shared.encoded_len.store(b.len(), Ordering::Relaxed);
+                Some(b)
+            }
+            Err(_) => None,
         }
-        let links = self.shared.links.snapshot();
-        let cell = OnceCell::new();
-        self.shared.send_all(&links, seq, stamp_ns, &value, &cell)
     }
 
     /// Changes the priority of every live connection of this publisher (and
@@ -308,6 +372,97 @@ impl<T: Codec> Publisher<T> {
     /// The publisher's QoS.
     pub fn qos(&self) -> &Qos {
         &self.shared.qos
+    }
+}
+
+impl Publisher<RawBytes> {
+    /// Lends a buffer of `len` bytes to fill in place and then
+    /// [`SampleMut::publish`]. When a subscriber of this publisher is on
+    /// this host (shared-memory path) the buffer *is* a shared-memory slot
+    /// that every such subscriber then reads where it was written: no copy
+    /// and no serialization, whatever the size. Otherwise (no subscriber
+    /// yet, network paths only, shared memory full) it is an ordinary heap
+    /// buffer and the sample goes out as usual. The bytes are not cleared:
+    /// write every byte you publish.
+    pub fn loan(&self, len: usize) -> SampleMut<'_> {
+        let links = self.shared.links.snapshot();
+        let buf = match self.shm_for(&links) {
+            Some(shm) => match shm.loan(self.shared.id, len) {
+                Ok(loan) => LoanBuf::Shm(shm.clone(), loan),
+                Err(e) => {
+                    tracing::debug!("{}: no shared-memory loan ({e}); heap buffer", self.topic());
+                    LoanBuf::Heap(vec![0; len])
+                }
+            },
+            None => LoanBuf::Heap(vec![0; len]),
+        };
+        SampleMut {
+            publisher: self,
+            buf,
+            len,
+        }
+    }
+}
+
+enum LoanBuf {
+    Shm(Arc<ShmTransport>, ferry_shm::Loan),
+    Heap(Vec<u8>),
+}
+
+/// A sample lent by [`Publisher::loan`]: dereferences to its bytes, which
+/// you fill in place; [`SampleMut::publish`] sends it. Dropping it unsent
+/// gives the buffer back.
+pub struct SampleMut<'a> {
+    publisher: &'a Publisher<RawBytes>,
+    buf: LoanBuf,
+    len: usize,
+}
+
+impl SampleMut<'_> {
+    /// True when the buffer is a shared-memory slot (published without a
+    /// copy to this host's subscribers).
+    pub fn is_shared_memory(&self) -> bool {
+        matches!(self.buf, LoanBuf::Shm(..))
+    }
+
+    /// Publishes the sample to every subscriber, like
+    /// [`Publisher::publish`]. In-process subscribers get the same bytes.
+    pub fn publish(self) -> Result<(), PublishError> {
+        let SampleMut {
+            publisher,
+            buf,
+            len,
+        } = self;
+        let shared = &publisher.shared;
+        let seq = shared.next_seq();
+        let bytes = match buf {
+            LoanBuf::Shm(shm, loan) => match loan.commit(len) {
+                Ok(p) => shm.stage(shared.id, seq, p),
+                Err(e) => unreachable!("len <= capacity by construction: {e}"),
+            },
+            LoanBuf::Heap(v) => Bytes::from(v),
+        };
+        let value = Arc::new(RawBytes(bytes.clone()));
+        shared.deliver(seq, value, |_, _| Some(bytes))
+    }
+}
+
+impl std::ops::Deref for SampleMut<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.buf {
+            LoanBuf::Shm(_, loan) => &loan.as_slice()[..self.len],
+            LoanBuf::Heap(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for SampleMut<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match &mut self.buf {
+            LoanBuf::Shm(_, loan) => &mut loan.as_mut_slice()[..self.len],
+            LoanBuf::Heap(v) => v,
+        }
     }
 }
 

@@ -105,3 +105,37 @@ proptest! {
         let _ = decode_cdr::<sensor_msgs::Image>(&bytes, "i");
     }
 }
+
+/// Encoding straight into a buffer (a shared-memory slot) gives the same
+/// bytes as `encode`, and `None`, never a partial or wrong length, for
+/// every buffer too small to hold them.
+fn encode_into_matches_encode<T: Codec>(msg: &T) {
+    let want = msg.encode().unwrap();
+    for cap in 0..want.len() {
+        let mut buf = vec![0xAAu8; cap];
+        assert_eq!(msg.encode_into(&mut buf).unwrap(), None, "capacity {cap}");
+    }
+    for extra in [0, 1, 7, 100] {
+        let mut buf = vec![0xAAu8; want.len() + extra];
+        assert_eq!(msg.encode_into(&mut buf).unwrap(), Some(want.len()));
+        assert_eq!(&buf[..want.len()], want.as_ref());
+    }
+}
+
+#[test]
+fn encoding_in_place_is_byte_identical_and_never_overflows() {
+    encode_into_matches_encode(&std_msgs::String {
+        data: "hello".into(),
+    });
+    encode_into_matches_encode(&geometry_msgs::Twist::default());
+    let img = sensor_msgs::Image {
+        height: 3,
+        width: 5,
+        encoding: "rgb8".into(),
+        step: 15,
+        data: (0..45u8).collect(),
+        ..Default::default()
+    };
+    encode_into_matches_encode(&img);
+    encode_into_matches_encode(&ferry::RawBytes::new(vec![1u8, 2, 3, 4, 5]));
+}

@@ -428,3 +428,28 @@ fn keep_all_tcp_never_stalls_under_back_to_back_publishing() {
         assert_eq!(reader.join().unwrap(), count, "{size} B: samples missing");
     }
 }
+
+#[test]
+fn a_loan_without_shared_memory_is_a_heap_buffer_with_the_same_api() {
+    let n = node("loan", 131);
+    let p = n.publisher::<ferry::RawBytes>("/loan").build().unwrap();
+    let s = n.subscriber::<ferry::RawBytes>("/loan").build().unwrap();
+    assert!(p.wait_for_subscribers(1, T));
+    let mut l = p.loan(1000);
+    assert!(!l.is_shared_memory(), "in-process pair: no shared memory");
+    assert_eq!(l.len(), 1000);
+    l.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
+    let at = l.as_ptr();
+    l.publish().unwrap();
+    let got = s.recv_timeout(T).unwrap();
+    assert_eq!(got.info.transport, TransportKind::InProcess);
+    assert!(got.iter().enumerate().all(|(i, b)| *b == i as u8));
+    assert_eq!(
+        got.as_ptr(),
+        at,
+        "the in-process subscriber reads the lent buffer itself"
+    );
+    // A loan dropped unsent publishes nothing.
+    drop(p.loan(10));
+    assert!(s.recv_timeout(Duration::from_millis(100)).is_err());
+}

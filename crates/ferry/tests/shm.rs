@@ -51,6 +51,18 @@ fn publisher(arg: &str) {
                 }
             }
         }
+        // The same samples, written in place into loaned shared memory.
+        "loan" => {
+            for (len, count) in SIZES {
+                for _ in 0..count {
+                    seq += 1;
+                    let mut s = p.loan(len);
+                    assert!(s.is_shared_memory(), "loan of {len} B not in shared memory");
+                    s.copy_from_slice(&sample(seq, len));
+                    s.publish().unwrap();
+                }
+            }
+        }
         "small" => {
             for _ in 0..20 {
                 seq += 1;
@@ -107,6 +119,98 @@ fn samples_from_1_byte_to_64_mib_cross_processes_over_shared_memory() {
     assert_eq!(c[0].transport, "shm");
     assert_eq!(c[0].stats.messages, seq);
     assert_eq!(c[0].stats.drops, 0);
+}
+
+#[test]
+fn loaned_samples_from_1_byte_to_64_mib_are_read_where_they_were_written() {
+    if let Some((r, arg)) = role() {
+        if r == "pub" {
+            publisher(&arg);
+        }
+        return;
+    }
+    let n = node("shm_sub", 156);
+    let s = n
+        .subscriber::<RawBytes>("/shm/data")
+        .qos(Qos::default().keep_all())
+        .build()
+        .unwrap();
+    let mut peer = Peer::spawn(
+        "loaned_samples_from_1_byte_to_64_mib_are_read_where_they_were_written",
+        "pub",
+        "156 loan",
+    );
+    assert_eq!(peer.line(), "matched");
+    let mut seq = 0;
+    for (len, count) in SIZES {
+        for _ in 0..count {
+            seq += 1;
+            let got = s.recv_timeout(T).expect("sample");
+            assert_eq!(got.info.seq, seq);
+            assert_eq!(got.info.transport, TransportKind::SharedMemory);
+            assert!(valid(seq, &got), "loaned sample {seq} of {len} B torn");
+        }
+    }
+    assert_eq!(peer.line(), "done");
+}
+
+/// Typed publisher process: `sensor_msgs/Image`s of growing then steady
+/// size, encoded straight into shared memory (after the first of a size).
+fn image_publisher(arg: &str) {
+    let n = node("shm_img_pub", arg.parse().unwrap());
+    let p = n
+        .publisher::<ferry::msgs::sensor_msgs::Image>("/shm/image")
+        .qos(Qos::default().keep_all())
+        .build()
+        .unwrap();
+    assert!(p.wait_for_subscribers(1, T));
+    report("matched");
+    for i in 0..40u32 {
+        let side = [4u32, 64, 640, 640][(i / 10) as usize];
+        p.publish(image(i, side)).unwrap();
+    }
+    report("done");
+    std::thread::sleep(Duration::from_secs(30));
+}
+
+fn image(i: u32, side: u32) -> ferry::msgs::sensor_msgs::Image {
+    ferry::msgs::sensor_msgs::Image {
+        height: side,
+        width: side,
+        encoding: format!("mono8 #{i}"),
+        step: side,
+        data: (0..side * side).map(|k| (k * 7 + i) as u8).collect(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn typed_messages_encoded_in_shared_memory_decode_equal() {
+    if let Some((r, arg)) = role() {
+        if r == "pub" {
+            image_publisher(&arg);
+        }
+        return;
+    }
+    let n = node("shm_img_sub", 157);
+    let s = n
+        .subscriber::<ferry::msgs::sensor_msgs::Image>("/shm/image")
+        .qos(Qos::default().keep_all())
+        .build()
+        .unwrap();
+    let mut peer = Peer::spawn(
+        "typed_messages_encoded_in_shared_memory_decode_equal",
+        "pub",
+        "157",
+    );
+    assert_eq!(peer.line(), "matched");
+    for i in 0..40u32 {
+        let got = s.recv_timeout(T).expect("image");
+        assert_eq!(got.info.transport, TransportKind::SharedMemory);
+        let side = [4u32, 64, 640, 640][(i / 10) as usize];
+        assert!(*got == image(i, side), "image {i} differs");
+    }
+    assert_eq!(peer.line(), "done");
 }
 
 fn ferry_files_of(pid: u32) -> Vec<String> {

@@ -9,9 +9,10 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use ferry::{Config, DiscoveryRange, Node, Qos, RawBytes};
 
@@ -31,6 +32,13 @@ enum Cmd {
         /// Write Markdown and JSON here (without extension).
         #[arg(long)]
         out: Option<String>,
+        /// iceoryx2's ping-pong binary (`bench/iceoryx2`), measured in the
+        /// same run when given.
+        #[arg(long)]
+        iceoryx2: Option<std::path::PathBuf>,
+        /// Only these ferry modes (default: all).
+        #[arg(long, value_delimiter = ',')]
+        modes: Option<Vec<String>>,
     },
     /// The echo side of one mode (spawned by `run`).
     #[command(hide = true)]
@@ -39,13 +47,38 @@ enum Cmd {
 
 const SIZES: [usize; 5] = [64, 4096, 65_536, 1 << 20, 4 << 20];
 
+/// The ferry modes measured: (name, domain). `shm`: event-driven,
+/// `busy`: busy-poll, `-loan`: both sides publish loaned samples written in
+/// place (only the 8-byte sequence number), otherwise `publish` copies the
+/// payload; `tcp`: shared memory off.
+const MODES: [(&str, u16); 5] = [
+    ("shm", 171),
+    ("busy", 172),
+    ("shm-loan", 174),
+    ("busy-loan", 175),
+    ("tcp", 173),
+];
+
 fn config(mode: &str, domain: u16) -> Config {
     Config {
         domain_id: domain,
         discovery: DiscoveryRange::Localhost,
         shared_memory: mode != "tcp",
-        shm_busy_poll: mode == "busy",
+        shm_busy_poll: mode.starts_with("busy"),
         ..Config::default()
+    }
+}
+
+/// Publishes `len` bytes whose first 8 are `seq`: loaned and written in
+/// place, or copied from `payload`.
+fn send(p: &ferry::Publisher<RawBytes>, loan: bool, seq: u64, payload: &Bytes) {
+    if loan {
+        let mut s = p.loan(payload.len());
+        let n = s.len().min(8);
+        s[..n].copy_from_slice(&seq.to_le_bytes()[..n]);
+        let _ = s.publish();
+    } else {
+        let _ = p.publish(RawBytes(payload.clone()));
     }
 }
 
@@ -64,8 +97,18 @@ fn echo(mode: &str, domain: u16) {
     let _ping = node
         .subscriber::<RawBytes>("/rtt/ping")
         .qos(Qos::default().keep_last(16))
-        .callback(move |s| {
-            let _ = pong.publish(RawBytes(s.0.clone()));
+        .callback({
+            let loan = mode.ends_with("-loan");
+            move |s| {
+                if loan {
+                    let mut l = pong.loan(s.len());
+                    let n = s.len().min(8);
+                    l[..n].copy_from_slice(&s[..n]);
+                    let _ = l.publish();
+                } else {
+                    let _ = pong.publish(RawBytes(s.0.clone()));
+                }
+            }
         })
         .build()
         .expect("subscriber");
@@ -96,17 +139,46 @@ fn measure_ferry(mode: &str, domain: u16, count: usize) -> Vec<(f64, f64)> {
         .config(config(mode, domain))
         .build()
         .expect("node");
-    let ping = node
-        .publisher::<RawBytes>("/rtt/ping")
-        .qos(Qos::default().keep_last(16))
-        .build()
-        .expect("publisher");
-    let (tx, rx) = mpsc::sync_channel::<Instant>(16);
+    let ping = Arc::new(
+        node.publisher::<RawBytes>("/rtt/ping")
+            .qos(Qos::default().keep_last(16))
+            .build()
+            .expect("publisher"),
+    );
+    let loan = mode.ends_with("-loan");
+    // The pong callback (ferry's delivering thread) ends one round trip and
+    // sends the next ping itself, like a reactive node: only the two
+    // delivering threads run, as only the two polling threads do in
+    // iceoryx2's ping-pong, and no thread wake-up sits between round trips.
+    let state = Arc::new(Mutex::new(Round::default()));
     let _pong = node
         .subscriber::<RawBytes>("/rtt/pong")
         .qos(Qos::default().keep_last(16))
-        .callback(move |_| {
-            let _ = tx.try_send(Instant::now());
+        .callback({
+            let (state, ping) = (state.clone(), ping.clone());
+            move |_| {
+                let now = Instant::now();
+                let mut r = state.lock().unwrap_or_else(|e| e.into_inner());
+                if r.left == 0 {
+                    return;
+                }
+                if r.warmup > 0 {
+                    r.warmup -= 1;
+                } else {
+                    let rtt = now.duration_since(r.sent).as_secs_f64() * 1e6;
+                    r.rtts.push(rtt);
+                    r.left -= 1;
+                }
+                if r.left == 0 {
+                    if let Some(done) = r.done.take() {
+                        let _ = done.send(std::mem::take(&mut r.rtts));
+                    }
+                    return;
+                }
+                r.seq += 1;
+                r.sent = Instant::now();
+                send(&ping, loan, r.seq, &r.payload);
+            }
         })
         .build()
         .expect("subscriber");
@@ -115,19 +187,24 @@ fn measure_ferry(mode: &str, domain: u16, count: usize) -> Vec<(f64, f64)> {
         // The echo's publisher must have found us too.
         std::thread::sleep(Duration::from_millis(500));
         for size in SIZES {
-            let payload = bytes_of(size);
             let n = if size >= 1 << 20 { count / 4 } else { count };
-            let mut rtts = Vec::with_capacity(n);
-            for i in 0..n + 20 {
-                while rx.try_recv().is_ok() {}
-                let t = Instant::now();
-                let _ = ping.publish(RawBytes(payload.0.clone()));
-                if let Ok(back) = rx.recv_timeout(Duration::from_secs(2)) {
-                    if i >= 20 {
-                        rtts.push(back.duration_since(t).as_secs_f64() * 1e6);
-                    }
-                }
+            let (tx, rx) = mpsc::channel();
+            {
+                let mut r = state.lock().unwrap_or_else(|e| e.into_inner());
+                *r = Round {
+                    left: n,
+                    warmup: 20,
+                    rtts: Vec::with_capacity(n),
+                    payload: bytes_of(size),
+                    done: Some(tx),
+                    seq: 0,
+                    sent: Instant::now(),
+                };
+                send(&ping, loan, 0, &r.payload);
             }
+            let mut rtts = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_default();
+            // A lost round trip stops the chain: nothing measured for the cell.
+            state.lock().unwrap_or_else(|e| e.into_inner()).left = 0;
             out.push(if rtts.is_empty() {
                 (f64::NAN, f64::NAN)
             } else {
@@ -140,8 +217,33 @@ fn measure_ferry(mode: &str, domain: u16, count: usize) -> Vec<(f64, f64)> {
     out
 }
 
-fn bytes_of(size: usize) -> RawBytes {
-    RawBytes::new((0..size).map(|i| i as u8).collect::<Vec<u8>>())
+/// One cell's round trips, driven by the pong callback.
+struct Round {
+    left: usize,
+    warmup: usize,
+    rtts: Vec<f64>,
+    payload: Bytes,
+    done: Option<mpsc::Sender<Vec<f64>>>,
+    seq: u64,
+    sent: Instant,
+}
+
+impl Default for Round {
+    fn default() -> Self {
+        Round {
+            left: 0,
+            warmup: 0,
+            rtts: Vec::new(),
+            payload: Bytes::new(),
+            done: None,
+            seq: 0,
+            sent: Instant::now(),
+        }
+    }
+}
+
+fn bytes_of(size: usize) -> Bytes {
+    (0..size).map(|i| i as u8).collect::<Vec<u8>>().into()
 }
 
 /// The floor of event-driven wake-ups: two processes bounce a futex word.
@@ -198,56 +300,154 @@ fn measure_futex(count: usize) -> (f64, f64) {
     (percentile(&mut rtts, 0.5), percentile(&mut rtts, 0.99))
 }
 
-fn run(quick: bool, out: Option<String>) {
-    let count = if quick { 300 } else { 3000 };
-    let floor = measure_futex(count * 10);
-    let modes = [("shm", 171u16), ("busy", 172), ("tcp", 173)];
-    let mut results = Vec::new();
-    for (mode, domain) in modes {
-        results.push((mode, measure_ferry(mode, domain, count)));
+/// iceoryx2's own ping-pong (`bench/iceoryx2`, busy-poll, loans): (p50,
+/// p99) per size, or nothing when its binary is not built.
+fn measure_iceoryx2(bin: &std::path::Path, count: usize) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    for size in SIZES {
+        let n = if size >= 1 << 20 { count / 4 } else { count };
+        let (iters, warm) = (n.to_string(), "20".to_string());
+        let spawn = |role: &str| {
+            Command::new(bin)
+                .args([role, &size.to_string(), &iters, &warm])
+                .stdout(Stdio::piped())
+                .spawn()
+        };
+        let (Ok(mut pong), Ok(ping)) = (spawn("pong"), spawn("ping")) else {
+            return Vec::new();
+        };
+        let res = ping.wait_with_output();
+        let _ = pong.kill();
+        let _ = pong.wait();
+        let mut rtts: Vec<f64> = res
+            .ok()
+            .and_then(|o| {
+                let text = String::from_utf8_lossy(&o.stdout).to_string();
+                serde_json::from_str::<serde_json::Value>(text.lines().last()?).ok()
+            })
+            .and_then(|v| {
+                v["rtt_ns"].as_array().map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_f64())
+                        .map(|ns| ns / 1e3)
+                        .collect()
+                })
+            })
+            .unwrap_or_default();
+        out.push(if rtts.is_empty() {
+            (f64::NAN, f64::NAN)
+        } else {
+            (percentile(&mut rtts, 0.5), percentile(&mut rtts, 0.99))
+        });
     }
+    out
+}
+
+fn run(
+    quick: bool,
+    out: Option<String>,
+    iceoryx2: Option<std::path::PathBuf>,
+    only: Option<Vec<String>>,
+) {
+    let count = if quick { 300 } else { 3000 };
+    // The floor is bimodal on a VM (a halted vCPU wakes tens of µs later
+    // than a busy one): measured before, between and after the ferry modes;
+    // the lowest p50 is the floor (the strictest bar).
+    let mut floors = vec![measure_futex(count * 10)];
+    let mut results: Vec<(&str, Vec<(f64, f64)>)> = Vec::new();
+    for (k, (mode, domain)) in MODES.into_iter().enumerate() {
+        if k == 2 {
+            floors.push(measure_futex(count * 10));
+        }
+        let skip = only.as_ref().is_some_and(|o| !o.iter().any(|m| m == mode));
+        let r = if skip {
+            Vec::new()
+        } else {
+            measure_ferry(mode, domain, count)
+        };
+        results.push((mode, r));
+    }
+    let iox = iceoryx2
+        .filter(|b| b.exists())
+        .map(|b| measure_iceoryx2(&b, count))
+        .unwrap_or_default();
+    results.push(("iceoryx2", iox));
+    floors.push(measure_futex(count * 10));
+    let floor = floors
+        .iter()
+        .copied()
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .unwrap_or((f64::NAN, f64::NAN));
+    let floor_runs: Vec<String> = floors
+        .iter()
+        .map(|f| format!("{:.1} / {:.1}", f.0, f.1))
+        .collect();
+    let cell = |m: usize, i: usize| results[m].1.get(i).copied().unwrap_or((f64::NAN, f64::NAN));
     let mut md = vec![
         "# Shared-memory round trip between two processes".to_string(),
         String::new(),
         format!(
-            "Command: `cargo build --release -p ferry-lab && ./target/release/ferry-shm-rtt run{}`. \
+            "Command: `cargo build --release -p ferry-lab && (cd bench/iceoryx2 && cargo build --release) && \
+             ./target/release/ferry-shm-rtt run{} --iceoryx2 bench/iceoryx2/target/release/iox2-rtt`. \
              {count} round trips per cell ({} at 1 and 4 MiB), payload `RawBytes`, ping → echo \
              process republishes from its delivering thread → pong; RTT from publish to the pong \
-             callback. Futex floor: two processes bouncing one shared futex word ({} round trips).",
+             callback, which sends the next ping itself (only the two delivering threads run). *copy*: `publish` of a prepared buffer (one copy into shared memory per \
+             hop); *loan*: `Publisher::loan` on both sides, only the 8-byte sequence number \
+             written (as iceoryx2's benchmark does). iceoryx2: crate 0.10 in the same run, \
+             busy-poll ping-pong with loans. Futex floor: two processes bouncing one shared \
+             futex word ({} round trips). Machine: 2 vCPUs, shared.",
             if quick { " --quick" } else { "" },
             count / 4,
             count * 10
         ),
         String::new(),
         format!(
-            "Futex ping-pong floor (event-driven wake-up, no data): p50 {:.1} µs, p99 {:.1} µs.",
-            floor.0, floor.1
+            "Futex ping-pong floor (event-driven wake-up, no data): p50 {:.1} µs, p99 {:.1} µs \
+             (the lowest-p50 of three runs — before, between and after the ferry modes, p50 / p99: {}).",
+            floor.0,
+            floor.1,
+            floor_runs.join(", ")
         ),
         String::new(),
-        "| size | shm event p50 µs | p99 | shm busy-poll p50 µs | p99 | TCP p50 µs | p99 | shm event p50 / futex floor | TCP p50 / shm event p50 |".into(),
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
+        "RTT p50 / p99 in µs:".into(),
+        String::new(),
+        "| size | event copy | busy copy | event loan | busy loan | TCP | iceoryx2 busy | busy loan / iceoryx2 (p50) | event loan / futex floor (p50) | busy loan / its 64 B (p50) |".into(),
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
     ];
     let mut json = Vec::new();
     for (i, size) in SIZES.iter().enumerate() {
-        let cell = |m: usize| results[m].1.get(i).copied().unwrap_or((f64::NAN, f64::NAN));
-        let (e, b, t) = (cell(0), cell(1), cell(2));
-        md.push(format!(
-            "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} |",
-            human(*size),
-            e.0,
-            e.1,
-            b.0,
-            b.1,
-            t.0,
-            t.1,
-            e.0 / floor.0,
-            t.0 / e.0
-        ));
-        json.push(serde_json::json!({
-            "size": size, "shm_p50_us": e.0, "shm_p99_us": e.1, "busy_p50_us": b.0,
-            "busy_p99_us": b.1, "tcp_p50_us": t.0, "tcp_p99_us": t.1,
-        }));
+        let cells: Vec<(f64, f64)> = (0..results.len()).map(|m| cell(m, i)).collect();
+        let (el, bl, ix) = (cells[2], cells[3], cells[5]);
+        let mut row = format!("| {} |", human(*size));
+        // "—": not run (mode not selected, iceoryx2 not built); NaN: run,
+        // but no round trip came back.
+        let ran = |m: usize| !results[m].1.is_empty();
+        for (m, c) in cells.iter().enumerate() {
+            row += &if ran(m) {
+                format!(" {:.1} / {:.1} |", c.0, c.1)
+            } else {
+                " — |".to_string()
+            };
+        }
+        let ratio = |ok: bool, v: f64| {
+            if ok {
+                format!(" {v:.2} |")
+            } else {
+                " — |".to_string()
+            }
+        };
+        row += &ratio(ran(3) && ran(5), bl.0 / ix.0);
+        row += &ratio(ran(2), el.0 / floor.0);
+        row += &ratio(ran(3), bl.0 / cell(3, 0).0);
+        md.push(row);
+        let mut j = serde_json::json!({ "size": size });
+        for (m, c) in results.iter().zip(&cells) {
+            j[format!("{}_p50_us", m.0)] = c.0.into();
+            j[format!("{}_p99_us", m.0)] = c.1.into();
+        }
+        json.push(j);
     }
+    md.extend(targets(&results, floor));
     let text = md.join("\n") + "\n";
     print!("{text}");
     if let Some(out) = out {
@@ -255,11 +455,56 @@ fn run(quick: bool, out: Option<String>) {
         let _ = std::fs::write(
             format!("{out}.json"),
             serde_json::to_string_pretty(&serde_json::json!({
-                "futex_p50_us": floor.0, "futex_p99_us": floor.1, "cells": json
+                "futex_p50_us": floor.0, "futex_p99_us": floor.1, "futex_runs": floors, "cells": json
             }))
             .unwrap_or_default(),
         );
     }
+}
+
+/// The issue's targets, as measured in this run.
+fn targets(results: &[(&str, Vec<(f64, f64)>)], floor: (f64, f64)) -> Vec<String> {
+    let p50 = |m: usize| -> Vec<f64> { results[m].1.iter().map(|c| c.0).collect() };
+    let (event_loan, busy_loan, iox) = (p50(2), p50(3), p50(5));
+    let verdict = |ok: bool| if ok { "**met**" } else { "**not met**" };
+    let list = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.2}"))
+            .collect::<Vec<_>>()
+            .join(" / ")
+    };
+    let mut out = vec![
+        String::new(),
+        "## Targets, as measured in this run".to_string(),
+        String::new(),
+    ];
+    if !busy_loan.is_empty() && !iox.is_empty() {
+        let r: Vec<f64> = busy_loan.iter().zip(&iox).map(|(f, i)| f / i).collect();
+        out.push(format!(
+            "- busy-poll RTT p50 ≤ 1.2× iceoryx2's at every size: {} (ferry busy loan / iceoryx2 = {} at 64 B … 4 MiB)",
+            verdict(r.iter().all(|x| *x <= 1.2)),
+            list(&r)
+        ));
+    }
+    if let (Some(first), Some(last)) = (busy_loan.first(), busy_loan.last()) {
+        out.push(format!(
+            "- flat with loans, 4 MiB p50 ≤ 1.2× the 64 B p50: {} ({:.1} vs {:.1} µs, {:.2}×)",
+            verdict(last / first <= 1.2),
+            last,
+            first,
+            last / first
+        ));
+    }
+    if !event_loan.is_empty() {
+        let r: Vec<f64> = event_loan.iter().map(|e| e / floor.0).collect();
+        out.push(format!(
+            "- event-driven p50 ≤ 1.1× the futex floor ({:.1} µs): {} (event loan / floor = {})",
+            floor.0,
+            verdict(r.iter().all(|x| *x <= 1.1)),
+            list(&r)
+        ));
+    }
+    out
 }
 
 fn human(n: usize) -> String {
@@ -274,7 +519,12 @@ fn human(n: usize) -> String {
 
 fn main() {
     match Cli::parse().cmd {
-        Cmd::Run { quick, out } => run(quick, out),
+        Cmd::Run {
+            quick,
+            out,
+            iceoryx2,
+            modes,
+        } => run(quick, out, iceoryx2, modes),
         Cmd::Echo { mode, domain } => echo(&mode, domain),
     }
 }

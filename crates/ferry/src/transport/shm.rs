@@ -259,6 +259,15 @@ impl Receiving {
     }
 }
 
+/// A published slot as the bytes other paths send (keeps the slot held).
+struct SlotBytes(Arc<Published>);
+
+impl AsRef<[u8]> for SlotBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_ref().as_ref()
+    }
+}
+
 /// A sample's sequence number and its slot.
 type LastSample = (u64, Arc<Published>);
 
@@ -363,6 +372,37 @@ impl ShmTransport {
         }
     }
 
+    /// A writer endpoint's pool (made on first use).
+    fn pool(&self, writer: EndpointId) -> WriterPool {
+        self.writers
+            .lock()
+            .entry(writer)
+            .or_insert_with(|| WriterPool {
+                writer: Writer::new(&format!("{writer}"), self.budget),
+                last: Arc::new(Mutex::new(None)),
+            })
+            .clone()
+    }
+
+    /// Lends a slot of at least `len` bytes from `writer`'s pool, to be
+    /// filled in place and then [`ShmTransport::stage`]d.
+    pub(crate) fn loan(
+        &self,
+        writer: EndpointId,
+        len: usize,
+    ) -> Result<ferry_shm::Loan, ferry_shm::PoolError> {
+        self.pool(writer).writer.loan(len)
+    }
+
+    /// Makes `sample` the slot that sample `seq` of `writer` goes out in on
+    /// every shared-memory link (no copy), and returns its bytes, a view of
+    /// the slot, for the writer's other paths.
+    pub(crate) fn stage(&self, writer: EndpointId, seq: u64, sample: Published) -> Bytes {
+        let sample = Arc::new(sample);
+        *self.pool(writer).last.lock() = Some((seq, sample.clone()));
+        Bytes::from_owner(SlotBytes(sample))
+    }
+
     /// Forgets a writer endpoint's pool (its links hold what they need).
     pub(crate) fn forget_writer(&self, writer: EndpointId) {
         self.writers.lock().remove(&writer);
@@ -420,15 +460,7 @@ impl Transport for ShmTransport {
         let tried = format!("shm/{socket}");
         let bell_name =
             bell_of(&socket).ok_or_else(|| unreachable("bad locator".into(), &tried))?;
-        let pool = self
-            .writers
-            .lock()
-            .entry(req.writer)
-            .or_insert_with(|| WriterPool {
-                writer: Writer::new(&format!("{}", req.writer), self.budget),
-                last: Arc::new(Mutex::new(None)),
-            })
-            .clone();
+        let pool = self.pool(req.writer);
         let (depth, block) = match (req.qos.history, req.qos.reliability) {
             (History::KeepAll, Reliability::Reliable) => (64, Some(self.keep_all_block)),
             (History::KeepAll, _) => (64, None),
