@@ -19,8 +19,11 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::segment::{Segment, ShmError};
+use parking_lot::Mutex;
 
-const MAGIC: u64 = 0x6665_7272_7963_6f6e; // "ferrycon"
+// "ferryco2": layout 2 (`space` on its own line); a peer of another layout
+// fails the attach instead of misreading the rings.
+const MAGIC: u64 = 0x6665_7272_7963_6f32;
 const HEADER: usize = 384;
 const ENTRY: usize = 32;
 
@@ -29,9 +32,11 @@ const O_MAGIC: usize = 0;
 const O_SUB_CAP: usize = 8;
 const O_RET_CAP: usize = 16;
 const O_DROPPED: usize = 24;
-const O_SPACE: usize = 32;
-const O_WRITER_WAITING: usize = 36;
 const O_CLOSED: usize = 40;
+// The reader bumps `space` on every claim: kept off the line of `closed`,
+// which the writer reads on every send.
+const O_SPACE: usize = 320;
+const O_WRITER_WAITING: usize = 324;
 const O_SUB_HEAD: usize = 64;
 const O_SUB_TAIL: usize = 128;
 const O_RET_HEAD: usize = 192;
@@ -67,6 +72,14 @@ pub struct Rings {
     seg: Segment,
     sub_cap: u64,
     ret_cap: u64,
+    /// Writer: serializes pushes (publishers may send from several threads).
+    push_lock: Mutex<()>,
+    /// Writer: the submission head as last read. Head only grows, so a ring
+    /// with room by this value has room: the shared line is read again only
+    /// when it looks full.
+    seen_head: AtomicU64,
+    /// Reader: the same for the return ring's head.
+    seen_ret_head: AtomicU64,
 }
 
 impl Rings {
@@ -81,6 +94,9 @@ impl Rings {
         let ret_cap = ret_cap.max(1);
         let seg = Segment::create(name, Self::size(sub_cap, ret_cap))?;
         let r = Rings {
+            push_lock: Mutex::new(()),
+            seen_head: AtomicU64::new(0),
+            seen_ret_head: AtomicU64::new(0),
             seg,
             sub_cap: sub_cap as u64,
             ret_cap: ret_cap as u64,
@@ -112,6 +128,9 @@ impl Rings {
             return Err(bad("ring capacities do not fit the segment"));
         }
         Ok(Rings {
+            push_lock: Mutex::new(()),
+            seen_head: AtomicU64::new(0),
+            seen_ret_head: AtomicU64::new(0),
             seg,
             sub_cap,
             ret_cap,
@@ -151,10 +170,18 @@ impl Rings {
     /// Writer: queues `e`; with `overflow` a full ring gives up its oldest
     /// entry instead of refusing. `Err` when the reader corrupted the ring.
     pub fn push(&self, e: Entry, overflow: bool) -> Result<Push, Corrupt> {
+        let _one_at_a_time = self.push_lock.lock();
         let tail = self.u64(O_SUB_TAIL).load(Ordering::Relaxed);
         let mut out = Push::Pushed;
+        let seen = self.seen_head.load(Ordering::Relaxed);
+        // Room by the head last seen (a lower bound): no shared read.
+        let room = tail.wrapping_sub(seen) < self.sub_cap;
         loop {
+            if room {
+                break;
+            }
             let head = self.u64(O_SUB_HEAD).load(Ordering::Acquire);
+            self.seen_head.store(head, Ordering::Relaxed);
             let used = tail.wrapping_sub(head);
             if used > self.sub_cap {
                 return Err(Corrupt);
@@ -247,9 +274,13 @@ impl Rings {
     /// (keep it and retry).
     pub fn give_back(&self, slot: u64) -> bool {
         let tail = self.u64(O_RET_TAIL).load(Ordering::Relaxed);
-        let head = self.u64(O_RET_HEAD).load(Ordering::Acquire);
-        if tail.wrapping_sub(head) >= self.ret_cap {
-            return false;
+        if tail.wrapping_sub(self.seen_ret_head.load(Ordering::Relaxed)) >= self.ret_cap {
+            // Looks full by the head last seen: read the shared one.
+            let head = self.u64(O_RET_HEAD).load(Ordering::Acquire);
+            self.seen_ret_head.store(head, Ordering::Relaxed);
+            if tail.wrapping_sub(head) >= self.ret_cap {
+                return false;
+            }
         }
         self.ret_cell(tail).store(slot, Ordering::Relaxed);
         self.u64(O_RET_TAIL).store(tail + 1, Ordering::Release);
@@ -348,11 +379,57 @@ mod tests {
     }
 
     #[test]
+    fn two_publishing_threads_never_share_a_ring_index() {
+        let w = std::sync::Arc::new(
+            Rings::create(&name('t', &format!("ring{}", line!())), 64, 8).unwrap(),
+        );
+        let r = Rings::open(w.name()).unwrap();
+        let per = 20_000u64;
+        let writers: Vec<_> = (0..2u64)
+            .map(|t| {
+                let w = w.clone();
+                std::thread::spawn(move || {
+                    for i in 0..per {
+                        let seq = t * per + i + 1;
+                        while w.push(e(seq), false) == Ok(Push::Full) {
+                            std::hint::spin_loop();
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut got = Vec::new();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while got.len() < (2 * per) as usize && std::time::Instant::now() < end {
+            match r.pop() {
+                Some(x) => {
+                    assert_eq!(x, e(x.seq), "torn entry");
+                    got.push(x.seq);
+                }
+                None => std::hint::spin_loop(),
+            }
+        }
+        writers.into_iter().for_each(|t| t.join().unwrap());
+        got.sort_unstable();
+        assert_eq!(
+            got,
+            (1..=2 * per).collect::<Vec<_>>(),
+            "each entry exactly once"
+        );
+    }
+
+    #[test]
     fn a_reader_corrupting_head_is_detected() {
         let w = Rings::create(&name('t', &format!("ring{}", line!())), 4, 4).unwrap();
         let r = Rings::open(w.name()).unwrap();
         r.u64(O_SUB_HEAD).store(1_000, Ordering::SeqCst);
-        assert_eq!(w.push(e(1), true), Err(Corrupt));
+        // The writer reads the shared head only when its last view says the
+        // ring is full: the corruption is found within one ring's worth of
+        // pushes (which only the corrupting reader could misread).
+        for i in 1..=4 {
+            assert!(w.push(e(i), true).is_ok());
+        }
+        assert_eq!(w.push(e(5), true), Err(Corrupt));
         assert!(Rings::open("ferry.t.1.1.missing").is_err());
     }
 }

@@ -20,7 +20,7 @@ use crate::port::{declare, DeadlineWatch, Links};
 use crate::priority::{Priority, PriorityError};
 use crate::runtime::WriterPort;
 use crate::stats::{now_ns, ConnectionInfo};
-use crate::transport::shm::ShmTransport;
+use crate::transport::shm::{ShmLoan, ShmTransport};
 use crate::transport::{Link, OutFrame, ReplySink, SendError};
 
 /// Builds a [`Publisher`].
@@ -308,7 +308,7 @@ impl<T: Codec> Publisher<T> {
         match value.encode_into(loan.as_mut_slice()) {
             Ok(Some(len)) => {
                 self.shared.encoded_len.store(len, Ordering::Relaxed);
-                Some(shm.stage(id, seq, loan.commit(len).ok()?))
+                loan.stage(seq, len).ok()
             }
             Ok(None) => {
                 drop(loan);
@@ -388,7 +388,7 @@ impl Publisher<RawBytes> {
         let links = self.shared.links.snapshot();
         let buf = match self.shm_for(&links) {
             Some(shm) => match shm.loan(self.shared.id, len) {
-                Ok(loan) => LoanBuf::Shm(shm.clone(), loan),
+                Ok(loan) => LoanBuf::Shm(loan),
                 Err(e) => {
                     tracing::debug!("{}: no shared-memory loan ({e}); heap buffer", self.topic());
                     LoanBuf::Heap(vec![0; len])
@@ -405,7 +405,7 @@ impl Publisher<RawBytes> {
 }
 
 enum LoanBuf {
-    Shm(Arc<ShmTransport>, ferry_shm::Loan),
+    Shm(ShmLoan),
     Heap(Vec<u8>),
 }
 
@@ -436,8 +436,8 @@ impl SampleMut<'_> {
         let shared = &publisher.shared;
         let seq = shared.next_seq();
         let bytes = match buf {
-            LoanBuf::Shm(shm, loan) => match loan.commit(len) {
-                Ok(p) => shm.stage(shared.id, seq, p),
+            LoanBuf::Shm(loan) => match loan.stage(seq, len) {
+                Ok(b) => b,
                 Err(e) => unreachable!("len <= capacity by construction: {e}"),
             },
             LoanBuf::Heap(v) => Bytes::from(v),
@@ -451,7 +451,7 @@ impl std::ops::Deref for SampleMut<'_> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match &self.buf {
-            LoanBuf::Shm(_, loan) => &loan.as_slice()[..self.len],
+            LoanBuf::Shm(loan) => &loan.as_slice()[..self.len],
             LoanBuf::Heap(v) => v,
         }
     }
@@ -460,7 +460,7 @@ impl std::ops::Deref for SampleMut<'_> {
 impl std::ops::DerefMut for SampleMut<'_> {
     fn deref_mut(&mut self) -> &mut [u8] {
         match &mut self.buf {
-            LoanBuf::Shm(_, loan) => &mut loan.as_mut_slice()[..self.len],
+            LoanBuf::Shm(loan) => &mut loan.as_mut_slice()[..self.len],
             LoanBuf::Heap(v) => v,
         }
     }

@@ -36,6 +36,9 @@ enum Cmd {
         /// same run when given.
         #[arg(long)]
         iceoryx2: Option<std::path::PathBuf>,
+        /// Round trips per cell (default 3000, quick 300).
+        #[arg(long)]
+        count: Option<usize>,
         /// Only these ferry modes (default: all).
         #[arg(long, value_delimiter = ',')]
         modes: Option<Vec<String>>,
@@ -348,16 +351,18 @@ fn run(
     out: Option<String>,
     iceoryx2: Option<std::path::PathBuf>,
     only: Option<Vec<String>>,
+    count: Option<usize>,
 ) {
-    let count = if quick { 300 } else { 3000 };
+    let count = count.unwrap_or(if quick { 300 } else { 3000 });
     // The floor is bimodal on a VM (a halted vCPU wakes tens of µs later
     // than a busy one): measured before, between and after the ferry modes;
     // the lowest p50 is the floor (the strictest bar).
-    let mut floors = vec![measure_futex(count * 10)];
+    let floor_count = (count * 10).min(30_000);
+    let mut floors = vec![measure_futex(floor_count)];
     let mut results: Vec<(&str, Vec<(f64, f64)>)> = Vec::new();
     for (k, (mode, domain)) in MODES.into_iter().enumerate() {
         if k == 2 {
-            floors.push(measure_futex(count * 10));
+            floors.push(measure_futex(floor_count));
         }
         let skip = only.as_ref().is_some_and(|o| !o.iter().any(|m| m == mode));
         let r = if skip {
@@ -372,7 +377,7 @@ fn run(
         .map(|b| measure_iceoryx2(&b, count))
         .unwrap_or_default();
     results.push(("iceoryx2", iox));
-    floors.push(measure_futex(count * 10));
+    floors.push(measure_futex(floor_count));
     let floor = floors
         .iter()
         .copied()
@@ -398,7 +403,7 @@ fn run(
              futex word ({} round trips). Machine: 2 vCPUs, shared.",
             if quick { " --quick" } else { "" },
             count / 4,
-            count * 10
+            floor_count
         ),
         String::new(),
         format!(
@@ -524,7 +529,8 @@ fn main() {
             out,
             iceoryx2,
             modes,
-        } => run(quick, out, iceoryx2, modes),
+            count,
+        } => run(quick, out, iceoryx2, modes, count),
         Cmd::Echo { mode, domain } => echo(&mode, domain),
     }
 }

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -238,9 +238,15 @@ impl Receiving {
 
     fn run(self: Arc<Self>, local: ParticipantId) {
         let mut last_house = Instant::now();
+        let mut rounds = 0u32;
         while !self.stop.load(Ordering::Relaxed) {
             let n = self.drain();
-            if last_house.elapsed() >= HOUSEKEEPING {
+            rounds = rounds.wrapping_add(1);
+            // Busy-polling: the clock is read every 256 rounds, not on
+            // every poll.
+            if (!self.busy_poll || rounds.is_multiple_of(256))
+                && last_house.elapsed() >= HOUSEKEEPING
+            {
                 self.accept(local);
                 self.housekeeping();
                 last_house = Instant::now();
@@ -256,6 +262,33 @@ impl Receiving {
             // A ring may announce a new writer: accept at once.
             self.accept(local);
         }
+    }
+}
+
+/// A slot lent from a writer's pool ([`ShmTransport::loan`]).
+pub(crate) struct ShmLoan {
+    loan: ferry_shm::Loan,
+    last: Arc<Mutex<Option<LastSample>>>,
+}
+
+impl ShmLoan {
+    /// The slot's bytes (its full capacity).
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        self.loan.as_slice()
+    }
+
+    /// The slot's bytes, writable in place.
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.loan.as_mut_slice()
+    }
+
+    /// Makes the first `len` bytes the slot that sample `seq` goes out in
+    /// on every shared-memory link of the writer (no copy), and returns
+    /// them as bytes (a view of the slot) for the writer's other paths.
+    pub(crate) fn stage(self, seq: u64, len: usize) -> Result<Bytes, ferry_shm::PoolError> {
+        let sample = Arc::new(self.loan.commit(len)?);
+        *self.last.lock() = Some((seq, sample.clone()));
+        Ok(Bytes::from_owner(SlotBytes(sample)))
     }
 }
 
@@ -385,22 +418,17 @@ impl ShmTransport {
     }
 
     /// Lends a slot of at least `len` bytes from `writer`'s pool, to be
-    /// filled in place and then [`ShmTransport::stage`]d.
+    /// filled in place and then [`ShmLoan::stage`]d.
     pub(crate) fn loan(
         &self,
         writer: EndpointId,
         len: usize,
-    ) -> Result<ferry_shm::Loan, ferry_shm::PoolError> {
-        self.pool(writer).writer.loan(len)
-    }
-
-    /// Makes `sample` the slot that sample `seq` of `writer` goes out in on
-    /// every shared-memory link (no copy), and returns its bytes, a view of
-    /// the slot, for the writer's other paths.
-    pub(crate) fn stage(&self, writer: EndpointId, seq: u64, sample: Published) -> Bytes {
-        let sample = Arc::new(sample);
-        *self.pool(writer).last.lock() = Some((seq, sample.clone()));
-        Bytes::from_owner(SlotBytes(sample))
+    ) -> Result<ShmLoan, ferry_shm::PoolError> {
+        let pool = self.pool(writer);
+        Ok(ShmLoan {
+            loan: pool.writer.loan(len)?,
+            last: pool.last,
+        })
     }
 
     /// Forgets a writer endpoint's pool (its links hold what they need).
@@ -526,7 +554,7 @@ impl Transport for ShmTransport {
             stats: ConnStats::new(),
             block,
             closed: AtomicBool::new(false),
-            last_check: Mutex::new(Instant::now()),
+            last_check_ns: AtomicU64::new(0),
             priority: Mutex::new(Priority::default()),
         }))
     }
@@ -561,7 +589,8 @@ struct ShmLink {
     stats: ConnStats,
     block: Option<Duration>,
     closed: AtomicBool,
-    last_check: Mutex<Instant>,
+    /// Source time of the send that last checked the reader's socket.
+    last_check_ns: AtomicU64,
     priority: Mutex<Priority>,
 }
 
@@ -594,12 +623,18 @@ impl ShmLink {
         Ok(p)
     }
 
-    fn check_reader(&self) {
-        let mut last = self.last_check.lock();
-        if last.elapsed() < HOUSEKEEPING {
+    /// Every HOUSEKEEPING of sends (by the frames' own time stamps: no
+    /// clock read, no lock), checks that the reader's socket is still up.
+    fn check_reader(&self, now_ns: u64) {
+        let last = self.last_check_ns.load(Ordering::Relaxed);
+        if now_ns.saturating_sub(last) < HOUSEKEEPING.as_nanos() as u64
+            || self
+                .last_check_ns
+                .compare_exchange(last, now_ns, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
             return;
         }
-        *last = Instant::now();
         if hung_up(&self.stream) {
             self.lose();
             ferry_shm::sweep_stale();
@@ -626,7 +661,7 @@ impl Link for ShmLink {
         self.locator.clone()
     }
     fn send(&self, frame: &OutFrame<'_>) -> Result<(), SendError> {
-        self.check_reader();
+        self.check_reader(frame.stamp_ns);
         if self.is_closed() {
             return Err(SendError::Closed);
         }
