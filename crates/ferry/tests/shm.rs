@@ -80,25 +80,17 @@ fn publisher(arg: &str) {
     std::thread::sleep(Duration::from_secs(30));
 }
 
-#[test]
-fn samples_from_1_byte_to_64_mib_cross_processes_over_shared_memory() {
-    if let Some((r, arg)) = role() {
-        if r == "pub" {
-            publisher(&arg);
-        }
-        return;
-    }
-    let n = node("shm_sub", 151);
+/// Subscriber side of the 1 B–64 MiB tests: runs `test` as the publisher
+/// process in `mode` and checks every sample (order, path, size, content)
+/// and the connection's counters.
+fn receive_every_size(test: &str, domain: u16, mode: &str) {
+    let n = node("shm_sub", domain);
     let s = n
         .subscriber::<RawBytes>("/shm/data")
         .qos(Qos::default().keep_all())
         .build()
         .unwrap();
-    let mut peer = Peer::spawn(
-        "samples_from_1_byte_to_64_mib_cross_processes_over_shared_memory",
-        "pub",
-        "151 sizes",
-    );
+    let mut peer = Peer::spawn(test, "pub", &format!("{domain} {mode}"));
     assert_eq!(peer.line(), "matched");
     let mut seq = 0;
     for (len, count) in SIZES {
@@ -110,15 +102,31 @@ fn samples_from_1_byte_to_64_mib_cross_processes_over_shared_memory() {
             assert_eq!(got.len(), len);
             assert!(
                 valid(seq, &got),
-                "sample {seq} of {len} B torn or corrupted"
+                "{mode}: sample {seq} of {len} B torn or corrupted"
             );
         }
     }
+    assert_eq!(peer.line(), "done");
     let c = s.connections();
     assert_eq!(c.len(), 1);
     assert_eq!(c[0].transport, "shm");
     assert_eq!(c[0].stats.messages, seq);
     assert_eq!(c[0].stats.drops, 0);
+}
+
+#[test]
+fn samples_from_1_byte_to_64_mib_cross_processes_over_shared_memory() {
+    if let Some((r, arg)) = role() {
+        if r == "pub" {
+            publisher(&arg);
+        }
+        return;
+    }
+    receive_every_size(
+        "samples_from_1_byte_to_64_mib_cross_processes_over_shared_memory",
+        151,
+        "sizes",
+    );
 }
 
 #[test]
@@ -129,29 +137,11 @@ fn loaned_samples_from_1_byte_to_64_mib_are_read_where_they_were_written() {
         }
         return;
     }
-    let n = node("shm_sub", 156);
-    let s = n
-        .subscriber::<RawBytes>("/shm/data")
-        .qos(Qos::default().keep_all())
-        .build()
-        .unwrap();
-    let mut peer = Peer::spawn(
+    receive_every_size(
         "loaned_samples_from_1_byte_to_64_mib_are_read_where_they_were_written",
-        "pub",
-        "156 loan",
+        156,
+        "loan",
     );
-    assert_eq!(peer.line(), "matched");
-    let mut seq = 0;
-    for (len, count) in SIZES {
-        for _ in 0..count {
-            seq += 1;
-            let got = s.recv_timeout(T).expect("sample");
-            assert_eq!(got.info.seq, seq);
-            assert_eq!(got.info.transport, TransportKind::SharedMemory);
-            assert!(valid(seq, &got), "loaned sample {seq} of {len} B torn");
-        }
-    }
-    assert_eq!(peer.line(), "done");
 }
 
 /// Typed publisher process: `sensor_msgs/Image`s of growing then steady
