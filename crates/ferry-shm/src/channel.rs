@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -143,6 +143,8 @@ impl Drop for Loan {
 #[derive(Clone)]
 pub struct Writer {
     pool: Arc<Mutex<Pool>>,
+    /// Its connections, to take returned slots back before the pool grows.
+    conns: Arc<Mutex<Vec<Weak<ConnCore>>>>,
 }
 
 impl Writer {
@@ -150,6 +152,7 @@ impl Writer {
     pub fn new(tag: &str, budget: usize) -> Writer {
         Writer {
             pool: Arc::new(Mutex::new(Pool::new(tag, budget))),
+            conns: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -160,6 +163,11 @@ impl Writer {
 
     /// Lends a fresh slot of at least `len` bytes to fill in place.
     pub fn loan(&self, len: usize) -> Result<Loan, PoolError> {
+        // Readers' returns are taken back only when the pool would otherwise
+        // grow: reading a return ring costs a cache line its reader wrote.
+        if self.pool.lock().must_grow(len) {
+            self.reclaim_all();
+        }
         let mut pool = self.pool.lock();
         let slot = pool.alloc(len)?;
         let Some((ptr, capacity)) = pool.slot_ptr(slot) else {
@@ -187,15 +195,31 @@ impl Writer {
         loan.commit(len)
     }
 
+    /// Takes back what the readers of every connection returned.
+    fn reclaim_all(&self) {
+        let live: Vec<Arc<ConnCore>> = {
+            let mut conns = self.conns.lock();
+            conns.retain(|c| c.strong_count() > 0);
+            conns.iter().filter_map(Weak::upgrade).collect()
+        };
+        for c in live {
+            c.reclaim(&self.pool);
+        }
+    }
+
     /// Opens a connection to one reader: `depth` queued samples at most.
     pub fn connect(&self, tag: &str, depth: usize) -> Result<WriterConn, ShmError> {
         let name = segment::name('c', tag);
         // Returns may pile up while the reader's user holds samples.
         let rings = Rings::create(&name, depth, depth * 2 + 64)?;
-        Ok(WriterConn {
-            writer: self.clone(),
+        let core = Arc::new(ConnCore {
             rings,
             outstanding: Mutex::new(HashMap::new()),
+        });
+        self.conns.lock().push(Arc::downgrade(&core));
+        Ok(WriterConn {
+            writer: self.clone(),
+            core,
         })
     }
 
@@ -205,39 +229,53 @@ impl Writer {
     }
 }
 
-/// Slots out on one connection before the writer reads the return ring.
-const RECLAIM_BATCH: usize = 8;
+/// Slots out on one connection before a send reads the return ring anyway
+/// (bounds what the ring must hold; otherwise returns are read only when the
+/// pool runs out of free slots).
+const RECLAIM_AT: usize = 32;
 
-/// One writer → reader connection (writer side).
-pub struct WriterConn {
-    writer: Writer,
+/// The rings of one connection and the slots out on it.
+struct ConnCore {
     rings: Rings,
     /// Slots out on this connection (pushed, not yet given back), with how
     /// many times each.
     outstanding: Mutex<HashMap<u64, u32>>,
 }
 
-impl WriterConn {
-    /// The connection segment's name (the reader opens it).
-    pub fn name(&self) -> &str {
-        self.rings.name()
-    }
-
+impl ConnCore {
     /// Takes back the slots the reader returned.
-    pub fn reclaim(&self) {
+    fn reclaim(&self, pool: &Mutex<Pool>) {
         let mut back = Vec::new();
         self.rings.take_returns(&mut back);
         if back.is_empty() {
             return;
         }
         let mut out = self.outstanding.lock();
-        let mut pool = self.writer.pool.lock();
+        let mut pool = pool.lock();
         for s in back {
             // Only slots we lent on this connection.
             if take(&mut out, s) {
                 pool.release(s);
             }
         }
+    }
+}
+
+/// One writer → reader connection (writer side).
+pub struct WriterConn {
+    writer: Writer,
+    core: Arc<ConnCore>,
+}
+
+impl WriterConn {
+    /// The connection segment's name (the reader opens it).
+    pub fn name(&self) -> &str {
+        self.core.rings.name()
+    }
+
+    /// Takes back the slots the reader returned.
+    pub fn reclaim(&self) {
+        self.core.reclaim(&self.writer.pool);
     }
 
     /// Queues `p` for the reader. keep_last (`block` None) never waits: a
@@ -250,12 +288,10 @@ impl WriterConn {
         stamp: u64,
         block: Option<Duration>,
     ) -> Result<(), SendError> {
-        if self.rings.is_closed() {
+        if self.core.rings.is_closed() {
             return Err(SendError::Closed);
         }
-        // Returns are taken back in batches: reading the return ring costs a
-        // cache line the reader just wrote, so not on every send.
-        if self.outstanding.lock().len() >= RECLAIM_BATCH {
+        if self.core.outstanding.lock().len() >= RECLAIM_AT {
             self.reclaim();
         }
         let e = Entry {
@@ -266,25 +302,25 @@ impl WriterConn {
         };
         // The reference must exist before the reader can see the entry.
         self.writer.pool.lock().retain(p.slot);
-        *self.outstanding.lock().entry(p.slot).or_default() += 1;
+        *self.core.outstanding.lock().entry(p.slot).or_default() += 1;
         let undo = || {
-            take(&mut self.outstanding.lock(), p.slot);
+            take(&mut self.core.outstanding.lock(), p.slot);
             self.writer.pool.lock().release(p.slot);
         };
         loop {
-            match self.rings.push(e, block.is_none()) {
+            match self.core.rings.push(e, block.is_none()) {
                 Ok(Push::Pushed) => return Ok(()),
                 Ok(Push::Overflowed(old)) => {
-                    if take(&mut self.outstanding.lock(), old.slot) {
+                    if take(&mut self.core.outstanding.lock(), old.slot) {
                         self.writer.pool.lock().release(old.slot);
                     }
                     return Ok(());
                 }
                 Ok(Push::Full) => {
                     let bound = block.unwrap_or_default();
-                    if !self.rings.wait_for_space(bound) {
+                    if !self.core.rings.wait_for_space(bound) {
                         undo();
-                        return Err(if self.rings.is_closed() {
+                        return Err(if self.core.rings.is_closed() {
                             SendError::Closed
                         } else {
                             SendError::Blocked(bound)
@@ -302,19 +338,19 @@ impl WriterConn {
 
     /// Samples the reader lost by falling behind (keep_last).
     pub fn dropped(&self) -> u64 {
-        self.rings.dropped()
+        self.core.rings.dropped()
     }
 
     /// Whether either side closed the connection.
     pub fn is_closed(&self) -> bool {
-        self.rings.is_closed()
+        self.core.rings.is_closed()
     }
 
     /// Closes it and takes back every slot still lent on it (the reader may
     /// be gone: its references die with it).
     pub fn close(&self) {
-        self.rings.close();
-        let out: Vec<(u64, u32)> = self.outstanding.lock().drain().collect();
+        self.core.rings.close();
+        let out: Vec<(u64, u32)> = self.core.outstanding.lock().drain().collect();
         let mut pool = self.writer.pool.lock();
         for (s, n) in out {
             for _ in 0..n {
@@ -566,6 +602,25 @@ impl Doorbell {
 
     fn sleeping(&self) -> &AtomicU32 {
         self.seg.at::<AtomicU32>(12)
+    }
+
+    fn attach_pending(&self) -> &AtomicU32 {
+        self.seg.at::<AtomicU32>(16)
+    }
+
+    /// Writer: a connection request waits on the reader's control socket;
+    /// wakes the reader, which then accepts it at once.
+    pub fn ring_attach(&self) {
+        self.attach_pending().store(1, Ordering::SeqCst);
+        self.ring();
+    }
+
+    /// Reader: whether a connection request was announced since the last
+    /// call (then accept; otherwise the socket is only polled periodically,
+    /// keeping a syscall off every wake-up).
+    pub fn take_attach(&self) -> bool {
+        self.attach_pending().load(Ordering::Relaxed) != 0
+            && self.attach_pending().swap(0, Ordering::SeqCst) != 0
     }
 
     /// Writer: a sample was queued; wakes the reader if it sleeps.

@@ -185,6 +185,15 @@ impl Pool {
         Some(unsafe { g.seg.bytes_mut(off, len) })
     }
 
+    /// Whether a sample of `len` bytes would open a new generation (no free
+    /// slot of that size): the moment to take readers' returns back first.
+    pub fn must_grow(&self, len: usize) -> bool {
+        !self
+            .gens
+            .last()
+            .is_some_and(|g| g.slot_size >= len && !g.free.is_empty())
+    }
+
     /// Where `slot`'s bytes start in this process and the slot's full size.
     /// The mapping stays valid while the slot is held (a generation is only
     /// unmapped once none of its slots is held).

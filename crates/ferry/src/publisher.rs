@@ -4,7 +4,7 @@ use std::any::Any;
 use std::cell::OnceCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -20,7 +20,7 @@ use crate::port::{declare, DeadlineWatch, Links};
 use crate::priority::{Priority, PriorityError};
 use crate::runtime::WriterPort;
 use crate::stats::{now_ns, ConnectionInfo};
-use crate::transport::shm::{ShmLoan, ShmTransport};
+use crate::transport::shm::{ShmLoan, ShmWriter};
 use crate::transport::{Link, OutFrame, ReplySink, SendError};
 
 /// Builds a [`Publisher`].
@@ -84,6 +84,7 @@ impl<T: Codec> PublisherBuilder<T> {
             history: Mutex::new(VecDeque::new()),
             seq: AtomicU64::new(1),
             encoded_len: AtomicUsize::new(0),
+            shm_writer: OnceLock::new(),
             events: EventQueue::default(),
             deadline: DeadlineWatch::new(self.qos.deadline),
         });
@@ -119,6 +120,8 @@ pub(crate) struct PubShared<T> {
     /// Length of the last sample encoded straight into shared memory (the
     /// size of the next slot to try).
     encoded_len: AtomicUsize,
+    /// This publisher's shared-memory pool, once it has a shm subscriber.
+    shm_writer: OnceLock<ShmWriter>,
     events: EventQueue,
     deadline: DeadlineWatch,
 }
@@ -286,13 +289,17 @@ impl<T: Codec> Publisher<T> {
         })
     }
 
-    /// The shared-memory transport, when one of `links` uses it.
-    fn shm_for(&self, links: &[Arc<dyn Link>]) -> Option<&Arc<ShmTransport>> {
+    /// This publisher's shared-memory pool, when one of `links` uses it.
+    fn shm_for(&self, links: &[Arc<dyn Link>]) -> Option<&ShmWriter> {
         let shm = self.node.rt.shared.shm.as_ref()?;
         links
             .iter()
             .any(|l| l.transport() == TransportKind::SharedMemory && !l.is_closed())
-            .then_some(shm)
+            .then(|| {
+                self.shared
+                    .shm_writer
+                    .get_or_init(|| shm.writer(self.shared.id))
+            })
     }
 
     /// Encodes sample `seq` straight into a shared-memory slot that every
@@ -302,9 +309,8 @@ impl<T: Codec> Publisher<T> {
     /// and the next one gets a slot of its size.
     fn encode_in_place(&self, seq: u64, links: &[Arc<dyn Link>], value: &T) -> Option<Bytes> {
         let shm = self.shm_for(links)?;
-        let id = self.shared.id;
         let guess = self.shared.encoded_len.load(Ordering::Relaxed).max(64);
-        let mut loan = shm.loan(id, guess).ok()?;
+        let mut loan = shm.loan(guess).ok()?;
         match value.encode_into(loan.as_mut_slice()) {
             Ok(Some(len)) => {
                 self.shared.encoded_len.store(len, Ordering::Relaxed);
@@ -387,7 +393,7 @@ impl Publisher<RawBytes> {
     pub fn loan(&self, len: usize) -> SampleMut<'_> {
         let links = self.shared.links.snapshot();
         let buf = match self.shm_for(&links) {
-            Some(shm) => match shm.loan(self.shared.id, len) {
+            Some(shm) => match shm.loan(len) {
                 Ok(loan) => LoanBuf::Shm(loan),
                 Err(e) => {
                     tracing::debug!("{}: no shared-memory loan ({e}); heap buffer", self.topic());

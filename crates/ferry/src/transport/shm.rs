@@ -244,12 +244,15 @@ impl Receiving {
             rounds = rounds.wrapping_add(1);
             // Busy-polling: the clock is read every 256 rounds, not on
             // every poll.
-            if (!self.busy_poll || rounds.is_multiple_of(256))
-                && last_house.elapsed() >= HOUSEKEEPING
-            {
-                self.accept(local);
-                self.housekeeping();
-                last_house = Instant::now();
+            if !self.busy_poll || rounds.is_multiple_of(256) {
+                if self.bell.take_attach() {
+                    self.accept(local);
+                }
+                if last_house.elapsed() >= HOUSEKEEPING {
+                    self.accept(local);
+                    self.housekeeping();
+                    last_house = Instant::now();
+                }
             }
             if n > 0 {
                 continue;
@@ -258,14 +261,28 @@ impl Receiving {
                 std::hint::spin_loop();
                 continue;
             }
+            // A writer's connection request rings too: the next round
+            // accepts it (`take_attach`), without a syscall per sample.
             self.bell.sleep(HOUSEKEEPING, || self.has_data());
-            // A ring may announce a new writer: accept at once.
-            self.accept(local);
         }
     }
 }
 
-/// A slot lent from a writer's pool ([`ShmTransport::loan`]).
+/// A writer endpoint's pool as its publisher holds it.
+pub(crate) struct ShmWriter(WriterPool);
+
+impl ShmWriter {
+    /// Lends a slot of at least `len` bytes, to be filled in place and then
+    /// [`ShmLoan::stage`]d.
+    pub(crate) fn loan(&self, len: usize) -> Result<ShmLoan, ferry_shm::PoolError> {
+        Ok(ShmLoan {
+            loan: self.0.writer.loan(len)?,
+            last: self.0.last.clone(),
+        })
+    }
+}
+
+/// A slot lent from a writer's pool ([`ShmWriter::loan`]).
 pub(crate) struct ShmLoan {
     loan: ferry_shm::Loan,
     last: Arc<Mutex<Option<LastSample>>>,
@@ -417,18 +434,10 @@ impl ShmTransport {
             .clone()
     }
 
-    /// Lends a slot of at least `len` bytes from `writer`'s pool, to be
-    /// filled in place and then [`ShmLoan::stage`]d.
-    pub(crate) fn loan(
-        &self,
-        writer: EndpointId,
-        len: usize,
-    ) -> Result<ShmLoan, ferry_shm::PoolError> {
-        let pool = self.pool(writer);
-        Ok(ShmLoan {
-            loan: pool.writer.loan(len)?,
-            last: pool.last,
-        })
+    /// `writer`'s pool, for a publisher to keep and lend slots from without
+    /// a lookup per sample.
+    pub(crate) fn writer(&self, writer: EndpointId) -> ShmWriter {
+        ShmWriter(self.pool(writer))
     }
 
     /// Forgets a writer endpoint's pool (its links hold what they need).
@@ -528,7 +537,7 @@ impl Transport for ShmTransport {
         (&stream)
             .write_all(line.as_bytes())
             .map_err(|e| unreachable(e.to_string(), &tried))?;
-        bell.ring();
+        bell.ring_attach();
         let mut reply = String::new();
         BufReader::new(&stream)
             .take(4096)
