@@ -288,6 +288,20 @@ impl WriterConn {
         stamp: u64,
         block: Option<Duration>,
     ) -> Result<(), SendError> {
+        self.send_slot(p.slot, p.len, seq, stamp, block)
+    }
+
+    /// [`WriterConn::send`] by slot id and length; the caller holds the
+    /// slot (a [`Published`], kept alive in whatever owns it) until this
+    /// returns.
+    pub fn send_slot(
+        &self,
+        slot: u64,
+        len: usize,
+        seq: u64,
+        stamp: u64,
+        block: Option<Duration>,
+    ) -> Result<(), SendError> {
         if self.core.rings.is_closed() {
             return Err(SendError::Closed);
         }
@@ -296,16 +310,16 @@ impl WriterConn {
         }
         let e = Entry {
             seq,
-            slot: p.slot,
-            len: p.len as u64,
+            slot,
+            len: len as u64,
             stamp,
         };
         // The reference must exist before the reader can see the entry.
-        self.writer.pool.lock().retain(p.slot);
-        *self.core.outstanding.lock().entry(p.slot).or_default() += 1;
+        self.writer.pool.lock().retain(slot);
+        *self.core.outstanding.lock().entry(slot).or_default() += 1;
         let undo = || {
-            take(&mut self.core.outstanding.lock(), p.slot);
-            self.writer.pool.lock().release(p.slot);
+            take(&mut self.core.outstanding.lock(), slot);
+            self.writer.pool.lock().release(slot);
         };
         loop {
             match self.core.rings.push(e, block.is_none()) {
@@ -400,14 +414,10 @@ impl Returner {
     }
 }
 
-/// A sample in the writer's shared memory, mapped read-only. Cloning is
-/// cheap; the slot goes back to the writer when the last clone drops.
-#[derive(Clone)]
+/// A sample in the writer's shared memory, mapped read-only; the slot goes
+/// back to the writer when it drops. To share it, wrap it once (e.g.
+/// `bytes::Bytes::from_owner`): no allocation of its own per sample.
 pub struct ShmSample {
-    inner: Arc<SampleInner>,
-}
-
-struct SampleInner {
     view: Arc<DataView>,
     index: usize,
     len: usize,
@@ -415,7 +425,7 @@ struct SampleInner {
     returner: Arc<Returner>,
 }
 
-impl Drop for SampleInner {
+impl Drop for ShmSample {
     fn drop(&mut self) {
         self.returner.give_back(self.slot);
     }
@@ -424,10 +434,7 @@ impl Drop for SampleInner {
 impl AsRef<[u8]> for ShmSample {
     fn as_ref(&self) -> &[u8] {
         // Checked when the sample was made.
-        self.inner
-            .view
-            .slot(self.inner.index, self.inner.len)
-            .unwrap_or_default()
+        self.view.slot(self.index, self.len).unwrap_or_default()
     }
 }
 
@@ -536,13 +543,11 @@ impl ReaderConn {
             seq: e.seq,
             stamp: e.stamp,
             sample: ShmSample {
-                inner: Arc::new(SampleInner {
-                    view,
-                    index,
-                    len,
-                    slot: e.slot,
-                    returner: self.returner.clone(),
-                }),
+                view,
+                index,
+                len,
+                slot: e.slot,
+                returner: self.returner.clone(),
             },
         }))
     }
@@ -677,10 +682,9 @@ mod tests {
                 .iter()
                 .enumerate()
                 .all(|(j, x)| *x == (j + i) as u8));
-            let copy = got.sample.clone();
-            drop(got);
-            assert_eq!(w.usage().1, 1, "held by the reader's clone");
-            drop(copy);
+            let held = got.sample;
+            assert_eq!(w.usage().1, 1, "held while the reader holds the sample");
+            drop(held);
             c.reclaim();
             assert_eq!(w.usage().1, 0, "given back");
         }

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferry_shm::{Doorbell, Published, ReaderConn, Writer, WriterConn};
+use ferry_shm::{Doorbell, ReaderConn, Writer, WriterConn};
 use ferry_wire::frame::FrameKind;
 use ferry_wire::{EndpointId, History, Locator, ParticipantId, Reliability, TransportKind};
 use parking_lot::Mutex;
@@ -180,8 +180,9 @@ impl Receiving {
                 n += 1;
                 let len = got.sample.len();
                 inb.inbound.stats.message(len);
-                let sample = got.sample;
-                let bytes = move || Ok(Bytes::from_owner(sample.clone()));
+                // One wrapper per sample; every path clones the `Bytes`.
+                let sample = Bytes::from_owner(got.sample);
+                let bytes = move || Ok(sample.clone());
                 inb.reader.deliver(
                     &inb.inbound,
                     &InFrame {
@@ -303,23 +304,17 @@ impl ShmLoan {
     /// on every shared-memory link of the writer (no copy), and returns
     /// them as bytes (a view of the slot) for the writer's other paths.
     pub(crate) fn stage(self, seq: u64, len: usize) -> Result<Bytes, ferry_shm::PoolError> {
-        let sample = Arc::new(self.loan.commit(len)?);
-        *self.last.lock() = Some((seq, sample.clone()));
-        Ok(Bytes::from_owner(SlotBytes(sample)))
+        let p = self.loan.commit(len)?;
+        let slot = p.slot();
+        let bytes = Bytes::from_owner(p);
+        *self.last.lock() = Some((seq, slot, bytes.clone()));
+        Ok(bytes)
     }
 }
 
-/// A published slot as the bytes other paths send (keeps the slot held).
-struct SlotBytes(Arc<Published>);
-
-impl AsRef<[u8]> for SlotBytes {
-    fn as_ref(&self) -> &[u8] {
-        self.0.as_ref().as_ref()
-    }
-}
-
-/// A sample's sequence number and its slot.
-type LastSample = (u64, Arc<Published>);
+/// A sample's sequence number, its slot, and its bytes (which hold the
+/// slot: `Bytes::from_owner` of the `Published`).
+type LastSample = (u64, u64, Bytes);
 
 /// A writer endpoint's pool and the sample last written into it (shared by
 /// its connections, so a sample is written once for all readers).
@@ -606,11 +601,11 @@ struct ShmLink {
 impl ShmLink {
     /// The slot holding sample `seq`: written by the first of the writer's
     /// connections to send it, shared by the others.
-    fn published(&self, frame: &OutFrame<'_>) -> Result<Arc<Published>, SendError> {
+    fn published(&self, frame: &OutFrame<'_>) -> Result<(u64, Bytes), SendError> {
         let mut last = self.pool.last.lock();
-        if let Some((seq, p)) = &*last {
+        if let Some((seq, slot, b)) = &*last {
             if *seq == frame.seq {
-                return Ok(p.clone());
+                return Ok((*slot, b.clone()));
             }
         }
         let bytes = (frame.payload.bytes)()?;
@@ -627,9 +622,10 @@ impl ShmLink {
                 self.lose();
                 SendError::Closed
             })?;
-        let p = Arc::new(p);
-        *last = Some((frame.seq, p.clone()));
-        Ok(p)
+        let slot = p.slot();
+        let b = Bytes::from_owner(p);
+        *last = Some((frame.seq, slot, b.clone()));
+        Ok((slot, b))
     }
 
     /// Every HOUSEKEEPING of sends (by the frames' own time stamps: no
@@ -674,11 +670,15 @@ impl Link for ShmLink {
         if self.is_closed() {
             return Err(SendError::Closed);
         }
-        let p = self.published(frame)?;
-        match self.conn.send(&p, frame.seq, frame.stamp_ns, self.block) {
+        // `held` keeps the slot alive until the reader's reference exists.
+        let (slot, held) = self.published(frame)?;
+        match self
+            .conn
+            .send_slot(slot, held.len(), frame.seq, frame.stamp_ns, self.block)
+        {
             Ok(()) => {
                 self.bell.ring();
-                self.stats.message(p.len());
+                self.stats.message(held.len());
                 Ok(())
             }
             Err(ferry_shm::SendError::Blocked(d)) => Err(SendError::Blocked(d)),
