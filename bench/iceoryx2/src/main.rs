@@ -225,7 +225,7 @@ fn run_ping(a: &Args) -> Result<(), BoxError> {
         // Every loan is exactly `size` bytes = the initial max slice length, so the data
         // segment is sized for `size` up front and never has to grow, whatever the configured
         // default allocation strategy is (4 MiB works; only /dev/shm capacity limits it).
-        // UNSURE: to allow growing messages instead, add
+        // Note: to allow growing messages instead, add
         //   .allocation_strategy(AllocationStrategy::PowerOfTwo)
         // (`AllocationStrategy` is re-exported by the prelude up to at least 0.9.2 and used
         // that way in the upstream publish_subscribe_dynamic_data example; its defining crate
@@ -236,7 +236,7 @@ fn run_ping(a: &Args) -> Result<(), BoxError> {
 
     // Wait until pong's ports exist: its subscriber on ferry_bench/ping and its publisher on
     // ferry_bench/pong (we own the other two ports, and max 1 of each is allowed).
-    // UNSURE: `dynamic_config()` is a method of the `PortFactory` trait from the prelude
+    // Note: `dynamic_config()` is a method of the `PortFactory` trait from the prelude
     // (present with this name since 0.4); fallback: skip this wait, the handshake below is
     // sufficient on its own (it just re-sends HELLO until the first echo arrives).
     wait_until(
@@ -380,7 +380,7 @@ fn run_pong(a: &Args) -> Result<(), BoxError> {
         .create()?;
     let subscriber = ping_svc.subscriber_builder().create()?;
 
-    // UNSURE: same `dynamic_config()` remark as in run_ping.
+    // Note: same `dynamic_config()` remark as in run_ping.
     wait_until(
         "ping to connect (start `ping` with the same SIZE)",
         a.timeout,
@@ -466,7 +466,7 @@ fn run_pong(a: &Args) -> Result<(), BoxError> {
 
 fn main() {
     // Keep stdout clean for the JSON line; IOX2_LOG_LEVEL overrides.
-    // UNSURE: `set_log_level_from_env_or` is in the prelude with the default `std` feature
+    // Note: `set_log_level_from_env_or` is in the prelude with the default `std` feature
     // (0.8/0.9 prelude, used by the 0.10-era examples); fallback: `set_log_level(LogLevel::Warn)`.
     set_log_level_from_env_or(LogLevel::Warn);
 
