@@ -12,7 +12,13 @@ ferry=${1:-target/release/ferry}
 ns=ferrystorm$$
 warm=3; window=10; sizes="5 10 20"
 if [ $quick = 1 ]; then warm=2; window=3; sizes="5 20"; fi
-cleanup() { ip netns pids $ns 2>/dev/null | xargs -r kill -9 2>/dev/null || true; ip netns del $ns 2>/dev/null || true; }
+# kill -9 leaves the publishers' shared-memory files: `ferry shm gc` removes
+# those of dead processes.
+cleanup() {
+  ip netns pids $ns 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+  ip netns del $ns 2>/dev/null || true
+  "$ferry" shm gc >/dev/null 2>&1 || true
+}
 trap cleanup EXIT
 ip netns add $ns
 ip -n $ns link set lo up
