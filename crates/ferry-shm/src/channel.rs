@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::pool::{data_name, DataView, Pool, PoolError};
+use crate::pool::{data_name, slot_parts, DataView, Pool, PoolError};
 use crate::ring::{Corrupt, Entry, Push, Rings};
 use crate::segment::{self, Segment, ShmError};
 
@@ -510,8 +510,7 @@ impl ReaderConn {
         let Some(e) = self.returner.rings.pop() else {
             return Ok(None);
         };
-        let gen = (e.slot >> 32) as u32;
-        let index = (e.slot & 0xffff_ffff) as usize;
+        let (gen, index) = slot_parts(e.slot);
         let view = {
             let mut views = self.views.lock();
             match views.get(&gen) {

@@ -49,6 +49,11 @@ pub fn data_name(prefix: &str, gen: u32) -> String {
     format!("{prefix}.{gen}")
 }
 
+/// (generation id, index) of a slot id.
+pub(crate) fn slot_parts(slot: u64) -> (u32, usize) {
+    ((slot >> 32) as u32, (slot & 0xffff_ffff) as usize)
+}
+
 struct Generation {
     id: u32,
     seg: Segment,
@@ -141,8 +146,7 @@ impl Pool {
     }
 
     fn generation(&mut self, slot: u64) -> Option<(&mut Generation, usize)> {
-        let id = (slot >> 32) as u32;
-        let index = (slot & 0xffff_ffff) as usize;
+        let (id, index) = slot_parts(slot);
         let g = self.gens.iter_mut().find(|g| g.id == id)?;
         (index < g.refs.len()).then_some((g, index))
     }
@@ -173,18 +177,6 @@ impl Pool {
             .retain(|g| Some(g.id) == last || g.free.len() < g.refs.len());
     }
 
-    /// The writable bytes of `slot` (must be held by the caller alone).
-    pub fn slot_mut(&mut self, slot: u64, len: usize) -> Option<&mut [u8]> {
-        let (g, i) = self.generation(slot)?;
-        if len > g.slot_size {
-            return None;
-        }
-        let off = DATA_HEADER + i * g.slot_size;
-        // SAFETY: the caller holds the slot's only reference (freshly
-        // allocated, not yet sent), so nobody else reads or writes it.
-        Some(unsafe { g.seg.bytes_mut(off, len) })
-    }
-
     /// Whether a sample of `len` bytes would open a new generation (no free
     /// slot of that size): the moment to take readers' returns back first.
     pub fn must_grow(&self, len: usize) -> bool {
@@ -198,8 +190,7 @@ impl Pool {
     /// The mapping stays valid while the slot is held (a generation is only
     /// unmapped once none of its slots is held).
     pub fn slot_ptr(&self, slot: u64) -> Option<(*mut u8, usize)> {
-        let id = (slot >> 32) as u32;
-        let index = (slot & 0xffff_ffff) as usize;
+        let (id, index) = slot_parts(slot);
         let g = self.gens.iter().find(|g| g.id == id)?;
         if index >= g.refs.len() || g.refs[index] == 0 {
             return None;
@@ -267,7 +258,10 @@ mod tests {
     fn slots_are_reused_grow_by_size_and_count_and_old_generations_retire() {
         let mut p = Pool::new(&format!("pool{}", line!()), 64 << 20);
         let a = p.alloc(100).unwrap();
-        p.slot_mut(a, 3).unwrap().copy_from_slice(b"xyz");
+        let (at, size) = p.slot_ptr(a).unwrap();
+        assert!(size >= 3);
+        // SAFETY: slot `a` is held by this test alone and is `size` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(b"xyz".as_ptr(), at, 3) };
         let v = DataView::open(&data_name(p.prefix(), 0)).unwrap();
         assert_eq!(v.slot(0, 3).unwrap(), b"xyz");
         assert!(v.slot(0, MIN_SLOT + 1).is_none());

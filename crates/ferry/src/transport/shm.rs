@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferry_shm::{Doorbell, ReaderConn, Writer, WriterConn};
+use ferry_shm::{Doorbell, Published, ReaderConn, Writer, WriterConn};
 use ferry_wire::frame::FrameKind;
 use ferry_wire::{EndpointId, History, Locator, ParticipantId, Reliability, TransportKind};
 use parking_lot::Mutex;
@@ -305,11 +305,17 @@ impl ShmLoan {
     /// them as bytes (a view of the slot) for the writer's other paths.
     pub(crate) fn stage(self, seq: u64, len: usize) -> Result<Bytes, ferry_shm::PoolError> {
         let p = self.loan.commit(len)?;
-        let slot = p.slot();
-        let bytes = Bytes::from_owner(p);
-        *self.last.lock() = Some((seq, slot, bytes.clone()));
-        Ok(bytes)
+        Ok(stage(&mut self.last.lock(), seq, p).1)
     }
+}
+
+/// Makes `p` the writer's last sample, `seq`, that every shared-memory link
+/// sends: its slot id and the bytes that hold it.
+fn stage(last: &mut Option<LastSample>, seq: u64, p: Published) -> (u64, Bytes) {
+    let slot = p.slot();
+    let bytes = Bytes::from_owner(p);
+    *last = Some((seq, slot, bytes.clone()));
+    (slot, bytes)
 }
 
 /// A sample's sequence number, its slot, and its bytes (which hold the
@@ -622,10 +628,7 @@ impl ShmLink {
                 self.lose();
                 SendError::Closed
             })?;
-        let slot = p.slot();
-        let b = Bytes::from_owner(p);
-        *last = Some((frame.seq, slot, b.clone()));
-        Ok((slot, b))
+        Ok(stage(&mut last, frame.seq, p))
     }
 
     /// Every HOUSEKEEPING of sends (by the frames' own time stamps: no
