@@ -10,6 +10,8 @@ command -v ping >/dev/null 2>&1 || need_apt+=(iputils-ping)
 command -v iperf3 >/dev/null 2>&1 || need_apt+=(iperf3)
 command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
 command -v ddsperf >/dev/null 2>&1 || need_apt+=(cyclonedds-tools)
+command -v mosquitto >/dev/null 2>&1 || need_apt+=(mosquitto)
+command -v mosquitto_sub >/dev/null 2>&1 || need_apt+=(mosquitto-clients)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "setup: installing ${need_apt[*]}"

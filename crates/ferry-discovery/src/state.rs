@@ -39,6 +39,8 @@ pub struct Config {
     pub multicast: bool,
     /// Unicast addresses to announce to (for networks without multicast).
     pub static_peers: Vec<SocketAddr>,
+    /// Whether announcements also go to an MQTT broker (cloud scope).
+    pub broker: bool,
     /// Seed for the announcement jitter.
     pub seed: u64,
 }
@@ -57,6 +59,7 @@ impl Config {
             mtu: ferry_wire::beacon::DEFAULT_MTU,
             multicast: true,
             static_peers: Vec::new(),
+            broker: false,
             seed: participant.0 | 1,
         }
     }
@@ -69,6 +72,8 @@ pub enum Destination {
     Group,
     /// One unicast address (static peer, or a peer that reached us by unicast).
     Peer(SocketAddr),
+    /// The MQTT broker (the driver publishes it on the domain's discovery topic).
+    Broker,
 }
 
 /// A datagram for the driver to send.
@@ -87,6 +92,9 @@ pub enum Via {
     Multicast,
     /// On this runtime's unicast socket.
     Unicast,
+    /// Through the MQTT broker (`from` is meaningless): the peer is not
+    /// known to be reachable directly.
+    Broker,
 }
 
 /// Why a participant is gone.
@@ -169,6 +177,9 @@ pub struct RemoteParticipant {
     pub endpoints: BTreeMap<u32, EndpointRecord>,
     /// Where its unicast beacons come from, if it ever used unicast.
     pub unicast: Option<SocketAddr>,
+    /// Heard on multicast or unicast at least once (not only through the
+    /// broker): its network locators are worth trying.
+    pub direct: bool,
     expires: Instant,
     revision: u32,
     assembly: Option<Assembly>,
@@ -349,6 +360,7 @@ impl Discovery {
                     nodes: BTreeMap::new(),
                     endpoints: BTreeMap::new(),
                     unicast: None,
+                    direct: via != Via::Broker,
                     expires: now,
                     revision: 0,
                     assembly: None,
@@ -372,6 +384,11 @@ impl Discovery {
         let rp = self.remotes.get_mut(&id).expect("inserted above");
         if via == Via::Unicast {
             rp.unicast = Some(from);
+        }
+        if via != Via::Broker && !rp.direct {
+            rp.direct = true;
+            // Now reachable directly: let matching try the network paths.
+            self.events.push_back(Event::ParticipantJoined(id));
         }
         rp.info = a.info;
         rp.expires = now + Duration::from_millis(u64::from(rp.info.lease_ms));
@@ -534,6 +551,12 @@ impl Discovery {
         self.events.pop_front()
     }
 
+    /// Sends a full announcement at the next timeout (e.g. a broker
+    /// connection just came up).
+    pub fn announce_now(&mut self, now: Instant) {
+        self.schedule_soon(now);
+    }
+
     /// Clean exit: queues a goodbye to everyone; no further announcements.
     pub fn leave(&mut self) {
         if self.left {
@@ -561,6 +584,9 @@ impl Discovery {
         }
         for p in self.cfg.static_peers.iter().chain(&self.learned_peers) {
             d.push(Destination::Peer(*p));
+        }
+        if self.cfg.broker {
+            d.push(Destination::Broker);
         }
         d
     }

@@ -12,6 +12,8 @@
 //! transport = "tcp"
 //! ```
 
+pub mod mqtt;
+
 use std::path::PathBuf;
 use std::str::FromStr;
 
@@ -89,7 +91,7 @@ impl FromStr for DiscoveryRange {
 
 /// Settings of every topic whose name matches `pattern`: a pinned
 /// transport and/or the priority its publishers' connections start with.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct TopicRule {
     /// Topic name with `*` wildcards, e.g. `/camera/*`.
@@ -103,6 +105,15 @@ pub struct TopicRule {
     /// Thread policy of a dedicated sender thread: fifo:N, rr:N, nice:N.
     #[serde(default)]
     pub sched: Option<ThreadPolicy>,
+    /// `cloud`: the topic also travels through the `[mqtt]` broker.
+    #[serde(default)]
+    pub scope: Option<mqtt::Scope>,
+    /// Payload format on the broker: cdr (default) or json.
+    #[serde(default)]
+    pub encoding: Option<mqtt::Encoding>,
+    /// MQTT QoS override (0, 1, 2); default: best_effort → 0, reliable → 1.
+    #[serde(default)]
+    pub mqtt_qos: Option<u8>,
 }
 
 fn de_transport<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TransportKind>, D::Error> {
@@ -193,6 +204,8 @@ pub struct Config {
     pub shm_busy_poll: bool,
     /// Shared memory: most bytes of slots one publisher may hold (MiB).
     pub shm_pool_mb: u32,
+    /// The MQTT broker of cloud-scope topics (`FERRY_MQTT=url`).
+    pub mqtt: Option<mqtt::MqttConfig>,
 }
 
 impl Default for Config {
@@ -217,6 +230,7 @@ impl Default for Config {
             shared_memory: true,
             shm_busy_poll: false,
             shm_pool_mb: 1024,
+            mqtt: None,
         }
     }
 }
@@ -261,6 +275,17 @@ impl Config {
                     })
                 }
             };
+        }
+        if let Ok(v) = std::env::var("FERRY_MQTT") {
+            let url = v.parse().map_err(|_| ConfigError::Env {
+                var: "FERRY_MQTT",
+                value: v.clone(),
+                expected: "mqtt://host[:port] or mqtt://embedded[:port]",
+            })?;
+            match &mut cfg.mqtt {
+                Some(m) => m.broker = url,
+                None => cfg.mqtt = Some(mqtt::MqttConfig::new(url)),
+            }
         }
         if let Ok(v) = std::env::var("FERRY_PEERS") {
             cfg.peers = v
@@ -346,6 +371,17 @@ impl Config {
                 });
             }
         }
+        if let Some(m) = &self.mqtt {
+            m.validate()?;
+        }
+        for r in &self.topics {
+            if r.mqtt_qos.is_some_and(|q| q > 2) {
+                return Err(ConfigError::Invalid {
+                    key: "topics.mqtt_qos",
+                    why: format!("{:?} for `{}` is not 0, 1 or 2", r.mqtt_qos, r.pattern),
+                });
+            }
+        }
         if self.udp_link_mbps == 0 {
             return Err(ConfigError::Invalid {
                 key: "udp_link_mbps",
@@ -401,6 +437,28 @@ impl Config {
             .iter()
             .filter(|r| glob(&r.pattern, topic))
             .find_map(|r| r.transport)
+    }
+
+    /// Whether `topic` travels through the broker (first rule with a scope
+    /// wins; needs `[mqtt]`).
+    pub fn topic_scope(&self, topic: &str) -> mqtt::Scope {
+        if self.mqtt.is_none() {
+            return mqtt::Scope::Local;
+        }
+        self.topics
+            .iter()
+            .filter(|r| glob(&r.pattern, topic))
+            .find_map(|r| r.scope)
+            .unwrap_or_default()
+    }
+
+    /// The broker payload format of `topic` and its MQTT QoS override.
+    pub fn topic_mqtt(&self, topic: &str) -> (mqtt::Encoding, Option<u8>) {
+        let rules = || self.topics.iter().filter(|r| glob(&r.pattern, topic));
+        (
+            rules().find_map(|r| r.encoding).unwrap_or_default(),
+            rules().find_map(|r| r.mqtt_qos),
+        )
     }
 
     /// The priority a rule gives `topic`'s connections (first rule with a

@@ -27,6 +27,15 @@ pub enum BuildError {
         #[source]
         source: std::io::Error,
     },
+    /// The MQTT broker of the `[mqtt]` section could not be used
+    /// (`on_unreachable = "fail"`, or the embedded broker did not start).
+    #[error("MQTT broker {url}: {why} (check `mqtt.broker`, or set `mqtt.on_unreachable = \"retry\"` to start without it)")]
+    Broker {
+        /// The broker as configured.
+        url: String,
+        /// What failed.
+        why: String,
+    },
 }
 
 /// Encoding a message failed.

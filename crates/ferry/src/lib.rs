@@ -52,3 +52,5 @@ pub use publisher::{Publisher, PublisherBuilder, SampleMut};
 pub use service::{CallFuture, Client, ClientBuilder, Service, ServiceBuilder};
 pub use stats::{ConnectionInfo, StatsSnapshot};
 pub use subscriber::{Subscriber, SubscriberBuilder};
+#[cfg(feature = "mqtt")]
+pub use transport::mqtt::{BrokerState, FOREIGN_WRITER};

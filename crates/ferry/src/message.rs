@@ -163,6 +163,11 @@ pub trait Codec: Send + Sync + Sized + 'static {
     fn encode(&self) -> Result<Bytes, EncodeError>;
     /// Value from a network path.
     fn decode(bytes: Bytes) -> Result<Self, DecodeError>;
+    /// JSON of the value (for dashboards on the MQTT path), when the type
+    /// has fields; `None` for raw bytes.
+    fn encode_json(&self) -> Option<Result<Bytes, EncodeError>> {
+        None
+    }
     /// Encodes straight into `buf` (a shared-memory slot): the length, or
     /// `None` when it does not fit. The default encodes and copies.
     fn encode_into(&self, buf: &mut [u8]) -> Result<Option<usize>, EncodeError> {
@@ -189,6 +194,16 @@ impl<T: Message> Codec for T {
     }
     fn encode_into(&self, buf: &mut [u8]) -> Result<Option<usize>, EncodeError> {
         encode_cdr_into(self, T::TYPE_NAME, buf)
+    }
+    fn encode_json(&self) -> Option<Result<Bytes, EncodeError>> {
+        Some(
+            serde_json::to_vec(self)
+                .map(Bytes::from)
+                .map_err(|e| EncodeError {
+                    type_name: T::TYPE_NAME.to_string(),
+                    reason: format!("JSON: {e}"),
+                }),
+        )
     }
 }
 

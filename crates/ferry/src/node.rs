@@ -150,6 +150,11 @@ impl Node {
     pub fn domain_id(&self) -> u16 {
         self.inner.rt.shared.cfg.domain_id
     }
+    /// The MQTT broker connection of this node's runtime (`[mqtt]`), if any.
+    #[cfg(feature = "mqtt")]
+    pub fn broker_state(&self) -> Option<crate::transport::mqtt::BrokerState> {
+        self.inner.rt.shared.mqtt.as_ref().map(|b| b.state())
+    }
     /// Expands a topic name against this node's namespace.
     pub fn resolve(&self, topic: &str) -> Result<String, BuildError> {
         crate::names::expand(topic, &self.inner.namespace, &self.inner.name)

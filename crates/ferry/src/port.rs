@@ -166,6 +166,13 @@ impl Inbound {
     pub fn len(&self) -> usize {
         self.0.lock().len()
     }
+    /// Whether `writer` has a connection here on a path other than MQTT.
+    pub fn has_direct(&self, writer: EndpointId) -> bool {
+        self.0
+            .lock()
+            .iter()
+            .any(|c| c.remote == writer && c.transport != ferry_wire::TransportKind::Mqtt)
+    }
     pub fn connections(&self, topic: &str, id: EndpointId) -> Vec<ConnectionInfo> {
         self.0
             .lock()

@@ -94,6 +94,19 @@ impl<T: Codec> PublisherBuilder<T> {
         {
             shared.links.set_default_priority(p);
         }
+        #[cfg(feature = "mqtt")]
+        if let Some(b) = &rt.shared.mqtt {
+            if rt.shared.cfg.topic_scope(&record.topic) == crate::config::mqtt::Scope::Cloud {
+                shared.add_link(crate::transport::mqtt::writer_link::<T>(
+                    b,
+                    &rt.shared.cfg,
+                    id,
+                    &record.topic,
+                    &self.qos,
+                    &record.type_name,
+                ));
+            }
+        }
         let port: Arc<dyn WriterPort> = shared.clone();
         rt.shared.add_writer(record, Arc::downgrade(&port));
         Ok(Publisher {

@@ -108,6 +108,12 @@ impl<T: Codec> SubscriberBuilder<T> {
         });
         let inbox: Arc<dyn Inbox> = shared.clone();
         crate::transport::intra::register_reader(&inbox);
+        #[cfg(feature = "mqtt")]
+        if let Some(b) = &rt.shared.mqtt {
+            if rt.shared.cfg.topic_scope(&record.topic) == crate::config::mqtt::Scope::Cloud {
+                b.subscribe(&record.topic, id);
+            }
+        }
         let port: Arc<dyn ReaderPort> = shared.clone();
         rt.shared.add_reader(record, Arc::downgrade(&port));
         Ok(Subscriber {
@@ -138,6 +144,9 @@ impl<T: Codec> Inbox for SubShared<T> {
     }
     fn detach(&self, remote: EndpointId) {
         self.conns.detach(remote);
+    }
+    fn has_direct(&self, writer: EndpointId) -> bool {
+        self.conns.has_direct(writer)
     }
     fn deliver(&self, conn: &Arc<InboundConn>, frame: &InFrame<'_>) {
         if frame.kind != FrameKind::Data {
@@ -315,6 +324,10 @@ impl<T: Codec> Subscriber<T> {
 impl<T: Codec> Drop for Subscriber<T> {
     fn drop(&mut self) {
         crate::transport::intra::unregister_reader(self.shared.id);
+        #[cfg(feature = "mqtt")]
+        if let Some(b) = &self.node.rt.shared.mqtt {
+            b.unsubscribe(self.shared.id);
+        }
         self.node.rt.shared.remove_endpoint(self.shared.id.entity);
     }
 }

@@ -288,8 +288,7 @@ fn config_rule_pins_a_topic_pattern_to_tcp() {
         topics: vec![ferry::TopicRule {
             pattern: "/camera/*".into(),
             transport: Some(TransportKind::Tcp),
-            priority: None,
-            sched: None,
+            ..Default::default()
         }],
         ..Config::default()
     };

@@ -88,6 +88,7 @@ impl Net {
                         let deliver = match &t.to {
                             Destination::Group => true,
                             Destination::Peer(a) => *a == addr(j),
+                            Destination::Broker => false,
                         };
                         if deliver && self.rand() % 100 >= self.loss_pct {
                             let via = if t.to == Destination::Group {
@@ -349,4 +350,38 @@ fn data_plane_traffic_keeps_a_peer_alive_without_beacons() {
 fn six_announcements_fit_every_lease_despite_jitter() {
     let p = period_for(3000);
     assert!(p.mul_f64(1.1) * 6 <= Duration::from_millis(3000), "{p:?}");
+}
+
+#[test]
+fn broker_announcements_are_not_direct_until_heard_on_the_network() {
+    let now = Instant::now();
+    let mut ca = Config::new(0, ParticipantId(1), info());
+    ca.multicast = false;
+    ca.broker = true;
+    let mut a = Discovery::new(ca, now);
+    let mut b = Discovery::new(Config::new(0, ParticipantId(2), info()), now);
+    a.set_records(vec![endpoint(1, "/a")], now);
+    a.handle_timeout(now);
+    let mut to_broker = 0;
+    while let Some(t) = a.poll_transmit() {
+        assert_eq!(t.to, Destination::Broker, "multicast is off");
+        to_broker += 1;
+        b.handle_datagram(now, addr(0), Via::Broker, &t.bytes)
+            .unwrap();
+    }
+    assert!(to_broker > 0);
+    let rp = b.participant_info(ParticipantId(1)).unwrap();
+    assert!(!rp.direct && rp.unicast.is_none());
+    assert!(rp.endpoints.contains_key(&1));
+    // Heard on the group later: direct now, announced as a join again so
+    // matching tries the network paths.
+    while b.poll_event().is_some() {}
+    a.announce_now(now);
+    a.handle_timeout(now + Duration::from_millis(1));
+    let t = a.poll_transmit().unwrap();
+    b.handle_datagram(now, addr(0), Via::Multicast, &t.bytes)
+        .unwrap();
+    assert!(b.participant_info(ParticipantId(1)).unwrap().direct);
+    assert!(std::iter::from_fn(|| b.poll_event())
+        .any(|e| e == Event::ParticipantJoined(ParticipantId(1))));
 }

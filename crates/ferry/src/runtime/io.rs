@@ -583,6 +583,13 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                 Destination::Peer(a) => {
                     let _ = s.ucast.send_to(&t.bytes, a);
                 }
+                Destination::Broker =>
+                {
+                    #[cfg(feature = "mqtt")]
+                    if let Some(b) = &shared.mqtt {
+                        b.announce(&t.bytes);
+                    }
+                }
             }
         }
         if shutdown {

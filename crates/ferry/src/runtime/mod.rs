@@ -90,6 +90,9 @@ pub(crate) struct Shared {
     transports: Vec<Arc<dyn Transport>>,
     /// Shared memory, when available here.
     pub shm: Option<Arc<crate::transport::shm::ShmTransport>>,
+    /// The MQTT broker connection, with an `[mqtt]` section.
+    #[cfg(feature = "mqtt")]
+    pub mqtt: Option<Arc<crate::transport::mqtt::Broker>>,
     pub udp: Arc<UdpShared>,
     pub io: io::IoHandle,
     next_entity: AtomicU32,
@@ -114,6 +117,11 @@ impl Drop for Runtime {
         self.shared.io.shutdown();
         if let Some(t) = self.thread.lock().take() {
             let _ = t.join();
+        }
+        // After the I/O thread: its goodbye went to the broker's queue.
+        #[cfg(feature = "mqtt")]
+        if let Some(b) = &self.shared.mqtt {
+            b.shutdown();
         }
     }
 }
@@ -229,6 +237,27 @@ impl Runtime {
         if let Some(t) = &shm {
             transports.push(t.clone());
         }
+        #[cfg(feature = "mqtt")]
+        let mqtt = match &cfg.mqtt {
+            Some(m) => {
+                let b = crate::transport::mqtt::Broker::start(
+                    m,
+                    cfg.domain_id,
+                    id,
+                    Duration::from_millis(cfg.keep_all_block_ms),
+                )?;
+                transports.push(Arc::new(crate::transport::mqtt::MqttTransport(b.clone())));
+                Some(b)
+            }
+            None => None,
+        };
+        #[cfg(not(feature = "mqtt"))]
+        if cfg.mqtt.is_some() {
+            return Err(BuildError::Broker {
+                url: "[mqtt]".into(),
+                why: "ferry was built without the `mqtt` feature".into(),
+            });
+        }
         let locators: Vec<Locator> = transports.iter().flat_map(|t| t.locators()).collect();
         let local = PeerInfo {
             participant: id,
@@ -236,6 +265,7 @@ impl Runtime {
             net_id: crate::host::net_id(),
             pid: std::process::id(),
             locators: locators.clone(),
+            direct: true,
         };
         let info = ParticipantInfo {
             host_id: local.host_id,
@@ -247,6 +277,7 @@ impl Runtime {
         };
         let mut dcfg = ferry_discovery::Config::new(cfg.domain_id, id, info);
         dcfg.multicast = cfg.discovery != crate::config::DiscoveryRange::Off;
+        dcfg.broker = cfg.mqtt.is_some();
         for p in &cfg.peers {
             dcfg.static_peers.extend(cfg.peer_addrs_of(p)?);
         }
@@ -264,12 +295,18 @@ impl Runtime {
             }),
             transports,
             shm,
+            #[cfg(feature = "mqtt")]
+            mqtt,
             udp,
             io: sockets.handle.clone(),
             next_entity: AtomicU32::new(1),
             io_policy: Mutex::new(None),
             io_policy_dirty: std::sync::atomic::AtomicBool::new(false),
         });
+        #[cfg(feature = "mqtt")]
+        if let Some(b) = &shared.mqtt {
+            b.bind(Arc::downgrade(&shared));
+        }
         let s2 = shared.clone();
         let thread = std::thread::Builder::new()
             .name("ferry-io".into())
@@ -321,6 +358,12 @@ impl Shared {
         let now = Instant::now();
         core.discovery.set_lease(lease, now);
         core.discovery.set_records(recs, now);
+        self.io.kick();
+    }
+
+    /// Announces this runtime at once (a broker connection came up).
+    pub fn announce_soon(&self) {
+        self.core.lock().discovery.announce_now(Instant::now());
         self.io.kick();
     }
 
@@ -425,8 +468,18 @@ impl Shared {
                 {
                     expired.insert(*id);
                     tracing::info!("participant {id} expired (silent past its lease)");
+                    #[cfg(feature = "mqtt")]
+                    if let Some(b) = &self.mqtt {
+                        b.forget(*id);
+                    }
                 }
                 DiscEvent::ParticipantJoined(id) => tracing::debug!("participant {id} joined"),
+                #[cfg(feature = "mqtt")]
+                DiscEvent::ParticipantLeft { id, .. } => {
+                    if let Some(b) = &self.mqtt {
+                        b.forget(*id);
+                    }
+                }
                 _ => {}
             }
         }
@@ -483,6 +536,7 @@ impl Shared {
                     net_id: rp.info.net_id,
                     pid: rp.info.pid,
                     locators: rp.info.locators.clone(),
+                    direct: rp.direct,
                 };
                 for e in rp.endpoints.values() {
                     all.push((
@@ -552,13 +606,22 @@ impl Shared {
                                     .transport
                                     .or(rrec.qos.transport)
                                     .or_else(|| self.cfg.pinned_transport(&wrec.topic));
-                                match transport::select(
+                                let chosen = transport::select(
                                     &self.transports,
                                     pin,
                                     wrec.kind,
                                     &self.local,
                                     rpeer,
-                                ) {
+                                )
+                                .filter(|t| {
+                                    // Samples reach a broker-only reader on the
+                                    // writer's one broker link: cloud scope only.
+                                    t.kind() != TransportKind::Mqtt
+                                        || wrec.kind != EndpointKind::Publisher
+                                        || self.cfg.topic_scope(&wrec.topic)
+                                            == crate::config::mqtt::Scope::Cloud
+                                });
+                                match chosen {
                                     Some(t) => {
                                         core.pairs.insert(key, PairState::Connecting);
                                         let port = core

@@ -12,6 +12,8 @@
 //! being registered with the runtime; nothing else changes.
 
 pub mod intra;
+#[cfg(feature = "mqtt")]
+pub mod mqtt;
 pub mod shm;
 pub mod tcp;
 pub mod udp;
@@ -57,6 +59,10 @@ pub struct PeerInfo {
     pub pid: u32,
     /// Where its transports listen.
     pub locators: Vec<Locator>,
+    /// Heard on the network itself (multicast, unicast), not only through
+    /// the MQTT broker: only then are UDP/TCP tried automatically (its
+    /// addresses may be private ones of another site).
+    pub direct: bool,
 }
 
 impl PeerInfo {
@@ -186,7 +192,11 @@ pub fn select(
         .filter(|t| writer != EndpointKind::Client || t.capabilities().request_reply)
         .filter(|t| match pin {
             Some(p) => t.kind() == p && t.reaches(local, remote),
-            None => t.automatic(local, remote),
+            None => {
+                t.automatic(local, remote)
+                    && (remote.direct
+                        || !matches!(t.kind(), TransportKind::Udp | TransportKind::Tcp))
+            }
         })
         .collect();
     candidates.sort_by_key(|t| t.kind());
@@ -292,4 +302,9 @@ pub trait Inbox: Send + Sync {
     fn detach(&self, remote: EndpointId);
     /// A frame arrived on `conn`.
     fn deliver(&self, conn: &Arc<InboundConn>, frame: &InFrame<'_>);
+    /// Whether `writer` is connected to it on a path other than the broker
+    /// (then the broker's copies of its samples are duplicates).
+    fn has_direct(&self, _writer: EndpointId) -> bool {
+        false
+    }
 }

@@ -857,6 +857,7 @@ impl Transport for TcpTransport {
             net_id: crate::host::net_id(),
             pid: std::process::id(),
             locators: Vec::new(),
+            direct: true,
         };
         let addrs = self.candidates(&local, &req.remote);
         let mut last = String::from("no tcp locator");

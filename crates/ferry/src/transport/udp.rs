@@ -687,6 +687,7 @@ fn local_peer(participant: ParticipantId) -> PeerInfo {
         net_id: crate::host::net_id(),
         pid: std::process::id(),
         locators: Vec::new(),
+        direct: true,
     }
 }
 

@@ -1,0 +1,379 @@
+//! MQTT as a path of the same ports: two processes that meet only through a
+//! broker (the embedded one, or Mosquitto started per test on a private
+//! port), plain MQTT clients reading and writing ferry topics, a broker
+//! restart, an unreachable broker, garbage from a foreign client.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ferry::config::mqtt::{BrokerUrl, MqttConfig, OnUnreachable, Scope};
+use ferry::msgs::example_interfaces::{AddTwoIntsRequest, AddTwoIntsResponse};
+use ferry::msgs::std_msgs;
+use ferry::{
+    BuildError, Config, DiscoveryRange, Node, PortEvent, Qos, RawBytes, TopicRule, TransportKind,
+    FOREIGN_WRITER,
+};
+use ferry_testkit::peer::{report, role, Peer};
+
+const T: Duration = Duration::from_secs(10);
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A config that can only meet other processes through the broker: no
+/// multicast, no shared memory; `/cloud/*` and `/chatter` are cloud scope.
+fn cloud_config(domain: u16, broker: BrokerUrl) -> Config {
+    let rule = |p: &str| TopicRule {
+        pattern: p.into(),
+        scope: Some(Scope::Cloud),
+        ..Default::default()
+    };
+    Config {
+        domain_id: domain,
+        discovery: DiscoveryRange::Off,
+        shared_memory: false,
+        topics: vec![rule("/cloud/*"), rule("/chatter")],
+        mqtt: Some(MqttConfig::new(broker)),
+        // Long: a vanished peer must be reported by the last will, not the lease.
+        lease_ms: 30_000,
+        ..Config::default()
+    }
+}
+
+fn tcp_broker(port: u16) -> BrokerUrl {
+    BrokerUrl::Tcp {
+        host: "127.0.0.1".into(),
+        port,
+    }
+}
+
+/// Mosquitto on a private port with persistence, killed on drop.
+struct Mosquitto {
+    child: Child,
+    dir: std::path::PathBuf,
+}
+
+impl Mosquitto {
+    fn start(port: u16, dir: &std::path::Path) -> Mosquitto {
+        std::fs::create_dir_all(dir).unwrap();
+        let conf = dir.join("m.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\n\
+                 persistence_location {}/\nautosave_interval 1\nmax_packet_size 1048576\n\
+                 max_queued_messages 100000\nset_tcp_nodelay true\nuser root\n",
+                dir.display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new("mosquitto")
+            .arg("-c")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("mosquitto is installed by scripts/setup.sh");
+        let until = Instant::now() + T;
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < until,
+                "mosquitto did not come up on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Mosquitto {
+            child,
+            dir: dir.into(),
+        }
+    }
+    /// SIGTERM (Mosquitto saves its sessions) and wait.
+    fn stop(&mut self) {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Mosquitto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The other process: `arg` = "domain url mode".
+fn remote(arg: &str) {
+    let mut a = arg.split(' ');
+    let domain: u16 = a.next().unwrap().parse().unwrap();
+    let port: u16 = a.next().unwrap().parse().unwrap();
+    let mode = a.next().unwrap();
+    let n = Node::builder()
+        .name("robot")
+        .config(cloud_config(domain, tcp_broker(port)))
+        .build()
+        .unwrap();
+    let _svc = n
+        .service::<AddTwoIntsRequest, AddTwoIntsResponse, _>("/cloud/add", |r| AddTwoIntsResponse {
+            sum: r.a + r.b,
+        })
+        .build()
+        .unwrap();
+    let p = n
+        .publisher::<std_msgs::String>("/cloud/status")
+        .qos(Qos::default().keep_all())
+        .build()
+        .unwrap();
+    assert!(
+        p.wait_for_subscribers(1, T),
+        "no subscriber through the broker"
+    );
+    report("matched");
+    let count = if mode == "slow" { 400 } else { 200 };
+    for i in 1..=count {
+        p.publish(std_msgs::String {
+            data: format!("status {i}"),
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(if mode == "slow" { 10 } else { 1 }));
+    }
+    report("done");
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+#[test]
+fn pub_sub_and_services_between_processes_that_meet_only_through_the_broker() {
+    if let Some((r, arg)) = role() {
+        if r == "remote" {
+            remote(&arg);
+        }
+        return;
+    }
+    let port = free_port();
+    let n = Node::builder()
+        .name("cloud")
+        .config(cloud_config(171, BrokerUrl::Embedded { port }))
+        .build()
+        .unwrap();
+    let s = n
+        .subscriber::<std_msgs::String>("/cloud/status")
+        .qos(Qos::default().keep_all())
+        .build()
+        .unwrap();
+    let mut peer = Peer::spawn(
+        "pub_sub_and_services_between_processes_that_meet_only_through_the_broker",
+        "remote",
+        &format!("171 {port} fast"),
+    );
+    assert_eq!(peer.line(), "matched");
+    for i in 1..=200u64 {
+        let got = s.recv_timeout(T).expect("sample through the broker");
+        assert_eq!(got.data, format!("status {i}"), "in order, none twice");
+        assert_eq!(got.info.seq, i);
+        assert_eq!(got.info.transport, TransportKind::Mqtt);
+    }
+    assert_eq!(peer.line(), "done");
+    let c = s.connections();
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].transport, "mqtt");
+    assert_eq!(c[0].stats.messages, 200);
+    // The service of the other process, through the broker.
+    let client = n
+        .client::<AddTwoIntsRequest, AddTwoIntsResponse>("/cloud/add")
+        .build()
+        .unwrap();
+    assert!(client.wait_for_service(T));
+    let r = client
+        .call(AddTwoIntsRequest { a: 2, b: 40 }, T)
+        .expect("reply through the broker");
+    assert_eq!(r.sum, 42);
+    assert_eq!(client.connections()[0].transport, "mqtt");
+    let st = n.broker_state().unwrap();
+    assert!(st.connected, "{st:?}");
+    // The robot vanishes (kill -9): the broker's last will tells us.
+    while s.try_event().is_some() {}
+    peer.kill_9();
+    let until = Instant::now() + T;
+    let mut gone = false;
+    while Instant::now() < until && !gone {
+        if let Some(PortEvent::Unmatched { .. }) = s.next_event(Duration::from_millis(200)) {
+            gone = true;
+        }
+    }
+    assert!(
+        gone,
+        "no Unmatched event after the remote process was killed"
+    );
+}
+
+fn mosquitto_client(tool: &str, port: u16) -> Command {
+    let mut c = Command::new(tool);
+    c.args(["-h", "127.0.0.1", "-p", &port.to_string(), "-V", "mqttv5"]);
+    c
+}
+
+#[test]
+fn plain_mqtt_clients_read_and_write_ferry_topics_and_garbage_is_counted() {
+    let port = free_port();
+    let n = Node::builder()
+        .name("plain")
+        .config(cloud_config(172, BrokerUrl::Embedded { port }))
+        .build()
+        .unwrap();
+    // ferry → mosquitto_sub: the payload is the CDR of the message.
+    let p = n.publisher::<std_msgs::String>("/chatter").build().unwrap();
+    let sub = mosquitto_client("mosquitto_sub", port)
+        .args(["-t", "ferry/172/chatter", "-C", "1", "-N", "-W", "10"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("mosquitto_sub is installed by scripts/setup.sh");
+    let msg = std_msgs::String {
+        data: "hello plain client".into(),
+    };
+    let out = {
+        let until = Instant::now() + T;
+        let mut child = sub;
+        loop {
+            p.publish(msg.clone()).unwrap();
+            if let Some(_status) = child.try_wait().unwrap() {
+                break child.wait_with_output().unwrap().stdout;
+            }
+            assert!(Instant::now() < until, "mosquitto_sub got nothing");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    assert_eq!(out, ferry::encode_cdr(&msg, "std_msgs/msg/String").unwrap());
+
+    // mosquitto_pub → ferry: a foreign writer; garbage is counted, not fatal.
+    let s = n
+        .subscriber::<std_msgs::String>("/cloud/in")
+        .build()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("ferry-mqtt-plain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.bin");
+    let from_plain = std_msgs::String {
+        data: "from a plain client".into(),
+    };
+    std::fs::write(
+        &good,
+        ferry::encode_cdr(&from_plain, "std_msgs/msg/String").unwrap(),
+    )
+    .unwrap();
+    let pub_file = |f: &std::path::Path| {
+        let st = mosquitto_client("mosquitto_pub", port)
+            .args(["-t", "ferry/172/cloud/in", "-q", "1", "-f"])
+            .arg(f)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    let garbage = dir.join("garbage.bin");
+    std::fs::write(&garbage, b"\x07garbage, not CDR").unwrap();
+    let until = Instant::now() + T;
+    let got = loop {
+        pub_file(&garbage);
+        pub_file(&good);
+        if let Ok(g) = s.recv_timeout(Duration::from_millis(200)) {
+            break g;
+        }
+        assert!(Instant::now() < until, "nothing from mosquitto_pub");
+    };
+    assert_eq!(got.data, from_plain.data);
+    assert_eq!(got.info.publisher, FOREIGN_WRITER);
+    assert_eq!(got.info.transport, TransportKind::Mqtt);
+    // One more garbage message, then a good one: still delivered.
+    pub_file(&garbage);
+    pub_file(&good);
+    assert_eq!(s.recv_timeout(T).unwrap().data, from_plain.data);
+    let c = s.connections();
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert!(
+        c[0].stats.errors >= 2,
+        "garbage not counted: {:?}",
+        c[0].stats
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn reliable_samples_survive_a_broker_restart() {
+    if let Some((r, arg)) = role() {
+        if r == "remote" {
+            remote(&arg);
+        }
+        return;
+    }
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("ferry-mosq-{}", std::process::id()));
+    let mut mosq = Mosquitto::start(port, &dir);
+    let n = Node::builder()
+        .name("cloud")
+        .config(cloud_config(173, tcp_broker(port)))
+        .build()
+        .unwrap();
+    let s = n
+        .subscriber::<std_msgs::String>("/cloud/status")
+        .qos(Qos::default().keep_all())
+        .build()
+        .unwrap();
+    let mut peer = Peer::spawn(
+        "reliable_samples_survive_a_broker_restart",
+        "remote",
+        &format!("173 {port} slow"),
+    );
+    assert_eq!(peer.line(), "matched");
+    // The robot publishes 400 samples over 4 s; the broker is away for
+    // one second in the middle.
+    std::thread::sleep(Duration::from_millis(1000));
+    mosq.stop();
+    std::thread::sleep(Duration::from_millis(1000));
+    let _again = Mosquitto::start(port, &dir);
+    std::mem::forget(mosq); // already stopped; `_again` cleans the directory
+    for i in 1..=400u64 {
+        let got = s
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|e| panic!("sample {i} lost across the restart: {e}"));
+        assert_eq!(got.data, format!("status {i}"), "in order, none twice");
+    }
+    let st = n.broker_state().unwrap();
+    assert!(st.connects >= 2, "never reconnected: {st:?}");
+    assert!(st.connected, "{st:?}");
+    assert_eq!(peer.line(), "done");
+}
+
+#[test]
+fn unreachable_broker_fails_on_request_or_retries_while_local_paths_work() {
+    let port = free_port(); // nothing listens there
+    let mut cfg = cloud_config(174, tcp_broker(port));
+    if let Some(m) = &mut cfg.mqtt {
+        m.on_unreachable = OnUnreachable::Fail;
+        m.connect_timeout_ms = 1000;
+    }
+    let Err(e) = Node::builder().name("strict").config(cfg.clone()).build() else {
+        panic!("an unreachable broker must fail with on_unreachable = fail");
+    };
+    assert!(matches!(e, BuildError::Broker { .. }), "{e}");
+    assert!(e.to_string().contains(&format!("127.0.0.1:{port}")), "{e}");
+
+    if let Some(m) = &mut cfg.mqtt {
+        m.on_unreachable = OnUnreachable::Retry;
+    }
+    let n = Node::builder().name("patient").config(cfg).build().unwrap();
+    let s = n.subscriber::<RawBytes>("/cloud/local").build().unwrap();
+    let p = n.publisher::<RawBytes>("/cloud/local").build().unwrap();
+    p.publish(RawBytes::new(&b"still here"[..])).unwrap();
+    let got = s.recv_timeout(T).unwrap();
+    assert_eq!(&got[..], b"still here");
+    assert_eq!(got.info.transport, TransportKind::InProcess);
+    std::thread::sleep(Duration::from_millis(500));
+    let st = n.broker_state().unwrap();
+    assert!(!st.connected && st.failures >= 1, "{st:?}");
+    assert!(st.last_error.is_some(), "{st:?}");
+}
