@@ -45,9 +45,129 @@ enum Cmd {
     /// Shared memory on this host: list ferry's segments, remove those of dead processes.
     #[command(subcommand)]
     Shm(ShmCmd),
+    /// Run ferry's MQTT broker in the foreground (the one `mqtt://embedded` starts in a node).
+    Broker(BrokerArgs),
+    /// Check this host's ferry setup: configuration, broker connection, shared memory.
+    Doctor,
     /// One process of the demo (used by `ferry demo`).
     #[command(hide = true)]
     DemoRole { role: String },
+}
+
+#[derive(clap::Args)]
+struct BrokerArgs {
+    /// MQTT 5 listener (ferry nodes connect here).
+    #[arg(long, default_value = "0.0.0.0:1883")]
+    listen: std::net::SocketAddr,
+    /// Also an MQTT 3.1.1 listener, for plain clients that only speak 3.1.1.
+    #[arg(long)]
+    listen_v311: Option<std::net::SocketAddr>,
+    /// Largest payload a client may publish (bytes).
+    #[arg(long, default_value_t = 16 << 20)]
+    max_payload: usize,
+    /// Require this user (repeatable): `--user robot:secret`.
+    #[arg(long, value_name = "NAME:PASSWORD")]
+    user: Vec<String>,
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long)]
+    duration: Option<f64>,
+}
+
+fn broker(a: BrokerArgs) -> Result<(), String> {
+    let users = if a.user.is_empty() {
+        None
+    } else {
+        let mut m = std::collections::HashMap::new();
+        for u in &a.user {
+            let (n, p) = u
+                .split_once(':')
+                .ok_or_else(|| format!("--user `{u}`: expected NAME:PASSWORD"))?;
+            m.insert(n.to_string(), p.to_string());
+        }
+        Some(m)
+    };
+    let b = ferry_broker::EmbeddedBroker::start(&ferry_broker::BrokerConfig {
+        listen: a.listen,
+        listen_v311: a.listen_v311,
+        max_payload: a.max_payload,
+        users,
+    })
+    .map_err(|e| e.to_string())?;
+    println!("ferry broker: MQTT 5 on {}", b.addr());
+    if let Some(v) = b.addr_v311() {
+        println!("ferry broker: MQTT 3.1.1 on {v}");
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _ = ctrlc::set_handler(move || {
+        let _ = tx.send(());
+    });
+    match a.duration {
+        Some(s) => {
+            let _ = rx.recv_timeout(Duration::from_secs_f64(s));
+        }
+        None => {
+            let _ = rx.recv();
+        }
+    }
+    Ok(())
+}
+
+fn doctor(spin: Duration) -> Result<(), String> {
+    let cfg = ferry::Config::from_env().map_err(|e| e.to_string())?;
+    println!(
+        "domain {}  discovery {:?}  shared memory {}",
+        cfg.domain_id,
+        cfg.discovery,
+        if cfg.shared_memory { "on" } else { "off" }
+    );
+    let node = cli_node()?;
+    let Some(m) = &cfg.mqtt else {
+        println!("mqtt: not configured (set [mqtt] broker in FERRY_CONFIG, or FERRY_MQTT=mqtt://host:1883)");
+        return Ok(());
+    };
+    let until = std::time::Instant::now() + spin.max(Duration::from_millis(m.connect_timeout_ms));
+    let mut st = node.broker_state();
+    while st.as_ref().is_some_and(|s| !s.connected) && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+        st = node.broker_state();
+    }
+    let Some(s) = st else {
+        return Err("mqtt configured but no broker connection in this runtime".into());
+    };
+    println!(
+        "mqtt: {} {}  connects {}  failures {}  queued {} ({} B)  dropped {}  duplicates {}  garbage {}",
+        s.url,
+        if s.connected { "CONNECTED" } else { "NOT CONNECTED" },
+        s.connects,
+        s.failures,
+        s.queued,
+        s.queued_bytes,
+        s.dropped,
+        s.duplicates,
+        s.garbage
+    );
+    if let Some(e) = &s.last_error {
+        println!("mqtt: last error: {e}");
+    }
+    let cloud: Vec<&str> = cfg
+        .topics
+        .iter()
+        .filter(|r| r.scope == Some(ferry::config::mqtt::Scope::Cloud))
+        .map(|r| r.pattern.as_str())
+        .collect();
+    println!(
+        "mqtt: cloud-scope topics: {}",
+        if cloud.is_empty() {
+            "none (add [[topics]] scope = \"cloud\")".to_string()
+        } else {
+            cloud.join(" ")
+        }
+    );
+    if s.connected {
+        Ok(())
+    } else {
+        Err(format!("broker {} not reachable", s.url))
+    }
 }
 
 #[derive(Subcommand)]
@@ -225,6 +345,8 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Cmd::DemoRole { role } => demo::role(&role),
+        Cmd::Broker(a) => broker(a),
+        Cmd::Doctor => doctor(spin),
     }
 }
 

@@ -1,0 +1,135 @@
+//! The CLI on cloud-scope topics: `ferry broker` as a process, `ferry
+//! doctor` showing the broker connection, `ferry topic echo` / `hz`
+//! receiving through the broker from a node they share no other path with.
+
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferry::config::mqtt::{BrokerUrl, MqttConfig, Scope};
+use ferry::msgs::std_msgs;
+use ferry::{Config, DiscoveryRange, Node, TopicRule};
+
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn config_file(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
+    let p = dir.join("ferry.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "domain_id = 181\ndiscovery = \"off\"\nshared_memory = false\n\
+             [mqtt]\nbroker = \"mqtt://127.0.0.1:{port}\"\nconnect_timeout_ms = 1000\n\
+             [[topics]]\npattern = \"/cloud/*\"\nscope = \"cloud\"\n"
+        ),
+    )
+    .unwrap();
+    p
+}
+
+fn ferry(cfg: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(FERRY)
+        .args(args)
+        .env("FERRY_CONFIG", cfg)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn broker_doctor_echo_and_hz_on_a_cloud_topic() {
+    let dir = std::env::temp_dir().join(format!("ferry-cli-mqtt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_port();
+    let cfg = config_file(&dir, port);
+    // Before the broker runs: doctor says so and fails.
+    let (ok, out) = ferry(&cfg, &["doctor"]);
+    assert!(!ok && out.contains("NOT CONNECTED"), "{out}");
+
+    let mut broker = Command::new(FERRY)
+        .args([
+            "broker",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--duration",
+            "60",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < until, "ferry broker did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (ok, out) = ferry(&cfg, &["doctor"]);
+    assert!(
+        ok && out.contains("CONNECTED") && out.contains("/cloud/*"),
+        "{out}"
+    );
+
+    // A robot node that shares no path with the CLI but the broker.
+    let node_cfg = Config {
+        domain_id: 181,
+        discovery: DiscoveryRange::Off,
+        shared_memory: false,
+        mqtt: Some(MqttConfig::new(BrokerUrl::Tcp {
+            host: "127.0.0.1".into(),
+            port,
+        })),
+        topics: vec![TopicRule {
+            pattern: "/cloud/*".into(),
+            scope: Some(Scope::Cloud),
+            ..Default::default()
+        }],
+        ..Config::default()
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let talker = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let n = Node::builder()
+                .name("robot")
+                .config(node_cfg)
+                .build()
+                .unwrap();
+            let p = n
+                .publisher::<std_msgs::String>("/cloud/hello")
+                .build()
+                .unwrap();
+            let until = Instant::now() + Duration::from_secs(30);
+            while !stop.load(Ordering::Relaxed) && Instant::now() < until {
+                p.publish(std_msgs::String {
+                    data: "cloud hello".into(),
+                })
+                .unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let (ok, out) = ferry(
+        &cfg,
+        &["topic", "echo", "/cloud/hello", "--once", "--timeout", "10"],
+    );
+    assert!(ok && out.contains("data: cloud hello"), "{out}");
+    let (ok, out) = ferry(&cfg, &["topic", "hz", "/cloud/hello", "--timeout", "3"]);
+    assert!(ok && out.contains("average rate"), "{out}");
+    stop.store(true, Ordering::Relaxed);
+    talker.join().unwrap();
+    let _ = broker.kill();
+    let _ = broker.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
