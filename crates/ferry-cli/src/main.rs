@@ -354,7 +354,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+                .unwrap_or_else(|_| "warn,rumqttd=off".into()),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -133,3 +133,60 @@ fn broker_doctor_echo_and_hz_on_a_cloud_topic() {
     let _ = broker.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn broker_with_users_accepts_the_right_password_only() {
+    let port = free_port();
+    let mut broker = Command::new(FERRY)
+        .args([
+            "broker",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--user",
+            "robot:s3cret",
+            "--duration",
+            "60",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < until, "ferry broker did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let cfg = |user: Option<&str>, password: &str| {
+        let mut m = MqttConfig::new(BrokerUrl::Tcp {
+            host: "127.0.0.1".into(),
+            port,
+        });
+        m.user = user.map(String::from);
+        m.password = user.map(|_| password.to_string());
+        m.on_unreachable = ferry::config::mqtt::OnUnreachable::Fail;
+        m.connect_timeout_ms = 2000;
+        Config {
+            domain_id: 182,
+            discovery: DiscoveryRange::Off,
+            mqtt: Some(m),
+            ..Config::default()
+        }
+    };
+    for (user, pw) in [(Some("robot"), "wrong"), (None, "")] {
+        let Err(e) = Node::builder()
+            .name("intruder")
+            .config(cfg(user, pw))
+            .build()
+        else {
+            panic!("{user:?}/{pw}: the broker must refuse");
+        };
+        assert!(e.to_string().contains(&format!("127.0.0.1:{port}")), "{e}");
+    }
+    let n = Node::builder()
+        .name("robot")
+        .config(cfg(Some("robot"), "s3cret"))
+        .build()
+        .expect("the right password connects");
+    assert!(n.broker_state().unwrap().connected);
+    let _ = broker.kill();
+    let _ = broker.wait();
+}

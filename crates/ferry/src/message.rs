@@ -190,6 +190,15 @@ impl<T: Message> Codec for T {
         encode_cdr(self, T::TYPE_NAME).map(Bytes::from)
     }
     fn decode(bytes: Bytes) -> Result<Self, DecodeError> {
+        // CDR always starts with 0x00 (its encapsulation header); a JSON
+        // object (the opt-in MQTT encoding) starts with `{`.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+            return serde_json::from_slice(&bytes).map_err(|e| DecodeError::Body {
+                type_name: T::TYPE_NAME.to_string(),
+                len: bytes.len(),
+                reason: format!("JSON: {e}"),
+            });
+        }
         decode_cdr(&bytes, T::TYPE_NAME)
     }
     fn encode_into(&self, buf: &mut [u8]) -> Result<Option<usize>, EncodeError> {

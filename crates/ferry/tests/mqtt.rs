@@ -114,11 +114,12 @@ fn remote(arg: &str) {
     let domain: u16 = a.next().unwrap().parse().unwrap();
     let port: u16 = a.next().unwrap().parse().unwrap();
     let mode = a.next().unwrap();
-    let n = Node::builder()
-        .name("robot")
-        .config(cloud_config(domain, tcp_broker(port)))
-        .build()
-        .unwrap();
+    let mut cfg = cloud_config(domain, tcp_broker(port));
+    if mode == "direct" {
+        cfg.discovery = DiscoveryRange::Localhost;
+        cfg.shared_memory = true;
+    }
+    let n = Node::builder().name("robot").config(cfg).build().unwrap();
     let _svc = n
         .service::<AddTwoIntsRequest, AddTwoIntsResponse, _>("/cloud/add", |r| AddTwoIntsResponse {
             sum: r.a + r.b,
@@ -135,13 +136,14 @@ fn remote(arg: &str) {
         "no subscriber through the broker"
     );
     report("matched");
-    let count = if mode == "slow" { 400 } else { 200 };
+    let slow = mode != "fast";
+    let count = if slow { 400 } else { 200 };
     for i in 1..=count {
         p.publish(std_msgs::String {
             data: format!("status {i}"),
         })
         .unwrap();
-        std::thread::sleep(Duration::from_millis(if mode == "slow" { 10 } else { 1 }));
+        std::thread::sleep(Duration::from_millis(if slow { 10 } else { 1 }));
     }
     report("done");
     std::thread::sleep(Duration::from_secs(60));
@@ -376,4 +378,107 @@ fn unreachable_broker_fails_on_request_or_retries_while_local_paths_work() {
     let st = n.broker_state().unwrap();
     assert!(!st.connected && st.failures >= 1, "{st:?}");
     assert!(st.last_error.is_some(), "{st:?}");
+}
+
+#[test]
+fn json_encoding_for_dashboards_both_ways() {
+    let port = free_port();
+    let mut cfg = cloud_config(175, BrokerUrl::Embedded { port });
+    cfg.topics.insert(
+        0,
+        TopicRule {
+            pattern: "/dash/*".into(),
+            scope: Some(Scope::Cloud),
+            encoding: Some(ferry::config::mqtt::Encoding::Json),
+            ..Default::default()
+        },
+    );
+    let n = Node::builder().name("dash").config(cfg).build().unwrap();
+    let p = n
+        .publisher::<std_msgs::String>("/dash/state")
+        .build()
+        .unwrap();
+    let mut child = mosquitto_client("mosquitto_sub", port)
+        .args(["-t", "ferry/175/dash/state", "-C", "1", "-N", "-W", "10"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + T;
+    let out = loop {
+        p.publish(std_msgs::String {
+            data: "armed".into(),
+        })
+        .unwrap();
+        if child.try_wait().unwrap().is_some() {
+            break child.wait_with_output().unwrap().stdout;
+        }
+        assert!(Instant::now() < until, "mosquitto_sub got nothing");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(String::from_utf8(out).unwrap(), r#"{"data":"armed"}"#);
+    // A dashboard writes JSON; a ferry subscriber decodes it.
+    let s = n
+        .subscriber::<std_msgs::String>("/dash/cmd")
+        .build()
+        .unwrap();
+    let until = Instant::now() + T;
+    let got = loop {
+        let st = mosquitto_client("mosquitto_pub", port)
+            .args(["-t", "ferry/175/dash/cmd", "-m", r#" {"data": "disarm"}"#])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        if let Ok(g) = s.recv_timeout(Duration::from_millis(200)) {
+            break g;
+        }
+        assert!(Instant::now() < until, "nothing from mosquitto_pub");
+    };
+    assert_eq!(got.data, "disarm");
+}
+
+#[test]
+fn a_subscriber_with_a_direct_path_gets_each_sample_once() {
+    if let Some((r, arg)) = role() {
+        if r == "remote" {
+            remote(&arg);
+        }
+        return;
+    }
+    let port = free_port();
+    let mut cfg = cloud_config(176, BrokerUrl::Embedded { port });
+    cfg.discovery = DiscoveryRange::Localhost;
+    cfg.shared_memory = true;
+    let n = Node::builder().name("nearby").config(cfg).build().unwrap();
+    let s = n
+        .subscriber::<std_msgs::String>("/cloud/status")
+        .qos(Qos::default().keep_all())
+        .build()
+        .unwrap();
+    let mut peer = Peer::spawn(
+        "a_subscriber_with_a_direct_path_gets_each_sample_once",
+        "remote",
+        &format!("176 {port} direct"),
+    );
+    assert_eq!(peer.line(), "matched");
+    let mut paths = std::collections::BTreeMap::new();
+    for i in 1..=400u64 {
+        let got = s.recv_timeout(T).expect("sample");
+        assert_eq!(got.data, format!("status {i}"), "in order, none twice");
+        *paths.entry(got.info.transport).or_insert(0) += 1;
+    }
+    assert_eq!(peer.line(), "done");
+    assert!(
+        s.try_recv().is_none(),
+        "a sample arrived twice (once per path)"
+    );
+    // Same host: shared memory carries the samples (after at most a few
+    // through the broker while discovery catches up); the broker's copies
+    // were dropped as duplicates.
+    let shm = paths
+        .get(&TransportKind::SharedMemory)
+        .copied()
+        .unwrap_or(0);
+    assert!(shm >= 350, "{paths:?}");
+    let st = n.broker_state().unwrap();
+    assert!(st.duplicates >= 350, "{st:?}");
 }

@@ -600,7 +600,15 @@ impl Shared {
                         }
                         MatchOutcome::Matched if local_w => {
                             let retry = matches!(state, Some(PairState::Failed(t)) if t <= now);
-                            if state.is_none() || state == Some(PairState::Incompatible) || retry {
+                            // Met through the broker first, heard directly
+                            // since: move to the direct path if there is one.
+                            let upgrade = state == Some(PairState::Connected(TransportKind::Mqtt))
+                                && rpeer.direct;
+                            if state.is_none()
+                                || state == Some(PairState::Incompatible)
+                                || retry
+                                || upgrade
+                            {
                                 let pin = wrec
                                     .qos
                                     .transport
@@ -620,7 +628,8 @@ impl Shared {
                                         || wrec.kind != EndpointKind::Publisher
                                         || self.cfg.topic_scope(&wrec.topic)
                                             == crate::config::mqtt::Scope::Cloud
-                                });
+                                })
+                                .filter(|t| !upgrade || t.kind() != TransportKind::Mqtt);
                                 match chosen {
                                     Some(t) => {
                                         core.pairs.insert(key, PairState::Connecting);
@@ -629,6 +638,13 @@ impl Shared {
                                             .get(&wid.entity)
                                             .and_then(|w| w.port.upgrade());
                                         if let Some(port) = port {
+                                            if upgrade {
+                                                tracing::info!(
+                                                    "{wid} → {rid}: peer now heard directly; leaving the broker for {}",
+                                                    t.kind()
+                                                );
+                                                unlinks.push((port.clone(), *rid));
+                                            }
                                             connects.push((
                                                 t,
                                                 port,
@@ -641,6 +657,7 @@ impl Shared {
                                             ));
                                         }
                                     }
+                                    None if upgrade => {} // stays on the broker
                                     None => {
                                         if state.is_none() {
                                             tracing::warn!("{wid} → {rid} on `{}`: no transport reaches the peer (pinned: {pin:?})", wrec.topic);
