@@ -3,6 +3,8 @@
 //! port), plain MQTT clients reading and writing ferry topics, a broker
 //! restart, an unreachable broker, garbage from a foreign client.
 
+#![cfg(feature = "embedded-broker")]
+
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -481,4 +483,160 @@ fn a_subscriber_with_a_direct_path_gets_each_sample_once() {
     assert!(shm >= 350, "{paths:?}");
     let st = n.broker_state().unwrap();
     assert!(st.duplicates >= 350, "{st:?}");
+}
+
+/// A CA and a certificate for localhost / 127.0.0.1 signed by it (openssl).
+#[cfg(feature = "mqtt-tls")]
+fn test_pki(dir: &std::path::Path) {
+    let sh = |args: &[&str]| {
+        let st = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("openssl");
+        assert!(st.success(), "openssl {args:?}");
+    };
+    std::fs::write(
+        dir.join("san.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .unwrap();
+    sh(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=ferry-test-ca",
+    ]);
+    sh(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    sh(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+    ]);
+}
+
+#[cfg(feature = "mqtt-tls")]
+#[test]
+fn tls_to_a_real_broker_with_a_private_ca() {
+    let dir = std::env::temp_dir().join(format!("ferry-mqtt-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    test_pki(&dir);
+    let port = free_port();
+    std::fs::write(
+        dir.join("m.conf"),
+        format!(
+            "listener {port} 127.0.0.1\ncafile {d}/ca.crt\ncertfile {d}/server.crt\n\
+             keyfile {d}/server.key\nallow_anonymous true\nuser root\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let mut mosq = Command::new("mosquitto")
+        .arg("-c")
+        .arg(dir.join("m.conf"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + T;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < until, "mosquitto (TLS) did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let tls = |ca: Option<std::path::PathBuf>| {
+        let mut cfg = cloud_config(
+            177,
+            BrokerUrl::Tls {
+                host: "localhost".into(),
+                port,
+            },
+        );
+        if let Some(m) = &mut cfg.mqtt {
+            m.ca_file = ca;
+            m.on_unreachable = OnUnreachable::Fail;
+            m.connect_timeout_ms = 3000;
+        }
+        cfg
+    };
+    // The system's roots do not know this CA: refused, with the reason.
+    let Err(e) = Node::builder().name("untrusting").config(tls(None)).build() else {
+        panic!("a certificate from an unknown CA must be refused");
+    };
+    assert!(e.to_string().to_lowercase().contains("cert"), "{e}");
+    // With the CA: connected, and a plain TLS client reads the samples.
+    let n = Node::builder()
+        .name("trusting")
+        .config(tls(Some(dir.join("ca.crt"))))
+        .build()
+        .unwrap();
+    assert!(n.broker_state().unwrap().connected);
+    let p = n
+        .publisher::<std_msgs::String>("/cloud/tls")
+        .build()
+        .unwrap();
+    let mut child = Command::new("mosquitto_sub")
+        .args([
+            "-h",
+            "localhost",
+            "-p",
+            &port.to_string(),
+            "-V",
+            "mqttv5",
+            "--cafile",
+        ])
+        .arg(dir.join("ca.crt"))
+        .args(["-t", "ferry/177/cloud/tls", "-C", "1", "-N", "-W", "10"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let msg = std_msgs::String {
+        data: "over TLS".into(),
+    };
+    let until = Instant::now() + T;
+    let out = loop {
+        p.publish(msg.clone()).unwrap();
+        if child.try_wait().unwrap().is_some() {
+            break child.wait_with_output().unwrap().stdout;
+        }
+        assert!(Instant::now() < until, "mosquitto_sub (TLS) got nothing");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(out, ferry::encode_cdr(&msg, "std_msgs/msg/String").unwrap());
+    let _ = mosq.kill();
+    let _ = mosq.wait();
+    let _ = std::fs::remove_dir_all(&dir);
 }

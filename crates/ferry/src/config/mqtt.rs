@@ -46,7 +46,7 @@ pub enum BrokerUrl {
         /// Port.
         port: u16,
     },
-    /// `mqtts://host[:port]` (default 8883): TLS (parsed; not built yet).
+    /// `mqtts://host[:port]` (default 8883): TLS (the `mqtt-tls` feature).
     Tls {
         /// Host name or address.
         host: String,
@@ -130,6 +130,10 @@ pub struct MqttConfig {
     /// Password for `user`.
     #[serde(default)]
     pub password: Option<String>,
+    /// CA certificates (PEM) that sign an `mqtts://` broker's certificate;
+    /// default: the system's roots.
+    #[serde(default)]
+    pub ca_file: Option<std::path::PathBuf>,
     /// First segment of every MQTT topic (`<prefix>/<domain>/<name>`).
     #[serde(default = "default_prefix")]
     pub prefix: String,
@@ -181,6 +185,7 @@ impl MqttConfig {
             broker,
             user: None,
             password: None,
+            ca_file: None,
             prefix: default_prefix(),
             on_unreachable: OnUnreachable::default(),
             connect_timeout_ms: default_connect_ms(),
@@ -228,13 +233,20 @@ impl MqttConfig {
             return bad("mqtt.keep_alive_s", "must be at least 1".into());
         }
         if let BrokerUrl::Tls { .. } = self.broker {
-            return bad(
-                "mqtt.broker",
-                format!(
-                    "{}: TLS to the broker is not built yet; use mqtt:// (or a TLS tunnel)",
-                    self.broker
-                ),
-            );
+            if !cfg!(feature = "mqtt-tls") {
+                return bad(
+                    "mqtt.broker",
+                    format!(
+                        "{} needs ferry built with the `mqtt-tls` feature",
+                        self.broker
+                    ),
+                );
+            }
+        }
+        if let Some(p) = &self.ca_file {
+            if !p.is_file() {
+                return bad("mqtt.ca_file", format!("{} is not a file", p.display()));
+            }
         }
         Ok(())
     }

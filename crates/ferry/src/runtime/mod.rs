@@ -362,6 +362,7 @@ impl Shared {
     }
 
     /// Announces this runtime at once (a broker connection came up).
+    #[cfg(feature = "mqtt")]
     pub fn announce_soon(&self) {
         self.core.lock().discovery.announce_now(Instant::now());
         self.io.kick();

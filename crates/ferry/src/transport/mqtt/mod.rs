@@ -185,6 +185,9 @@ impl Broker {
             false,
             None,
         ));
+        if let BrokerUrl::Tls { .. } = &cfg.broker {
+            opts.set_transport(tls_transport(cfg)?);
+        }
         let mut net = rumqttc::NetworkOptions::new();
         net.set_tcp_nodelay(true);
         net.set_connection_timeout(cfg.connect_timeout_ms.div_ceil(1000).max(1));
@@ -817,6 +820,57 @@ fn data_filter(topic: String) -> Filter {
     let mut f = Filter::new(topic, QoS::AtLeastOnce);
     f.nolocal = true;
     f
+}
+
+/// TLS to the broker: rustls (ring), trusting `ca_file` or the system's roots.
+#[cfg(feature = "mqtt-tls")]
+fn tls_transport(cfg: &MqttConfig) -> Result<rumqttc::Transport, BuildError> {
+    let fail = |why: String| BuildError::Broker {
+        url: cfg.broker.to_string(),
+        why,
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    match &cfg.ca_file {
+        Some(p) => {
+            let pem =
+                std::fs::read(p).map_err(|e| fail(format!("ca_file {}: {e}", p.display())))?;
+            for c in rustls_pemfile::certs(&mut &pem[..]) {
+                let c = c.map_err(|e| fail(format!("ca_file {}: {e}", p.display())))?;
+                roots
+                    .add(c)
+                    .map_err(|e| fail(format!("ca_file {}: {e}", p.display())))?;
+            }
+            if roots.is_empty() {
+                return Err(fail(format!(
+                    "ca_file {}: no PEM certificate in it",
+                    p.display()
+                )));
+            }
+        }
+        None => {
+            for c in rustls_native_certs::load_native_certs().certs {
+                let _ = roots.add(c);
+            }
+        }
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| fail(e.to_string()))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(rumqttc::Transport::tls_with_config(
+        rumqttc::TlsConfiguration::Rustls(Arc::new(tls)),
+    ))
+}
+
+#[cfg(not(feature = "mqtt-tls"))]
+fn tls_transport(cfg: &MqttConfig) -> Result<rumqttc::Transport, BuildError> {
+    Err(BuildError::Broker {
+        url: cfg.broker.to_string(),
+        why: "ferry was built without the `mqtt-tls` feature".into(),
+    })
 }
 
 /// Starts (or reuses) this process's embedded broker on `port`.
