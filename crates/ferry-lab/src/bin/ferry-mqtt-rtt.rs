@@ -58,10 +58,56 @@ enum Cmd {
         /// Only these sizes (bytes; default the 15 of the paper, 8 B–128 KiB).
         #[arg(long, value_delimiter = ',')]
         sizes: Option<Vec<usize>>,
+        /// Use the broker at `--host`:PORT, whose echo processes run
+        /// elsewhere (how `lab` runs the robot side), instead of starting
+        /// both here.
+        #[arg(long)]
+        port: Option<u16>,
+        /// The broker's address.
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// A line for the table's header (what link is in between).
+        #[arg(long, hide = true)]
+        note: Option<String>,
+    },
+    /// The same study with the robot on one lab host and the broker and the
+    /// cloud side on the other, through the userspace link emulator with a
+    /// rate cap (root).
+    Lab {
+        /// Link rate cap, Mbit/s, both ways.
+        #[arg(long, default_value_t = 20)]
+        mbit: u64,
+        /// One-way delay, ms (plus up to 1 ms jitter, in order).
+        #[arg(long, default_value_t = 2)]
+        delay_ms: u64,
+        /// Trials per cell.
+        #[arg(long, default_value_t = 100)]
+        trials: usize,
+        /// Trials per second.
+        #[arg(long, default_value_t = 10.0)]
+        rate: f64,
+        /// Only these sizes.
+        #[arg(long, value_delimiter = ',')]
+        sizes: Option<Vec<usize>>,
+        /// Write Markdown and JSON here (without extension).
+        #[arg(long)]
+        out: Option<String>,
     },
     /// Echo / bridge roles (spawned by `run`).
     #[command(hide = true)]
-    Role { role: String, port: u16 },
+    Role {
+        role: String,
+        port: u16,
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+    },
+}
+
+static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The broker's address.
+fn host() -> &'static str {
+    HOST.get().map_or("127.0.0.1", String::as_str)
 }
 
 /// Robot and cloud ferry nodes meet only through the broker in this domain.
@@ -81,7 +127,7 @@ fn sizes() -> Vec<usize> {
 
 fn cloud_config(port: u16) -> Config {
     let mut m = MqttConfig::new(BrokerUrl::Tcp {
-        host: "127.0.0.1".into(),
+        host: host().into(),
         port,
     });
     m.max_packet_bytes = 1 << 20;
@@ -108,7 +154,7 @@ fn local_config() -> Config {
 }
 
 fn mqtt_client(id: &str, port: u16) -> (Client, rumqttc::v5::Connection) {
-    let mut o = MqttOptions::new(id, "127.0.0.1", port);
+    let mut o = MqttOptions::new(id, host(), port);
     o.set_max_packet_size(Some(1 << 20));
     o.set_keep_alive(Duration::from_secs(5));
     let mut net = rumqttc::NetworkOptions::new();
@@ -207,7 +253,7 @@ fn role(role: &str, port: u16) {
 
 fn spawn_role(r: &str, port: u16) -> Child {
     let mut c = Command::new(std::env::current_exe().unwrap())
-        .args(["role", r, &port.to_string()])
+        .args(["role", r, &port.to_string(), "--host", host()])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -321,9 +367,13 @@ impl Robot {
 /// Round trips of every configuration, interleaved trial by trial (so
 /// drift in this shared VM hits all alike): per configuration, (size,
 /// rtts in µs) per size.
-fn measure(configs: &[&str], port: u16, trials: usize, rate: f64) -> Vec<Series> {
+fn measure(configs: &[&str], port: u16, trials: usize, rate: f64, echoes: bool) -> Vec<Series> {
     let period = Duration::from_secs_f64(1.0 / rate);
-    let mut children = vec![spawn_role("cloud", port), spawn_role("raw", port)];
+    let mut children = if echoes {
+        vec![spawn_role("cloud", port), spawn_role("raw", port)]
+    } else {
+        Vec::new()
+    };
     let robots: Vec<Robot> = configs
         .iter()
         .map(|c| robot(c, port, &mut children))
@@ -421,21 +471,43 @@ fn start_broker(kind: &str, port: u16, dir: &std::path::Path) -> Child {
     child
 }
 
-fn run(quick: bool, trials: Option<usize>, rate: Option<f64>, broker: &str, out: Option<String>) {
+struct RunArgs {
+    quick: bool,
+    trials: Option<usize>,
+    rate: Option<f64>,
+    broker: String,
+    out: Option<String>,
+    port: Option<u16>,
+    note: Option<String>,
+}
+
+fn run(a: RunArgs) {
+    let RunArgs {
+        quick,
+        trials,
+        rate,
+        broker,
+        out,
+        port: given,
+        note,
+    } = a;
+    let broker = broker.as_str();
     let trials = trials.unwrap_or(if quick { 30 } else { 1000 });
     let rate = rate.unwrap_or(if quick { 50.0 } else { 1.0 });
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = given.unwrap_or_else(|| {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    });
     let dir = std::env::temp_dir().join(format!("ferry-mqtt-rtt-{}", std::process::id()));
-    let mut b = start_broker(broker, port, &dir);
+    let mut b = given.is_none().then(|| start_broker(broker, port, &dir));
     let configs: Vec<&str> = CONFIGS
         .get()
         .cloned()
         .unwrap_or_else(|| vec!["raw", "ferry", "bridged", "half"]);
-    let all = measure(&configs, port, trials, rate);
+    let all = measure(&configs, port, trials, rate, given.is_none());
     if configs.len() != 4 {
         for (c, r) in configs.iter().zip(&all) {
             for (len, v) in r {
@@ -443,22 +515,28 @@ fn run(quick: bool, trials: Option<usize>, rate: Option<f64>, broker: &str, out:
                 println!("{c:>8} {len:>7} B: median {:.0} µs", quantile(&mut v, 0.5));
             }
         }
-        let _ = b.kill();
-        let _ = b.wait();
+        if let Some(b) = &mut b {
+            let _ = b.kill();
+            let _ = b.wait();
+        }
         return;
     }
     let results: Vec<(&str, Series)> = configs.iter().copied().zip(all).collect();
-    let _ = b.kill();
-    let _ = b.wait();
+    if let Some(b) = &mut b {
+        let _ = b.kill();
+        let _ = b.wait();
+    }
     let _ = std::fs::remove_dir_all(&dir);
     let mut md = format!(
         "# MQTT round trip: bridge-free vs bridged vs raw client (seed 000)\n\n\
-         Broker: {broker} on 127.0.0.1, {trials} trials per cell at {rate} Hz, QoS 1, TCP_NODELAY.\n\
+         Broker: {broker} on {}, {trials} trials per cell at {rate} Hz, QoS 1, TCP_NODELAY.{}\n\
          RTT median [IQR] in µs; ratios are of medians. Bridge share = (bridged − ferry) / bridged.\n\
          Configurations interleaved trial by trial. `half`: a ferry robot node answered by a plain\n\
          client echo (one ferry side instead of two).\n\n\
          | size | raw client | ferry bridge-free | ferry bridged | half | ferry / raw | ferry / bridged | bridge share | received (raw/ferry/bridged/half) |\n\
-         |---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        host(),
+        note.map(|n| format!("\n{n}")).unwrap_or_default()
     );
     let mut json = Vec::new();
     for (i, len) in sizes().into_iter().enumerate() {
@@ -505,6 +583,82 @@ fn run(quick: bool, trials: Option<usize>, rate: Option<f64>, broker: &str, out:
     }
 }
 
+/// Robot on lab host B; broker, cloud echo and raw echo on host A.
+fn lab(
+    mbit: u64,
+    delay_ms: u64,
+    trials: usize,
+    rate: f64,
+    sizes: Option<Vec<usize>>,
+    out: Option<String>,
+) {
+    use ferry_lab::{Lab, LabConfig, Side};
+    let rate_bps = mbit * 1_000_000 / 8;
+    let link = ferry_testkit::LinkConfig {
+        rate: rate_bps,
+        delay: Duration::from_millis(delay_ms),
+        jitter: Duration::from_millis(1),
+        reorder: false,
+        mtu: 1500,
+        queue: ((rate_bps as f64 * 0.05) / 1500.0).max(16.0) as usize,
+        ..Default::default()
+    };
+    let lab = Lab::up(LabConfig::symmetric("fmq", 61, link)).expect("lab up (root, /dev/net/tun)");
+    let (a, port) = (lab.addr(Side::A), 1883u16);
+    let dir = std::env::temp_dir().join(format!("ferry-mqtt-lab-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("m.conf");
+    std::fs::write(
+        &conf,
+        format!("listener {port} {a}\nallow_anonymous true\nmax_packet_size 1048576\nset_tcp_nodelay true\nmax_queued_messages 10000\n"),
+    )
+    .unwrap();
+    let mut procs = vec![lab
+        .command(Side::A, &format!("exec mosquitto -c {}", conf.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()];
+    std::thread::sleep(Duration::from_millis(1500));
+    let exe = std::env::current_exe().unwrap();
+    for r in ["cloud", "raw"] {
+        let mut c = lab
+            .command(
+                Side::A,
+                &format!("exec {} role {r} {port} --host {a}", exe.display()),
+            )
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        use std::io::BufRead;
+        std::io::BufReader::new(c.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready", "role {r} did not start on lab host A");
+        procs.push(c);
+    }
+    let mut cmd = format!(
+        "exec {} run --port {port} --host {a} --trials {trials} --rate {rate} --note 'Lab: robot on host B, broker + cloud on host A, link {mbit} Mbit/s, {delay_ms} ms (+0–1 ms) one way, both ways (userspace emulator).'",
+        exe.display()
+    );
+    if let Some(v) = sizes {
+        let v: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+        cmd.push_str(&format!(" --sizes {}", v.join(",")));
+    }
+    if let Some(o) = out {
+        cmd.push_str(&format!(" --out {o}"));
+    }
+    let st = lab.command(Side::B, &cmd).status().unwrap();
+    for mut p in procs {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(lab);
+    assert!(st.success(), "robot side failed");
+}
+
 fn main() {
     match Cli::parse().cmd {
         Cmd::Run {
@@ -515,6 +669,9 @@ fn main() {
             out,
             sizes,
             configs,
+            port,
+            host,
+            note,
         } => {
             if let Some(c) = configs {
                 let c: Vec<&'static str> = c.into_iter().map(|s| &*s.leak()).collect();
@@ -523,8 +680,32 @@ fn main() {
             if let Some(v) = sizes {
                 let _ = SIZES.set(v);
             }
-            run(quick, trials, rate, &broker, out)
+            let _ = HOST.set(host);
+            run(RunArgs {
+                quick,
+                trials,
+                rate,
+                broker,
+                out,
+                port,
+                note,
+            })
         }
-        Cmd::Role { role: r, port } => role(&r, port),
+        Cmd::Lab {
+            mbit,
+            delay_ms,
+            trials,
+            rate,
+            sizes,
+            out,
+        } => lab(mbit, delay_ms, trials, rate, sizes, out),
+        Cmd::Role {
+            role: r,
+            port,
+            host,
+        } => {
+            let _ = HOST.set(host);
+            role(&r, port)
+        }
     }
 }
