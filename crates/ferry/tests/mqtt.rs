@@ -110,6 +110,17 @@ impl Drop for Mosquitto {
     }
 }
 
+/// A node with a reliable keep_all subscriber of `/cloud/status`.
+fn status_subscriber(name: &str, cfg: Config) -> (Node, ferry::Subscriber<std_msgs::String>) {
+    let n = Node::builder().name(name).config(cfg).build().unwrap();
+    let s = n
+        .subscriber::<std_msgs::String>("/cloud/status")
+        .qos(Qos::default().keep_all())
+        .build()
+        .unwrap();
+    (n, s)
+}
+
 /// The other process: `arg` = "domain url mode".
 fn remote(arg: &str) {
     let mut a = arg.split(' ');
@@ -160,16 +171,7 @@ fn pub_sub_and_services_between_processes_that_meet_only_through_the_broker() {
         return;
     }
     let port = free_port();
-    let n = Node::builder()
-        .name("cloud")
-        .config(cloud_config(171, BrokerUrl::Embedded { port }))
-        .build()
-        .unwrap();
-    let s = n
-        .subscriber::<std_msgs::String>("/cloud/status")
-        .qos(Qos::default().keep_all())
-        .build()
-        .unwrap();
+    let (n, s) = status_subscriber("cloud", cloud_config(171, BrokerUrl::Embedded { port }));
     let mut peer = Peer::spawn(
         "pub_sub_and_services_between_processes_that_meet_only_through_the_broker",
         "remote",
@@ -317,16 +319,7 @@ fn reliable_samples_survive_a_broker_restart() {
     let port = free_port();
     let dir = std::env::temp_dir().join(format!("ferry-mosq-{}", std::process::id()));
     let mut mosq = Mosquitto::start(port, &dir);
-    let n = Node::builder()
-        .name("cloud")
-        .config(cloud_config(173, tcp_broker(port)))
-        .build()
-        .unwrap();
-    let s = n
-        .subscriber::<std_msgs::String>("/cloud/status")
-        .qos(Qos::default().keep_all())
-        .build()
-        .unwrap();
+    let (n, s) = status_subscriber("cloud", cloud_config(173, tcp_broker(port)));
     let mut peer = Peer::spawn(
         "reliable_samples_survive_a_broker_restart",
         "remote",
@@ -450,12 +443,7 @@ fn a_subscriber_with_a_direct_path_gets_each_sample_once() {
     let mut cfg = cloud_config(176, BrokerUrl::Embedded { port });
     cfg.discovery = DiscoveryRange::Localhost;
     cfg.shared_memory = true;
-    let n = Node::builder().name("nearby").config(cfg).build().unwrap();
-    let s = n
-        .subscriber::<std_msgs::String>("/cloud/status")
-        .qos(Qos::default().keep_all())
-        .build()
-        .unwrap();
+    let (n, s) = status_subscriber("nearby", cfg);
     let mut peer = Peer::spawn(
         "a_subscriber_with_a_direct_path_gets_each_sample_once",
         "remote",

@@ -677,32 +677,14 @@ impl Broker {
                 *last = seq;
                 seq
             };
-            conn.stats.message(p.payload.len());
-            let bytes = || Ok(p.payload.clone());
-            inbox.deliver(
-                &conn,
-                &InFrame {
-                    kind: FrameKind::Data,
-                    seq,
-                    stamp_ns: stamp,
-                    arrival_ns: 0,
-                    payload: Payload {
-                        typed: None,
-                        bytes: &bytes,
-                    },
-                },
-            );
+            deliver(&*inbox, &conn, FrameKind::Data, seq, stamp, &p.payload);
         }
     }
 
     fn on_request(&self, to: &str, p: &Publish) {
         let props = &p.properties;
         let parsed = (|| {
-            let (part, entity) = to.split_once('/')?;
-            let service = EndpointId {
-                participant: ParticipantId(u64::from_str_radix(part, 16).ok()?),
-                entity: entity.parse().ok()?,
-            };
+            let service = parse_path(to)?;
             let client = parse_endpoint(user_prop(props, "ferry.w")?)?;
             let pr = props.as_ref()?;
             let reply_to = pr.response_topic.clone()?;
@@ -724,31 +706,24 @@ impl Broker {
         }) else {
             return;
         };
-        conn.stats.message(p.payload.len());
-        let bytes = || Ok(p.payload.clone());
-        inbox.deliver(
+        deliver(
+            &*inbox,
             &conn,
-            &InFrame {
-                kind: FrameKind::Request,
-                seq: request_id,
-                stamp_ns: 0,
-                arrival_ns: 0,
-                payload: Payload {
-                    typed: None,
-                    bytes: &bytes,
-                },
-            },
+            FrameKind::Request,
+            request_id,
+            0,
+            &p.payload,
         );
     }
 
     fn on_reply(&self, to: &str, p: &Publish) {
         let props = &p.properties;
         let parsed = (|| {
-            let (part, entity) = to.split_once('/')?;
-            if u64::from_str_radix(part, 16).ok()? != self.me.0 {
+            let client = parse_path(to)?;
+            if client.participant != self.me {
                 return None;
             }
-            let entity: u32 = entity.parse().ok()?;
+            let entity = client.entity;
             let id: [u8; 8] = props
                 .as_ref()?
                 .correlation_data
@@ -814,6 +789,41 @@ pub(crate) fn writer_link<T: crate::message::Codec>(
             json: Some(Box::new(|v| v.clone().downcast::<T>().ok()?.encode_json())),
         },
     )
+}
+
+/// `<participant hex>/<entity>` of a control topic.
+fn parse_path(s: &str) -> Option<EndpointId> {
+    let (p, e) = s.split_once('/')?;
+    Some(EndpointId {
+        participant: ParticipantId(u64::from_str_radix(p, 16).ok()?),
+        entity: e.parse().ok()?,
+    })
+}
+
+/// Hands one broker message to a local reader on `conn`.
+fn deliver(
+    inbox: &dyn super::Inbox,
+    conn: &Arc<InboundConn>,
+    kind: FrameKind,
+    seq: u64,
+    stamp_ns: u64,
+    payload: &Bytes,
+) {
+    conn.stats.message(payload.len());
+    let bytes = || Ok(payload.clone());
+    inbox.deliver(
+        conn,
+        &InFrame {
+            kind,
+            seq,
+            stamp_ns,
+            arrival_ns: 0,
+            payload: Payload {
+                typed: None,
+                bytes: &bytes,
+            },
+        },
+    );
 }
 
 fn data_filter(topic: String) -> Filter {
