@@ -166,12 +166,16 @@ impl Inbound {
     pub fn len(&self) -> usize {
         self.0.lock().len()
     }
-    /// Whether `writer` has a connection here on a path other than MQTT.
-    pub fn has_direct(&self, writer: EndpointId) -> bool {
+    /// The first sequence number `writer` delivered here on a path other
+    /// than MQTT, if any.
+    pub fn direct_from(&self, writer: EndpointId) -> Option<u64> {
         self.0
             .lock()
             .iter()
-            .any(|c| c.remote == writer && c.transport != ferry_wire::TransportKind::Mqtt)
+            .filter(|c| c.remote == writer && c.transport != ferry_wire::TransportKind::Mqtt)
+            .map(|c| c.first_seq.load(std::sync::atomic::Ordering::Relaxed))
+            .filter(|s| *s != 0)
+            .min()
     }
     pub fn connections(&self, topic: &str, id: EndpointId) -> Vec<ConnectionInfo> {
         self.0

@@ -145,12 +145,15 @@ impl<T: Codec> Inbox for SubShared<T> {
     fn detach(&self, remote: EndpointId) {
         self.conns.detach(remote);
     }
-    fn has_direct(&self, writer: EndpointId) -> bool {
-        self.conns.has_direct(writer)
+    fn direct_from(&self, writer: EndpointId) -> Option<u64> {
+        self.conns.direct_from(writer)
     }
     fn deliver(&self, conn: &Arc<InboundConn>, frame: &InFrame<'_>) {
         if frame.kind != FrameKind::Data {
             return;
+        }
+        if conn.first_seq.load(Ordering::Relaxed) == 0 {
+            conn.first_seq.store(frame.seq, Ordering::Relaxed);
         }
         let value = match frame.payload.to_typed::<T>() {
             Ok(v) => v,

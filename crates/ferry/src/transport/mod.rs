@@ -290,6 +290,8 @@ pub struct InboundConn {
     pub replier: Option<Arc<dyn Replier>>,
     /// Source timestamps are comparable (same host clock): latency is measured.
     pub same_clock: bool,
+    /// Sequence number of the first sample delivered on it (0: none yet).
+    pub first_seq: std::sync::atomic::AtomicU64,
 }
 
 /// A reader (subscriber or service) as transports see it.
@@ -302,9 +304,10 @@ pub trait Inbox: Send + Sync {
     fn detach(&self, remote: EndpointId);
     /// A frame arrived on `conn`.
     fn deliver(&self, conn: &Arc<InboundConn>, frame: &InFrame<'_>);
-    /// Whether `writer` is connected to it on a path other than the broker
-    /// (then the broker's copies of its samples are duplicates).
-    fn has_direct(&self, _writer: EndpointId) -> bool {
-        false
+    /// The first sequence number `writer` delivered here on a path other
+    /// than the broker, if any: the broker's copies from there on are
+    /// duplicates (that path is reliable and ordered from its first sample).
+    fn direct_from(&self, _writer: EndpointId) -> Option<u64> {
+        None
     }
 }

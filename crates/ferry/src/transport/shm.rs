@@ -150,6 +150,7 @@ impl Receiving {
             stats: Arc::new(ConnStats::new()),
             replier: None,
             same_clock: true,
+            first_seq: Default::default(),
         });
         Ok(Inbound {
             conn,

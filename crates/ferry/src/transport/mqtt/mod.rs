@@ -626,6 +626,7 @@ impl Broker {
                 stats: Arc::new(ConnStats::new()),
                 replier: replier(),
                 same_clock,
+                first_seq: Default::default(),
             });
             inbox.attach(conn.clone());
             conn
@@ -670,7 +671,8 @@ impl Broker {
                 }
                 let last = seen.entry((reader, writer)).or_insert(0);
                 let seq = seq.unwrap_or(*last + 1);
-                if writer != FOREIGN_WRITER && (seq <= *last || inbox.has_direct(writer)) {
+                let direct = inbox.direct_from(writer);
+                if writer != FOREIGN_WRITER && (seq <= *last || direct.is_some_and(|f| seq >= f)) {
                     self.duplicates.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
