@@ -637,3 +637,73 @@ fn tls_to_a_real_broker_with_a_private_ca() {
     let _ = mosq.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn made_up_writer_ids_from_a_client_stay_bounded() {
+    use rumqttc::v5::mqttbytes::v5::PublishProperties;
+    use rumqttc::v5::mqttbytes::QoS;
+    let port = free_port();
+    let n = Node::builder()
+        .name("bounded")
+        .config(cloud_config(178, BrokerUrl::Embedded { port }))
+        .build()
+        .unwrap();
+    let s = n.subscriber::<RawBytes>("/cloud/flood").build().unwrap();
+    // A hostile client: every message claims another writer, more of them
+    // than the bound of broker connections (16384 reader/writer pairs).
+    let (client, mut conn) = rumqttc::v5::Client::new(
+        rumqttc::v5::MqttOptions::new("flood", "127.0.0.1", port),
+        64,
+    );
+    let total = 17_000u32;
+    let sender = std::thread::spawn(move || {
+        for i in 1..=total {
+            let props = PublishProperties {
+                user_properties: vec![
+                    ("ferry.w".into(), format!("abcd.{i}")),
+                    ("ferry.seq".into(), "1".into()),
+                ],
+                ..Default::default()
+            };
+            client
+                .publish_with_properties(
+                    "ferry/178/cloud/flood",
+                    QoS::AtLeastOnce,
+                    false,
+                    "x",
+                    props,
+                )
+                .unwrap();
+        }
+        client
+    });
+    let until = Instant::now() + Duration::from_secs(60);
+    let mut acked = 0;
+    while acked < total && Instant::now() < until {
+        match conn.recv_timeout(Duration::from_secs(1)) {
+            Ok(Ok(rumqttc::v5::Event::Incoming(rumqttc::v5::mqttbytes::v5::Packet::PubAck(_)))) => {
+                acked += 1
+            }
+            Ok(Err(e)) => panic!("flood client: {e}"),
+            _ => {}
+        }
+    }
+    assert_eq!(acked, total);
+    let _client = sender.join().unwrap();
+    let until = Instant::now() + T;
+    let mut got = 0;
+    while Instant::now() < until {
+        match s.recv_timeout(Duration::from_millis(500)) {
+            Ok(_) => got += 1,
+            Err(_) if got > 0 => break,
+            Err(_) => {}
+        }
+    }
+    let conns = s.connections();
+    let st = n.broker_state().unwrap();
+    assert_eq!(conns.len(), 16_384, "received {got}, {st:?}");
+    let delivered: u64 = conns.iter().map(|c| c.stats.messages).sum();
+    assert_eq!(delivered, 16_384, "{st:?}");
+    assert!(st.garbage >= u64::from(total) - 16_384, "{st:?}");
+    assert!(st.connected);
+}

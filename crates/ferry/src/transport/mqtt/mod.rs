@@ -88,8 +88,9 @@ pub struct BrokerState {
     pub garbage: u64,
 }
 
-/// Most (reader, writer) pairs whose last sequence number is remembered
-/// after the writer left (a broker restart can make it leave and return).
+/// Most (reader, writer) pairs with a broker connection, and whose last
+/// sequence number is remembered after the writer left (a broker restart
+/// can make it leave and return).
 const MAX_SEEN: usize = 16_384;
 
 #[derive(Default)]
@@ -614,6 +615,12 @@ impl Broker {
     ) -> Option<(Arc<dyn super::Inbox>, Arc<InboundConn>)> {
         let inbox = super::intra::lookup_reader(reader)?;
         let mut rx = self.rx.lock();
+        if rx.len() >= MAX_SEEN && !rx.contains_key(&(reader, writer)) {
+            // Bounded whatever a client claims to be: a flood of made-up
+            // writer ids is counted, not stored.
+            self.garbage.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
         let conn = rx.entry((reader, writer)).or_insert_with(|| {
             let same_clock = writer != FOREIGN_WRITER
                 && self
