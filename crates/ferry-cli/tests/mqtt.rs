@@ -36,6 +36,27 @@ fn config_file(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
     p
 }
 
+/// `ferry broker` on 127.0.0.1:`port` (60 s at most), once it listens.
+fn ferry_broker(port: u16, extra: &[&str]) -> std::process::Child {
+    let child = Command::new(FERRY)
+        .args([
+            "broker",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--duration",
+            "60",
+        ])
+        .args(extra)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        ferry_testkit::wait_listening(port, Duration::from_secs(10)),
+        "ferry broker did not listen"
+    );
+    child
+}
+
 fn ferry(cfg: &std::path::Path, args: &[&str]) -> (bool, String) {
     let out = Command::new(FERRY)
         .args(args)
@@ -59,22 +80,7 @@ fn broker_doctor_echo_and_hz_on_a_cloud_topic() {
     let (ok, out) = ferry(&cfg, &["doctor"]);
     assert!(!ok && out.contains("NOT CONNECTED"), "{out}");
 
-    let mut broker = Command::new(FERRY)
-        .args([
-            "broker",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--duration",
-            "60",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let until = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < until, "ferry broker did not listen");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut broker = ferry_broker(port, &[]);
     let (ok, out) = ferry(&cfg, &["doctor"]);
     assert!(
         ok && out.contains("CONNECTED") && out.contains("/cloud/*"),
@@ -137,24 +143,7 @@ fn broker_doctor_echo_and_hz_on_a_cloud_topic() {
 #[test]
 fn broker_with_users_accepts_the_right_password_only() {
     let port = free_port();
-    let mut broker = Command::new(FERRY)
-        .args([
-            "broker",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--user",
-            "robot:s3cret",
-            "--duration",
-            "60",
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let until = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < until, "ferry broker did not listen");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut broker = ferry_broker(port, &["--user", "robot:s3cret"]);
     let cfg = |user: Option<&str>, password: &str| {
         let mut m = MqttConfig::new(BrokerUrl::Tcp {
             host: "127.0.0.1".into(),

@@ -220,6 +220,19 @@ impl SimLink {
     }
 }
 
+/// Waits until something accepts TCP connections on 127.0.0.1:`port` (a
+/// broker a test just started); false after `within`.
+pub fn wait_listening(port: u16, within: Duration) -> bool {
+    let until = Instant::now() + within;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

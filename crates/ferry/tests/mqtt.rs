@@ -17,6 +17,7 @@ use ferry::{
     FOREIGN_WRITER,
 };
 use ferry_testkit::peer::{report, role, Peer};
+use ferry_testkit::wait_listening;
 
 const T: Duration = Duration::from_secs(10);
 
@@ -82,14 +83,10 @@ impl Mosquitto {
             .stderr(Stdio::null())
             .spawn()
             .expect("mosquitto is installed by scripts/setup.sh");
-        let until = Instant::now() + T;
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < until,
-                "mosquitto did not come up on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        assert!(
+            wait_listening(port, T),
+            "mosquitto did not come up on {port}"
+        );
         Mosquitto {
             child,
             dir: dir.into(),
@@ -569,11 +566,7 @@ fn tls_to_a_real_broker_with_a_private_ca() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let until = Instant::now() + T;
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < until, "mosquitto (TLS) did not come up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(wait_listening(port, T), "mosquitto (TLS) did not come up");
     let tls = |ca: Option<std::path::PathBuf>| {
         let mut cfg = cloud_config(
             177,

@@ -252,17 +252,20 @@ fn role(role: &str, port: u16) {
 }
 
 fn spawn_role(r: &str, port: u16) -> Child {
-    let mut c = Command::new(std::env::current_exe().unwrap())
-        .args(["role", r, &port.to_string(), "--host", host()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["role", r, &port.to_string(), "--host", host()]);
+    started(c, r)
+}
+
+/// Spawns a role's process and waits for its `ready` line.
+fn started(mut cmd: Command, role: &str) -> Child {
+    let mut c = cmd.stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     use std::io::BufRead;
     std::io::BufReader::new(c.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    assert_eq!(line.trim(), "ready", "role {r} did not start");
+    assert_eq!(line.trim(), "ready", "role {role} did not start");
     c
 }
 
@@ -463,11 +466,10 @@ fn start_broker(kind: &str, port: u16, dir: &std::path::Path) -> Child {
                 .expect("mosquitto (scripts/setup.sh installs it)")
         }
     };
-    let until = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < until, "broker did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(
+        ferry_testkit::wait_listening(port, Duration::from_secs(10)),
+        "broker did not listen on {port}"
+    );
     child
 }
 
@@ -622,21 +624,11 @@ fn lab(
     std::thread::sleep(Duration::from_millis(1500));
     let exe = std::env::current_exe().unwrap();
     for r in ["cloud", "raw"] {
-        let mut c = lab
-            .command(
-                Side::A,
-                &format!("exec {} role {r} {port} --host {a}", exe.display()),
-            )
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        use std::io::BufRead;
-        std::io::BufReader::new(c.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready", "role {r} did not start on lab host A");
-        procs.push(c);
+        let cmd = lab.command(
+            Side::A,
+            &format!("exec {} role {r} {port} --host {a}", exe.display()),
+        );
+        procs.push(started(cmd, r));
     }
     let mut cmd = format!(
         "exec {} run --port {port} --host {a} --trials {trials} --rate {rate} --note 'Lab: robot on host B, broker + cloud on host A, link {mbit} Mbit/s, {delay_ms} ms (+0–1 ms) one way, both ways (userspace emulator).'",

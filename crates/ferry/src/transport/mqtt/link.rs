@@ -52,6 +52,8 @@ pub(crate) struct WriterSettings {
 pub(crate) struct WriterLink {
     broker: Arc<Broker>,
     writer: EndpointId,
+    /// `writer` as its `ferry.w` property (formatted once, not per sample).
+    writer_text: String,
     set: WriterSettings,
     stats: Arc<ConnStats>,
     priority: Mutex<Priority>,
@@ -65,6 +67,7 @@ impl WriterLink {
         let l = Arc::new(WriterLink {
             broker: broker.clone(),
             writer,
+            writer_text: writer.to_string(),
             set,
             stats: Arc::new(ConnStats::new()),
             priority: Mutex::new(Priority::default()),
@@ -106,7 +109,7 @@ impl Link for WriterLink {
             props: PublishProperties {
                 content_type: Some(content_type.into()),
                 user_properties: vec![
-                    ("ferry.w".into(), self.writer.to_string()),
+                    ("ferry.w".into(), self.writer_text.clone()),
                     ("ferry.seq".into(), frame.seq.to_string()),
                     ("ferry.t".into(), frame.stamp_ns.to_string()),
                     ("ferry.type".into(), self.set.type_name.clone()),

@@ -287,15 +287,15 @@ impl Broker {
     /// A participant left: its broker connections end.
     pub fn forget(&self, p: ParticipantId) {
         self.heard.lock().remove(&p);
-        let gone: Vec<(EndpointId, EndpointId)> = self
-            .rx
-            .lock()
-            .keys()
-            .filter(|(_, w)| w.participant == p)
-            .copied()
-            .collect();
+        let mut gone = Vec::new();
+        self.rx.lock().retain(|&(r, w), _| {
+            let keep = w.participant != p;
+            if !keep {
+                gone.push((r, w));
+            }
+            keep
+        });
         for (r, w) in gone {
-            self.rx.lock().remove(&(r, w));
             if let Some(inbox) = super::intra::lookup_reader(r) {
                 inbox.detach(w);
             }
