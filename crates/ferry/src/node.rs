@@ -9,7 +9,7 @@ use crate::admin::{AdminReply, AdminRequest};
 use crate::config::{AdminAccess, Config};
 use crate::error::BuildError;
 use crate::graph::Graph;
-use crate::message::{Codec, Message};
+use crate::message::Codec;
 use crate::publisher::PublisherBuilder;
 use crate::runtime::{full_name, Runtime};
 use crate::service::{ClientBuilder, ServiceBuilder};
@@ -168,7 +168,7 @@ impl Node {
         SubscriberBuilder::new(self.inner.clone(), topic)
     }
     /// Starts building a service answering `Req` with `Resp` via `handler`.
-    pub fn service<Req: Message, Resp: Message, F>(
+    pub fn service<Req: Codec, Resp: Codec, F>(
         &self,
         name: &str,
         handler: F,
@@ -184,7 +184,7 @@ impl Node {
     }
     /// Like [`Node::service`], but the handler may fail with a message the
     /// client receives as [`crate::CallError::Remote`].
-    pub fn try_service<Req: Message, Resp: Message, F>(
+    pub fn try_service<Req: Codec, Resp: Codec, F>(
         &self,
         name: &str,
         handler: F,
@@ -199,7 +199,7 @@ impl Node {
         )
     }
     /// Starts building a client of a service.
-    pub fn client<Req: Message, Resp: Message>(&self, name: &str) -> ClientBuilder<Req, Resp> {
+    pub fn client<Req: Codec, Resp: Codec>(&self, name: &str) -> ClientBuilder<Req, Resp> {
         ClientBuilder::new(self.inner.clone(), name)
     }
     /// What this node's runtime knows of the graph.

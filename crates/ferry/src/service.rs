@@ -16,7 +16,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::error::{BuildError, CallError};
 use crate::event::{EventQueue, PortEvent};
-use crate::message::{Codec, Message, Payload};
+use crate::message::{Codec, Payload};
 use crate::node::NodeInner;
 use crate::port::{declare, Inbound, Links};
 use crate::runtime::{ReaderPort, WriterPort};
@@ -28,12 +28,18 @@ pub(crate) type Handler<Req, Resp> =
     Box<dyn Fn(&Req, EndpointId) -> Result<Resp, String> + Send + Sync>;
 
 /// Type name and hash of a service: both halves must match.
-fn service_type<Req: Message, Resp: Message>() -> (String, TypeHash) {
-    let name = format!("{}|{}", Req::TYPE_NAME, Resp::TYPE_NAME);
-    let (a, b) = (
-        <Req as Message>::type_hash(),
-        <Resp as Message>::type_hash(),
-    );
+fn service_type<Req: Codec, Resp: Codec>() -> (String, TypeHash) {
+    service_type_of(
+        (Req::type_name(), Req::type_hash()),
+        (Resp::type_name(), Resp::type_hash()),
+    )
+}
+
+/// Type name and hash of a service from its request and response types
+/// (name, hash): what discovery announces and matches.
+fn service_type_of(req: (&str, TypeHash), resp: (&str, TypeHash)) -> (String, TypeHash) {
+    let name = format!("{}|{}", req.0, resp.0);
+    let (a, b) = (req.1, resp.1);
     let mut h = [0u8; 16];
     for (i, x) in h.iter_mut().enumerate() {
         *x = a.0[i] ^ b.0[(i + 5) % 16];
@@ -46,21 +52,30 @@ pub struct ServiceBuilder<Req, Resp> {
     node: Arc<NodeInner>,
     name: String,
     qos: Qos,
+    type_info: (String, TypeHash),
     handler: Handler<Req, Resp>,
 }
 
-impl<Req: Message, Resp: Message> ServiceBuilder<Req, Resp> {
+impl<Req: Codec, Resp: Codec> ServiceBuilder<Req, Resp> {
     pub(crate) fn new(node: Arc<NodeInner>, name: &str, handler: Handler<Req, Resp>) -> Self {
         ServiceBuilder {
             node,
             name: name.to_string(),
             qos: Qos::services_default(),
+            type_info: service_type::<Req, Resp>(),
             handler,
         }
     }
     /// Sets the QoS (default: ROS 2 `services_default`).
     pub fn qos(mut self, qos: Qos) -> Self {
         self.qos = qos;
+        self
+    }
+    /// Announces the request and response types as `(name, hash)` pairs
+    /// instead of `Req`'s and `Resp`'s own: for raw payloads whose schema
+    /// lives elsewhere (the Python bindings). Both sides must agree.
+    pub fn type_info(mut self, request: (&str, TypeHash), response: (&str, TypeHash)) -> Self {
+        self.type_info = service_type_of(request, response);
         self
     }
     /// Creates the service and announces it. Requests are handled one at a
@@ -71,7 +86,7 @@ impl<Req: Message, Resp: Message> ServiceBuilder<Req, Resp> {
             &self.node,
             &self.name,
             EndpointKind::Service,
-            service_type::<Req, Resp>(),
+            self.type_info,
             self.qos,
         )?;
         let rt = self.node.rt.clone();
@@ -144,7 +159,7 @@ struct SrvShared<Req> {
     events: EventQueue,
 }
 
-impl<Req: Message> Inbox for SrvShared<Req> {
+impl<Req: Codec> Inbox for SrvShared<Req> {
     fn id(&self) -> EndpointId {
         self.id
     }
@@ -181,7 +196,7 @@ impl<Req: Message> Inbox for SrvShared<Req> {
     }
 }
 
-impl<Req: Message> ReaderPort for SrvShared<Req> {
+impl<Req: Codec> ReaderPort for SrvShared<Req> {
     fn connections(&self) -> Vec<ConnectionInfo> {
         self.conns.connections(&self.topic, self.id)
     }
@@ -192,14 +207,14 @@ impl<Req: Message> ReaderPort for SrvShared<Req> {
 }
 
 /// Answers requests of type `Req` with `Resp`.
-pub struct Service<Req: Message, Resp: Message> {
+pub struct Service<Req: Codec, Resp: Codec> {
     shared: Arc<SrvShared<Req>>,
     node: Arc<NodeInner>,
     worker: Option<std::thread::JoinHandle<()>>,
     _resp: std::marker::PhantomData<fn() -> Resp>,
 }
 
-impl<Req: Message, Resp: Message> Service<Req, Resp> {
+impl<Req: Codec, Resp: Codec> Service<Req, Resp> {
     /// The fully qualified service name.
     pub fn name(&self) -> &str {
         &self.shared.topic
@@ -210,7 +225,7 @@ impl<Req: Message, Resp: Message> Service<Req, Resp> {
     }
 }
 
-impl<Req: Message, Resp: Message> Drop for Service<Req, Resp> {
+impl<Req: Codec, Resp: Codec> Drop for Service<Req, Resp> {
     fn drop(&mut self) {
         crate::transport::intra::unregister_reader(self.shared.id);
         self.node.rt.shared.remove_endpoint(self.shared.id.entity);
@@ -228,15 +243,17 @@ pub struct ClientBuilder<Req, Resp> {
     node: Arc<NodeInner>,
     name: String,
     qos: Qos,
+    type_info: (String, TypeHash),
     _t: std::marker::PhantomData<fn() -> (Req, Resp)>,
 }
 
-impl<Req: Message, Resp: Message> ClientBuilder<Req, Resp> {
+impl<Req: Codec, Resp: Codec> ClientBuilder<Req, Resp> {
     pub(crate) fn new(node: Arc<NodeInner>, name: &str) -> Self {
         ClientBuilder {
             node,
             name: name.to_string(),
             qos: Qos::services_default(),
+            type_info: service_type::<Req, Resp>(),
             _t: Default::default(),
         }
     }
@@ -245,13 +262,20 @@ impl<Req: Message, Resp: Message> ClientBuilder<Req, Resp> {
         self.qos = qos;
         self
     }
+    /// Announces the request and response types as `(name, hash)` pairs
+    /// instead of `Req`'s and `Resp`'s own: for raw payloads whose schema
+    /// lives elsewhere (the Python bindings). Both sides must agree.
+    pub fn type_info(mut self, request: (&str, TypeHash), response: (&str, TypeHash)) -> Self {
+        self.type_info = service_type_of(request, response);
+        self
+    }
     /// Creates the client and announces it.
     pub fn build(self) -> Result<Client<Req, Resp>, BuildError> {
         let (id, record) = declare(
             &self.node,
             &self.name,
             EndpointKind::Client,
-            service_type::<Req, Resp>(),
+            self.type_info,
             self.qos,
         )?;
         let rt = self.node.rt.clone();
@@ -308,7 +332,7 @@ struct CliShared<Resp> {
     events: EventQueue,
 }
 
-impl<Resp: Message> ReplySink for CliShared<Resp> {
+impl<Resp: Codec> ReplySink for CliShared<Resp> {
     fn on_reply(&self, request_id: u64, result: Result<Payload<'_>, String>) {
         let Some(p) = self.pending.lock().remove(&request_id) else {
             return;
@@ -343,7 +367,7 @@ impl<Resp: Message> ReplySink for CliShared<Resp> {
     }
 }
 
-impl<Resp: Message> WriterPort for CliShared<Resp> {
+impl<Resp: Codec> WriterPort for CliShared<Resp> {
     fn connections(&self) -> Vec<ConnectionInfo> {
         self.links.connections(&self.topic, self.id)
     }
@@ -371,13 +395,13 @@ impl<Resp: Message> WriterPort for CliShared<Resp> {
 }
 
 /// Calls a service.
-pub struct Client<Req: Message, Resp: Message> {
+pub struct Client<Req: Codec, Resp: Codec> {
     shared: Arc<CliShared<Resp>>,
     node: Arc<NodeInner>,
     _req: std::marker::PhantomData<fn() -> Req>,
 }
 
-impl<Req: Message, Resp: Message> Client<Req, Resp> {
+impl<Req: Codec, Resp: Codec> Client<Req, Resp> {
     /// Waits up to `timeout` for a matching service to be connected.
     pub fn wait_for_service(&self, timeout: Duration) -> bool {
         let end = Instant::now() + timeout;
@@ -499,7 +523,7 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
     }
 }
 
-impl<Req: Message, Resp: Message> Drop for Client<Req, Resp> {
+impl<Req: Codec, Resp: Codec> Drop for Client<Req, Resp> {
     fn drop(&mut self) {
         self.node.rt.shared.remove_endpoint(self.shared.id.entity);
         self.shared.links.close_all();
