@@ -216,6 +216,53 @@ pub mod sensor_msgs {
         "sensor_msgs/msg/JointState",
         "std_msgs/Header header\nstring[] name\nfloat64[] position\nfloat64[] velocity\nfloat64[] effort"
     );
+
+    /// `sensor_msgs/msg/PointField`: one field of a [`PointCloud2`] point.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct PointField {
+        /// Field name (`x`, `rgb`, ...).
+        pub name: String,
+        /// Byte offset inside the point.
+        pub offset: u32,
+        /// Datatype (1 = INT8 ... 8 = FLOAT64).
+        pub datatype: u8,
+        /// Elements of that datatype.
+        pub count: u32,
+    }
+    crate::message!(
+        PointField,
+        "sensor_msgs/msg/PointField",
+        "string name\nuint32 offset\nuint8 datatype\nuint32 count"
+    );
+
+    /// `sensor_msgs/msg/PointCloud2`.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct PointCloud2 {
+        /// Stamp and frame.
+        pub header: super::std_msgs::Header,
+        /// Rows (1 for an unordered cloud).
+        pub height: u32,
+        /// Points per row.
+        pub width: u32,
+        /// Layout of one point.
+        pub fields: Vec<PointField>,
+        /// Byte order of `data`.
+        pub is_bigendian: bool,
+        /// Bytes per point.
+        pub point_step: u32,
+        /// Bytes per row.
+        pub row_step: u32,
+        /// The points.
+        #[serde(with = "serde_bytes")]
+        pub data: Vec<u8>,
+        /// No invalid points.
+        pub is_dense: bool,
+    }
+    crate::message!(
+        PointCloud2,
+        "sensor_msgs/msg/PointCloud2",
+        "std_msgs/Header header\nuint32 height\nuint32 width\nPointField[] fields\nbool is_bigendian\nuint32 point_step\nuint32 row_step\nuint8[] data\nbool is_dense"
+    );
 }
 
 /// `example_interfaces` (services).
