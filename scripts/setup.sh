@@ -2,6 +2,7 @@
 # Installs what ferry's build and tests need on a fresh Debian machine.
 # Idempotent: skips what is already there. Needs root for apt (CI runs as root).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
@@ -26,5 +27,23 @@ if ! command -v cargo >/dev/null 2>&1; then
   curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
   # shellcheck disable=SC1091
   . "$HOME/.cargo/env"
+fi
+# Python bindings (crates/ferry-py): numpy + pytest for the tests, maturin
+# builds the abi3 wheel (CPython >= 3.10) into target/wheels, pip installs it.
+PY=${PYTHON:-python3}
+if command -v "$PY" >/dev/null 2>&1; then
+  pip_install() { "$PY" -m pip install -q "$@" 2>/dev/null || "$PY" -m pip install -q --break-system-packages "$@"; }
+  "$PY" -m pip --version >/dev/null 2>&1 || { [ "$(id -u)" = 0 ] && apt-get install -y -qq python3-pip >/dev/null; }
+  "$PY" -c 'import numpy, pytest' 2>/dev/null || pip_install numpy pytest
+  command -v maturin >/dev/null 2>&1 || "$PY" -m maturin --version >/dev/null 2>&1 || pip_install 'maturin>=1.5,<2'
+  rm -f target/wheels/ferry-*.whl
+  echo "setup: building the Python wheel (maturin, release)"
+  "$PY" -m maturin build --release -q -m crates/ferry-py/Cargo.toml -i "$PY" 2>&1 | grep -v '^📦\|^🔗\|^🐍\|^📡\|^⚠' || true
+  whl=$(ls target/wheels/ferry-*.whl 2>/dev/null | head -n1)
+  [ -n "$whl" ] || { echo "setup: the Python wheel did not build" >&2; exit 1; }
+  pip_install --force-reinstall --no-deps "$whl"
+  "$PY" -c 'import ferry; print("setup: python ferry ok (" + ferry.__file__ + ")")'
+else
+  echo "setup: no $PY; the Python bindings are not installed" >&2
 fi
 echo "setup: ok ($(cargo --version))"

@@ -1,0 +1,88 @@
+"""Child-process roles of the Python tests: `python3 roles.py <role> args...`.
+
+Each role prints `ready` once its ports exist and a final status line, and
+bounds every wait in time.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+import ferry
+from ferry.msgs.sensor_msgs import Image
+from ferry.msgs.std_msgs import String
+
+
+def pattern(size: int, i: int) -> np.ndarray:
+    """The deterministic payload number `i` of `size` bytes."""
+    return ((np.arange(size, dtype=np.uint32) * 7 + i) & 0xFF).astype(np.uint8)
+
+
+def pub_arrays(topic: str, sizes: str, count: str, as_image: str = "0") -> None:
+    """Publishes `count` payloads of each size (raw arrays or Images), each
+    after the previous one was taken (the subscriber echoes its index)."""
+    node = ferry.Node("pub_arrays")
+    image = as_image == "1"
+    pub = node.create_publisher(Image if image else np.ndarray, topic, 2)
+    acks = node.create_subscription(String, topic + "/ack", None, 100)
+    print("ready", flush=True)
+    if not pub.wait_for_subscribers(1, 20.0):
+        print("no subscriber", flush=True)
+        sys.exit(2)
+    acks.wait_for_publishers(1, 20.0)
+    k = 0
+    for size in [int(s) for s in sizes.split(",")]:
+        for _ in range(int(count)):
+            data = pattern(size, k)
+            if image:
+                pub.publish(Image(height=1, width=size, encoding="mono8", step=size, data=data))
+            else:
+                pub.publish(data)
+            ack = acks.recv(20.0)
+            if ack is None or ack.data != str(k):
+                print(f"no ack for {k}: {ack}", flush=True)
+                sys.exit(3)
+            k += 1
+    print(f"done {k}", flush=True)
+    node.destroy_node()
+
+
+def spin(topic: str) -> None:
+    """Spins a node with a subscription until Ctrl-C, then reports."""
+    node = ferry.Node("spinner")
+    node.create_subscription(String, topic, lambda m: print("got", m.data, flush=True), 10)
+    node.create_timer(0.05, lambda: None)
+    print("ready", flush=True)
+    ferry.spin(node)
+    node.destroy_node()
+    ferry.shutdown()
+    print("clean exit", flush=True)
+
+
+def ping(msg: str, out_topic: str, in_topic: str, count: str) -> None:
+    """Publishes `count` Strings and waits for each echo; reports the path."""
+    node = ferry.Node("pinger")
+    sub = node.create_subscription(String, in_topic, None, 100)
+    pub = node.create_publisher(String, out_topic, 100)
+    print("ready", flush=True)
+    if not (sub.wait_for_publishers(1, 30.0) and pub.wait_for_subscribers(1, 30.0)):
+        print("not matched", flush=True)
+        sys.exit(2)
+    n = 0
+    for i in range(int(count)):
+        pub.publish(String(data=f"{msg} {i}"))
+        got = sub.recv(10.0)
+        if got is None or got.data != f"{msg} {i}":
+            print(f"lost {i}: {got}", flush=True)
+            sys.exit(3)
+        n += 1
+    print(f"done {n} via {sub.last_info['transport']}", flush=True)
+    node.destroy_node()
+
+
+if __name__ == "__main__":
+    role, *args = sys.argv[1:]
+    {"pub-arrays": pub_arrays, "spin": spin, "ping": ping}[role](*args)
