@@ -43,6 +43,15 @@ if grep -E '^\| [0-9]' "$out/m.txt" | grep -vq '30/30/30/30 |$'; then
   echo "bench smoke: an MQTT round-trip cell lost answers" >&2
   exit 1
 fi
+echo "== pyrtt run --quick (Python publish -> callback; Cyclone DDS / Zenoh Python too when installed)"
+cargo build --release -q -p ferry --example py_peer
+python3 bench/python/pyrtt.py run --quick --out "$out/python" 2>&1 | tee "$out/py.txt"
+# Every quick ferry cell measured its round trips without losses.
+if [ "$(grep -cE '^\| [0-9]+ \| ferry \|' "$out/python.md")" != 2 ] \
+  || grep -E '^\| [0-9]+ \| ferry \|' "$out/python.md" | grep -vq '| 200 | 0 |$'; then
+  echo "bench smoke: a Python round-trip cell lost replies" >&2
+  exit 1
+fi
 echo "== discovery storm --quick"
 bash bench/discovery_storm.sh --quick target/release/ferry
 echo "bench smoke: ok"

@@ -7,10 +7,18 @@
 //!   String, Header, Twist, Image, JointState, PointCloud2, raw.
 //! - `py_peer add-server <service> <timeout_s>`: an AddTwoInts service.
 //! - `py_peer add-call <service> <a> <b>`: calls it and prints the sum.
+//! - `py_peer pong --size S --ping-topic T1 --pong-topic T2`: echoes raw
+//!   samples from T1 on T2 (from the delivery callback) until stdin closes
+//!   (`bench/python/pyrtt.py`'s Rust pong).
+//! - `py_peer ping --size S --ping-topic T1 --pong-topic T2`: the Rust ping
+//!   of the same bench: prints `ready` once a pong answers, then for every
+//!   line `N` on stdin times N round trips and prints their RTTs in ns.
 //!
 //! Prints `ready` once its ports exist (and the echo's output is matched),
 //! and `done <n> via <transport>` at the end.
 
+use std::io::BufRead;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferry::msgs::{example_interfaces::*, geometry_msgs, sensor_msgs, std_msgs};
@@ -45,6 +53,108 @@ fn echo<T: Codec>(
     // Let reliable delivery finish before the process (and its paths) go.
     std::thread::sleep(Duration::from_millis(300));
     println!("done {n} via {via}");
+    Ok(())
+}
+
+/// `--size S --ping-topic T1 --pong-topic T2` of the bench roles.
+fn bench_args(args: &[String]) -> Result<(usize, String, String)> {
+    let mut size = None;
+    let (mut ping, mut pong) = (None, None);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let v = it.next().ok_or_else(|| format!("{a} needs a value"))?;
+        match a.as_str() {
+            "--size" => size = Some(v.parse()?),
+            "--ping-topic" => ping = Some(v.clone()),
+            "--pong-topic" => pong = Some(v.clone()),
+            other => return Err(format!("unknown option {other}").into()),
+        }
+    }
+    Ok((
+        size.ok_or("--size missing")?,
+        ping.ok_or("--ping-topic missing")?,
+        pong.ok_or("--pong-topic missing")?,
+    ))
+}
+
+/// Publishes `data` the way the Python bindings do (a loan from 4 KiB on).
+fn send(p: &ferry::Publisher<RawBytes>, data: &[u8]) -> Result<()> {
+    if data.len() >= 4096 {
+        let mut s = p.loan(data.len());
+        s.copy_from_slice(data);
+        s.publish()?;
+    } else {
+        p.publish(RawBytes::new(data.to_vec()))?;
+    }
+    Ok(())
+}
+
+fn pong(node: &Node, ping: &str, pong: &str) -> Result<()> {
+    let qos = Qos::default();
+    let publisher = Arc::new(node.publisher::<RawBytes>(pong).qos(qos).build()?);
+    let p = publisher.clone();
+    let _sub = node
+        .subscriber::<RawBytes>(ping)
+        .qos(qos)
+        .callback(move |s| {
+            if let Err(e) = p.publish(s.into_arc()) {
+                eprintln!("pong: {e}");
+            }
+        })
+        .build()?;
+    println!("ready");
+    // Until the parent closes our stdin.
+    for line in std::io::stdin().lock().lines() {
+        if line.is_err() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn ping(node: &Node, size: usize, ping: &str, pong: &str) -> Result<()> {
+    let qos = Qos::default();
+    let publisher = node.publisher::<RawBytes>(ping).qos(qos).build()?;
+    let replies = node.subscriber::<RawBytes>(pong).qos(qos).build()?;
+    let mut payload = vec![0u8; size.max(8)];
+    let mut seq: u64 = 1 << 62;
+    let trip = |payload: &mut Vec<u8>, seq: u64| -> Result<Option<u64>> {
+        payload[..8].copy_from_slice(&seq.to_le_bytes());
+        let t0 = Instant::now();
+        send(&publisher, payload)?;
+        let end = t0 + Duration::from_secs(1);
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match replies.recv_timeout(left) {
+                Ok(r) if r.len() >= 8 && r[..8] == seq.to_le_bytes() => {
+                    return Ok(Some(t0.elapsed().as_nanos() as u64))
+                }
+                Ok(_) => continue,
+                Err(_) => return Ok(None),
+            }
+        }
+    };
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        seq += 1;
+        if trip(&mut payload, seq)?.is_some() {
+            break;
+        }
+        if Instant::now() > end {
+            return Err("no reply from the pong within 10 s".into());
+        }
+    }
+    println!("ready");
+    let mut seq: u64 = 1;
+    for line in std::io::stdin().lock().lines() {
+        let n: usize = line?.trim().parse()?;
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            seq += 1;
+            out.push(trip(&mut payload, seq)?.map_or("-".to_string(), |ns| ns.to_string()));
+        }
+        println!("{}", out.join(" "));
+    }
     Ok(())
 }
 
@@ -95,6 +205,14 @@ fn main() -> Result<()> {
             let r = client.call(AddTwoIntsRequest { a, b }, Duration::from_secs(10))?;
             println!("sum {}", r.sum);
             Ok(())
+        }
+        "pong" => {
+            let (_, t1, t2) = bench_args(&args[1..])?;
+            pong(&node, &t1, &t2)
+        }
+        "ping" => {
+            let (size, t1, t2) = bench_args(&args[1..])?;
+            ping(&node, size, &t1, &t2)
         }
         other => Err(format!("unknown role {other}").into()),
     }
