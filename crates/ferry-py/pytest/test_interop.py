@@ -253,3 +253,16 @@ def test_mqtt_between_processes_with_no_other_path(procs, bins, topic, tmp_path,
     assert wait_line(rust, "done", 10.0) == "done 5 via mqtt"
     node.destroy_node()
     assert broker.poll() is None
+
+
+def test_readme_quickstart_runs(procs):
+    """The README's Python example: answers 42, hears its timer, and Ctrl-C
+    ends its spin cleanly."""
+    from conftest import ROOT
+    p = procs.start([os.sys.executable, ROOT / "crates/ferry-py/examples/quickstart.py"], env={"PYTHONUNBUFFERED": "1"})
+    assert wait_line(p, "2 + 40 =") == "2 + 40 = 42"
+    assert wait_line(p, "heard") == "heard hello"
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=10)
+    assert p.returncode == 0, err
+    assert "Traceback" not in err
