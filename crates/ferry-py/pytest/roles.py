@@ -21,18 +21,29 @@ def pattern(size: int, i: int) -> np.ndarray:
     return ((np.arange(size, dtype=np.uint32) * 7 + i) & 0xFF).astype(np.uint8)
 
 
+def shm_mapping(address: int) -> str | None:
+    """`perms path` of this process's mapping that holds `address`."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            if lo <= address < hi:
+                return f"{parts[1]} {parts[5] if len(parts) > 5 else ''}"
+    return None
+
+
 def pub_arrays(topic: str, sizes: str, count: str, as_image: str = "0") -> None:
     """Publishes `count` payloads of each size (raw arrays or Images), each
-    after the previous one was taken (the subscriber echoes its index)."""
+    after the previous one came back on `<topic>/echo`: byte-exact, over
+    shared memory, and received as a view of a read-only /dev/shm mapping."""
     node = ferry.Node("pub_arrays")
     image = as_image == "1"
     pub = node.create_publisher(Image if image else np.ndarray, topic, 2)
-    acks = node.create_subscription(String, topic + "/ack", None, 100)
+    echo = node.create_subscription(np.ndarray, topic + "/echo", None, 2)
     print("ready", flush=True)
-    if not pub.wait_for_subscribers(1, 20.0):
-        print("no subscriber", flush=True)
+    if not (pub.wait_for_subscribers(1, 20.0) and echo.wait_for_publishers(1, 20.0)):
+        print("not matched", flush=True)
         sys.exit(2)
-    acks.wait_for_publishers(1, 20.0)
     k = 0
     for size in [int(s) for s in sizes.split(",")]:
         for _ in range(int(count)):
@@ -41,10 +52,16 @@ def pub_arrays(topic: str, sizes: str, count: str, as_image: str = "0") -> None:
                 pub.publish(Image(height=1, width=size, encoding="mono8", step=size, data=data))
             else:
                 pub.publish(data)
-            ack = acks.recv(20.0)
-            if ack is None or ack.data != str(k):
-                print(f"no ack for {k}: {ack}", flush=True)
+            back = echo.recv(20.0)
+            if back is None or not np.array_equal(back, data):
+                print(f"echo {k} missing or different", flush=True)
                 sys.exit(3)
+            where = shm_mapping(back.__array_interface__["data"][0]) or ""
+            transport = echo.last_info["transport"]
+            if transport != "shm" or "/dev/shm/" not in where or "w" in where.split()[0]:
+                print(f"echo {k} via {transport} in {where!r}", flush=True)
+                sys.exit(4)
+            del back
             k += 1
     print(f"done {k}", flush=True)
     node.destroy_node()
