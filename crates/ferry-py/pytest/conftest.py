@@ -30,12 +30,9 @@ def private_domain() -> int:
 @pytest.fixture(scope="session")
 def bins() -> dict[str, pathlib.Path]:
     """Paths of the Rust interop peer (`py_peer` example) and the `ferry` CLI."""
-    subprocess.run(
-        ["cargo", "build", "--release", "-q", "-p", "ferry", "--example", "py_peer", "-p", "ferry-cli"],
-        cwd=ROOT,
-        check=True,
-        timeout=1800,
-    )
+    # Two builds: `--example` would apply to every `-p` of one command.
+    for what in (["-p", "ferry-cli"], ["-p", "ferry", "--example", "py_peer"]):
+        subprocess.run(["cargo", "build", "--release", "-q", *what], cwd=ROOT, check=True, timeout=1800)
     return {
         "peer": ROOT / "target/release/examples/py_peer",
         "ferry": ROOT / "target/release/ferry",

@@ -69,6 +69,30 @@ fn wait_sliced(
     }
 }
 
+/// Calls `ready(slice)` — a wait of at most 50 ms, with the GIL released —
+/// until it says true or `timeout_sec` (None: forever) passes, running
+/// Python's signal handlers between slices (Ctrl-C).
+fn wait_matched(
+    py: Python<'_>,
+    timeout_sec: Option<f64>,
+    ready: impl Fn(Duration) -> bool + Send + Sync,
+) -> PyResult<bool> {
+    const SLICE: Duration = Duration::from_millis(50);
+    let end = convert::timeout(timeout_sec)?.map(|t| Instant::now() + t);
+    loop {
+        let slice = end.map_or(SLICE, |e| {
+            e.saturating_duration_since(Instant::now()).min(SLICE)
+        });
+        if py.allow_threads(|| ready(slice)) {
+            return Ok(true);
+        }
+        py.check_signals()?;
+        if end.is_some_and(|e| Instant::now() >= e) {
+            return Ok(false);
+        }
+    }
+}
+
 fn publish_err(e: ferry::PublishError) -> PyErr {
     crate::PublishError::new_err(e.to_string())
 }
@@ -177,17 +201,7 @@ impl Publisher {
         timeout_sec: Option<f64>,
     ) -> PyResult<bool> {
         let p = self.port.get("publisher")?;
-        let end = convert::timeout(timeout_sec)?.map(|t| Instant::now() + t);
-        loop {
-            let slice = Duration::from_millis(50);
-            if py.allow_threads(|| p.wait_for_subscribers(n, slice)) {
-                return Ok(true);
-            }
-            py.check_signals()?;
-            if end.is_some_and(|e| Instant::now() >= e) {
-                return Ok(false);
-            }
-        }
+        wait_matched(py, timeout_sec, |slice| p.wait_for_subscribers(n, slice))
     }
     /// One dict per connection: path, counters, rate.
     fn connections<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
@@ -311,16 +325,7 @@ impl Subscription {
         timeout_sec: Option<f64>,
     ) -> PyResult<bool> {
         let s = self.port.get("subscription")?;
-        let end = convert::timeout(timeout_sec)?.map(|t| Instant::now() + t);
-        loop {
-            if py.allow_threads(|| s.wait_for_publishers(n, Duration::from_millis(50))) {
-                return Ok(true);
-            }
-            py.check_signals()?;
-            if end.is_some_and(|e| Instant::now() >= e) {
-                return Ok(false);
-            }
-        }
+        wait_matched(py, timeout_sec, |slice| s.wait_for_publishers(n, slice))
     }
     /// The oldest waiting sample, converted, or None.
     fn take<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
@@ -538,20 +543,7 @@ impl Client {
     #[pyo3(signature = (timeout_sec=None))]
     fn wait_for_service(&self, py: Python<'_>, timeout_sec: Option<f64>) -> PyResult<bool> {
         let c = self.port.get("client")?;
-        let end = convert::timeout(timeout_sec)?.map(|t| Instant::now() + t);
-        loop {
-            let slice = end.map_or(Duration::from_millis(50), |e| {
-                e.saturating_duration_since(Instant::now())
-                    .min(Duration::from_millis(50))
-            });
-            if py.allow_threads(|| c.wait_for_service(slice)) {
-                return Ok(true);
-            }
-            py.check_signals()?;
-            if end.is_some_and(|e| Instant::now() >= e) {
-                return Ok(false);
-            }
-        }
+        wait_matched(py, timeout_sec, |slice| c.wait_for_service(slice))
     }
     /// Sends a request now; the answer arrives in the returned call.
     fn call_async(&self, data: &Bound<'_, PyAny>) -> PyResult<PendingCall> {
