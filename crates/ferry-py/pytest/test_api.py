@@ -232,7 +232,7 @@ def test_asyncio_await_call(topic):
         async def main():
             fut = client.call_async(AddTwoInts.Request(a=6, b=7))
             spinner = asyncio.get_running_loop().run_in_executor(
-                None, lambda: ferry.spin_until_future_complete(node, fut, 3.0)
+                None, lambda: ferry.spin_until_future_complete(node, fut, timeout_sec=3.0)
             )
             resp = await fut
             await spinner
@@ -272,3 +272,57 @@ def test_graph_queries(topic):
             time.sleep(0.05)
         assert topics[topic] == ["std_msgs/msg/String"]
         assert "/robot9/api_graph" in node.get_node_names()
+
+
+def test_executor_spins_several_nodes(topic):
+    """One SingleThreadedExecutor runs the callbacks of two nodes: a timer
+    in one publishes, a subscription in the other receives, and a service
+    call across them completes."""
+    a, b = ferry.Node("exec_a"), ferry.Node("exec_b")
+    executor = ferry.executors.SingleThreadedExecutor()
+    assert executor.add_node(a) and executor.add_node(b)
+    got = []
+    pub = a.create_publisher(String, topic, 10)
+    a.create_timer(0.01, lambda: pub.publish(String(data="tick")))
+    b.create_subscription(String, topic, got.append, 10)
+    b.create_service(AddTwoInts, topic + "/add", lambda q, r: AddTwoInts.Response(sum=q.a + q.b))
+    client = a.create_client(AddTwoInts, topic + "/add")
+    assert client.wait_for_service(3.0)
+    end = time.monotonic() + 5
+    while len(got) < 5 and time.monotonic() < end:
+        executor.spin_once(timeout_sec=0.1)
+    assert len(got) >= 5
+    fut = client.call_async(AddTwoInts.Request(a=20, b=22))
+    assert executor.spin_until_future_complete(fut, timeout_sec=3.0)
+    assert fut.result().sum == 42
+    b.destroy_node()
+    assert executor.get_nodes() == [a]
+    executor.remove_node(a)
+    n = len(got)
+    assert not executor.spin_once(timeout_sec=0.05) and len(got) == n
+    a.destroy_node()
+
+
+def test_spin_with_executor_argument_returns_on_shutdown(topic):
+    node = ferry.Node("exec_spin")
+    executor = ferry.executors.SingleThreadedExecutor()
+    calls = []
+
+    def stop():
+        calls.append(1)
+        if len(calls) == 3:
+            ferry.shutdown()
+
+    node.create_timer(0.01, stop)
+    t0 = time.monotonic()
+    ferry.spin(node, executor=executor)
+    assert len(calls) == 3 and time.monotonic() - t0 < 2.0
+    assert not ferry.ok()
+    ferry.init()
+    assert ferry.ok()
+
+
+def test_timeout_in_the_executor_place_is_a_clear_error():
+    with ferry.Node("exec_typo") as node:
+        with pytest.raises(TypeError, match="timeout_sec="):
+            ferry.spin_until_future_complete(node, None, 3.0)

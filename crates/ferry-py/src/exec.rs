@@ -11,17 +11,40 @@ use std::time::Instant;
 use parking_lot::{Condvar, Mutex};
 
 /// A wake-up counter: every event bumps it; a waiter sleeps until it moves.
+/// A node's wake-up also bumps the executors it was added to.
 #[derive(Default)]
 pub struct Wake {
     epoch: Mutex<u64>,
     cv: Condvar,
+    listeners: Mutex<Vec<std::sync::Weak<Wake>>>,
+    has_listeners: AtomicBool,
 }
 
 impl Wake {
-    /// Signals every waiter.
+    /// Signals every waiter (and every listening executor's).
     pub fn bump(&self) {
         *self.epoch.lock() += 1;
         self.cv.notify_all();
+        if self.has_listeners.load(Ordering::Acquire) {
+            for l in self.listeners.lock().iter() {
+                if let Some(w) = l.upgrade() {
+                    w.bump();
+                }
+            }
+        }
+    }
+    /// Forwards every bump to `other` too (an executor's wake-up).
+    pub fn listen(&self, other: &Arc<Wake>) {
+        let mut l = self.listeners.lock();
+        l.retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), Arc::as_ptr(other)));
+        l.push(Arc::downgrade(other));
+        self.has_listeners.store(true, Ordering::Release);
+    }
+    /// Stops forwarding to `other`.
+    pub fn unlisten(&self, other: &Arc<Wake>) {
+        let mut l = self.listeners.lock();
+        l.retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), Arc::as_ptr(other)));
+        self.has_listeners.store(!l.is_empty(), Ordering::Release);
     }
     /// The current count: read it before looking for work, wait with it.
     pub fn epoch(&self) -> u64 {

@@ -84,6 +84,7 @@ fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RemoteError", py.get_type::<RemoteError>())?;
     m.add("DestroyedError", py.get_type::<DestroyedError>())?;
     m.add_class::<node::Node>()?;
+    m.add_class::<node::Executor>()?;
     m.add_class::<ports::Publisher>()?;
     m.add_class::<ports::Subscription>()?;
     m.add_class::<ports::Service>()?;

@@ -52,7 +52,10 @@ pub struct NodeCore {
     /// Every port made, to close them all on destroy.
     closers: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
     next_id: AtomicU64,
+    /// Round robin over the ports.
     rr: AtomicUsize,
+    /// Round robin of `Node::spin_once` over its one node.
+    spin_rr: AtomicUsize,
     /// Exceptions raised by callbacks (reported, not propagated).
     pub callback_errors: AtomicU64,
 }
@@ -145,36 +148,58 @@ impl NodeCore {
         }
     }
 
-    /// Runs at most one callback, waiting up to `timeout` (`None`: forever)
-    /// for one to become ready. True when one ran.
-    pub fn spin_once(&self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<bool> {
-        let start = Instant::now();
-        let end = timeout.map(|t| start + t);
-        loop {
-            let seen = self.wake.epoch();
-            let now = Instant::now();
-            let nearest = match self.next_work(now) {
+    /// True until destroyed.
+    pub fn alive(&self) -> bool {
+        self.node.lock().is_some()
+    }
+}
+
+/// Runs at most one ready callback of `nodes` (round robin over nodes, then
+/// ports), waiting on `wake` up to `timeout` (`None`: forever) for one. True
+/// when one ran.
+pub fn spin_nodes(
+    py: Python<'_>,
+    nodes: &[Arc<NodeCore>],
+    wake: &Arc<Wake>,
+    rr: &AtomicUsize,
+    timeout: Option<Duration>,
+) -> PyResult<bool> {
+    let start = Instant::now();
+    let end = timeout.map(|t| start + t);
+    loop {
+        let seen = wake.epoch();
+        let now = Instant::now();
+        let first = rr.fetch_add(1, Ordering::Relaxed);
+        let mut nearest: Option<Instant> = None;
+        let mut ran = None;
+        for k in 0..nodes.len() {
+            let node = &nodes[(first + k) % nodes.len()];
+            match node.next_work(now) {
                 Ok(e) => {
-                    if self.run(py, &e)? {
-                        return Ok(true);
-                    }
-                    continue;
+                    ran = Some(node.run(py, &e)?);
+                    break;
                 }
-                Err(nearest) => nearest,
-            };
-            if end.is_some_and(|e| now >= e) {
-                return Ok(false);
+                Err(Some(t)) => nearest = Some(nearest.map_or(t, |n| n.min(t))),
+                Err(None) => {}
             }
-            // Wake at least every 50 ms to let Python run signal handlers
-            // (Ctrl-C) while we sleep without the GIL.
-            let mut until = now + Duration::from_millis(50);
-            for t in [end, nearest].into_iter().flatten() {
-                until = until.min(t);
-            }
-            let wake = self.wake.clone();
-            py.allow_threads(move || wake.wait(seen, until));
-            py.check_signals()?;
         }
+        match ran {
+            Some(true) => return Ok(true),
+            Some(false) => continue,
+            None => {}
+        }
+        if end.is_some_and(|e| now >= e) {
+            return Ok(false);
+        }
+        // Wake at least every 50 ms to let Python run signal handlers
+        // (Ctrl-C) while we sleep without the GIL.
+        let mut until = now + Duration::from_millis(50);
+        for t in [end, nearest].into_iter().flatten() {
+            until = until.min(t);
+        }
+        let w = wake.clone();
+        py.allow_threads(move || w.wait(seen, until));
+        py.check_signals()?;
     }
 }
 
@@ -222,6 +247,7 @@ impl Node {
                 closers: Mutex::new(Vec::new()),
                 next_id: AtomicU64::new(1),
                 rr: AtomicUsize::new(0),
+                spin_rr: AtomicUsize::new(0),
                 callback_errors: AtomicU64::new(0),
             }),
         })
@@ -333,11 +359,17 @@ impl Node {
     /// while waiting; Ctrl-C raises KeyboardInterrupt.
     #[pyo3(signature = (timeout_sec=None))]
     fn spin_once(&self, py: Python<'_>, timeout_sec: Option<f64>) -> PyResult<bool> {
-        if self.core.node.lock().is_none() {
+        if !self.core.alive() {
             return Err(DestroyedError::new_err("this node was destroyed"));
         }
         let t = convert::timeout(timeout_sec)?;
-        self.core.spin_once(py, t)
+        spin_nodes(
+            py,
+            std::slice::from_ref(&self.core),
+            &self.core.wake,
+            &self.core.spin_rr,
+            t,
+        )
     }
 
     /// Topics this node knows of, with their types.
@@ -374,5 +406,70 @@ impl Node {
     #[getter]
     fn alive(&self) -> bool {
         self.core.node.lock().is_some()
+    }
+}
+
+/// Spins several nodes on one thread (`ferry.executors.SingleThreadedExecutor`
+/// wraps this): callbacks of all of them, one at a time, round robin.
+#[pyclass(module = "ferry._ferry", frozen)]
+pub struct Executor {
+    wake: Arc<Wake>,
+    nodes: Mutex<Vec<Arc<NodeCore>>>,
+    rr: AtomicUsize,
+}
+
+#[pymethods]
+impl Executor {
+    #[new]
+    fn new() -> Self {
+        Executor {
+            wake: Arc::new(Wake::default()),
+            nodes: Mutex::new(Vec::new()),
+            rr: AtomicUsize::new(0),
+        }
+    }
+    /// Adds a node (no-op when already there). False when it is destroyed.
+    fn add_node(&self, node: &Node) -> bool {
+        if !node.core.alive() {
+            return false;
+        }
+        let mut nodes = self.nodes.lock();
+        if !nodes.iter().any(|n| Arc::ptr_eq(n, &node.core)) {
+            node.core.wake.listen(&self.wake);
+            nodes.push(node.core.clone());
+        }
+        self.wake.bump();
+        true
+    }
+    /// Removes a node.
+    fn remove_node(&self, node: &Node) {
+        node.core.wake.unlisten(&self.wake);
+        self.nodes.lock().retain(|n| !Arc::ptr_eq(n, &node.core));
+    }
+    /// Nodes still alive in this executor.
+    fn node_count(&self) -> usize {
+        let mut nodes = self.nodes.lock();
+        nodes.retain(|n| n.alive());
+        nodes.len()
+    }
+    /// Runs at most one ready callback of any of its nodes, waiting up to
+    /// `timeout_sec` (None: until one is ready). True when one ran.
+    #[pyo3(signature = (timeout_sec=None))]
+    fn spin_once(&self, py: Python<'_>, timeout_sec: Option<f64>) -> PyResult<bool> {
+        let t = convert::timeout(timeout_sec)?;
+        let nodes: Vec<Arc<NodeCore>> = {
+            let mut n = self.nodes.lock();
+            n.retain(|c| c.alive());
+            n.clone()
+        };
+        if nodes.is_empty() {
+            if let Some(t) = t {
+                let w = self.wake.clone();
+                let (seen, until) = (w.epoch(), Instant::now() + t);
+                py.allow_threads(move || w.wait(seen, until));
+            }
+            return Ok(false);
+        }
+        spin_nodes(py, &nodes, &self.wake, &self.rr, t)
     }
 }

@@ -35,13 +35,13 @@ from ._ferry import (
     RemoteError,
     ServiceUnavailable,
 )
-from . import idl, msgs, qos
+from . import executors, idl, msgs, qos
 from .idl import DecodeError, EncodeError, message, service
 from .node import Client, Future, Logger, Node, Publisher, Service, Subscription, Timer
 
 __all__ = [
     "Buffer", "BuildError", "CallError", "CallTimeout", "Client", "DecodeError", "DestroyedError",
-    "EncodeError", "FerryError", "Future", "Logger", "Node", "PublishError", "Publisher",
+    "EncodeError", "FerryError", "Future", "executors", "Logger", "Node", "PublishError", "Publisher",
     "RemoteError", "Service", "ServiceUnavailable", "Subscription", "Timer", "create_node",
     "idl", "init", "message", "msgs", "ok", "qos", "service", "shutdown", "spin", "spin_once",
     "spin_until_future_complete",
@@ -83,34 +83,52 @@ def create_node(node_name: str, **kwargs: Any) -> Node:
     return Node(node_name, **kwargs)
 
 
-def spin_once(node: Node, *, timeout_sec: Optional[float] = None) -> bool:
-    """Runs at most one ready callback of ``node``, waiting up to
-    ``timeout_sec`` (None: until one is ready). True when one ran. Ctrl-C
-    raises KeyboardInterrupt."""
-    return node.spin_once(timeout_sec)
-
-
-def spin(node: Node) -> None:
-    """Runs ``node``'s callbacks until it is destroyed, :func:`shutdown` is
-    called, or Ctrl-C — which returns cleanly (and makes :func:`ok` False)."""
+def _interrupt() -> None:
+    """A spin was interrupted by Ctrl-C: :func:`ok` turns False."""
     global _interrupted
+    _interrupted = True
+    _log.info("spin interrupted (Ctrl-C); shutting down")
+
+
+def _spinner(node: Node, executor: Any) -> Any:
+    """What spins: ``executor`` (``node`` added to it) or the node itself."""
+    if executor is None:
+        return node
+    if not hasattr(executor, "add_node"):
+        raise TypeError(
+            f"executor must be a ferry executor, got {type(executor).__name__} "
+            "(a timeout goes in timeout_sec=, as in rclpy)"
+        )
+    executor.add_node(node)
+    return executor
+
+
+def spin_once(node: Node, *, executor: Any = None, timeout_sec: Optional[float] = None) -> bool:
+    """Runs at most one ready callback of ``node`` (or of ``executor``, with
+    ``node`` added to it), waiting up to ``timeout_sec`` (None: until one is
+    ready). True when one ran. Ctrl-C raises KeyboardInterrupt."""
+    return _spinner(node, executor).spin_once(timeout_sec)
+
+
+def spin(node: Node, executor: Any = None) -> None:
+    """Runs ``node``'s callbacks (or ``executor``'s, with ``node`` added)
+    until it is destroyed, :func:`shutdown` is called, or Ctrl-C — which
+    returns cleanly (and makes :func:`ok` False)."""
+    if executor is not None:
+        _spinner(node, executor).spin()
+        return
     try:
         while node.alive and not _interrupted:
             node.spin_once(0.5)
     except KeyboardInterrupt:
-        _interrupted = True
-        _log.info("spin interrupted (Ctrl-C); shutting down")
+        _interrupt()
     except DestroyedError:
         pass
 
 
-def spin_until_future_complete(node: Node, future: Future, timeout_sec: Optional[float] = None) -> bool:
-    """Spins ``node`` until ``future`` is done or ``timeout_sec`` passes;
-    True when it is done."""
-    end = None if timeout_sec is None else time.monotonic() + timeout_sec
-    while not future.done():
-        left = None if end is None else end - time.monotonic()
-        if left is not None and left <= 0:
-            return False
-        node.spin_once(0.1 if left is None else min(left, 0.1))
-    return True
+def spin_until_future_complete(
+    node: Node, future: Future, executor: Any = None, timeout_sec: Optional[float] = None
+) -> bool:
+    """Spins ``node`` (or ``executor``) until ``future`` is done or
+    ``timeout_sec`` passes; True when it is done."""
+    return executors.spin_until_done(_spinner(node, executor).spin_once, future, timeout_sec)
