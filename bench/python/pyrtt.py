@@ -465,6 +465,14 @@ def wait_ready(procs):
             raise RuntimeError(f"{impl} pong not ready within {READY_TIMEOUT:.0f} s (got {line!r})")
 
 
+def remove_zenoh_leftovers(pids):
+    """Zenoh leaves a `/dev/shm/<pid>.zenoh` file per process that used it:
+    remove those of the processes this run started (and its own)."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.remove(f"/dev/shm/{pid}.zenoh")
+
+
 def stop_children(children):
     """Close every child's stdin (life-line), then SIGTERM / SIGKILL stragglers by PID.
     Returns {pid: dict} from the `stats` lines of the children that exited by themselves."""
@@ -488,6 +496,7 @@ def stop_children(children):
         if p.poll() is None:
             p.kill()
             p.wait()
+    remove_zenoh_leftovers([p.pid for p in children])
     children.clear()
     return stats
 
@@ -627,6 +636,8 @@ def available(impls, args):
 
 def run_main(args):
     """Parent: every size, every implementation; write <out>.json/.md/.png."""
+    import atexit
+    atexit.register(remove_zenoh_leftovers, [os.getpid()])
     for k, quick, full in (("trials", 200, 5000), ("warmup", 30, 300), ("warmup_secs", 0.2, 1.0)):
         if getattr(args, k) is None:
             setattr(args, k, quick if args.quick else full)

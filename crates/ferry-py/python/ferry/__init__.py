@@ -18,6 +18,7 @@ thread that spins; ferry's own threads never hold the GIL.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import time
 import weakref
@@ -54,6 +55,18 @@ _interrupted = False
 
 def _register(node: Node) -> None:
     _nodes.add(node)
+
+
+@atexit.register
+def _destroy_all_at_exit() -> None:
+    """Nodes still alive when the interpreter exits leave the graph cleanly
+    (and remove their shared-memory segments): Python does not promise to
+    finalize module-level objects."""
+    for node in list(_nodes):
+        try:
+            node.destroy_node()
+        except Exception:  # exiting anyway; never mask the real exit status
+            pass
 
 
 def init(args: Any = None) -> None:
