@@ -148,19 +148,14 @@ impl<T> Queue<T> {
             e.signal();
         }
     }
-    /// The oldest item, if any.
+    /// The oldest item, if any. Taking the last one clears the eventfd (a
+    /// push that appended before but signals after makes it readable again:
+    /// a spurious wake-up, never a missed one).
     pub fn pop(&self) -> Option<T> {
-        let item = self.items.lock().pop_front();
-        if let Some(e) = &self.event {
-            if self.items.lock().is_empty() {
-                e.drain();
-                // A push between the two locks re-signals after our drain
-                // only if it happened after it; re-check to never sleep on
-                // a non-empty queue.
-                if !self.items.lock().is_empty() {
-                    e.signal();
-                }
-            }
+        let mut q = self.items.lock();
+        let item = q.pop_front();
+        if let (Some(e), true) = (&self.event, q.is_empty()) {
+            e.drain();
         }
         item
     }

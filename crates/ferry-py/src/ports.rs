@@ -42,33 +42,6 @@ impl<T: Send + Sync + 'static> Slot<T> {
     }
 }
 
-/// Waits in slices of 50 ms with the GIL released until `ready()` or
-/// `end`, running Python's signal handlers in between (Ctrl-C).
-fn wait_sliced(
-    py: Python<'_>,
-    wake: &Arc<Wake>,
-    end: Option<Instant>,
-    mut ready: impl FnMut() -> bool,
-) -> PyResult<bool> {
-    loop {
-        let seen = wake.epoch();
-        if ready() {
-            return Ok(true);
-        }
-        let now = Instant::now();
-        if end.is_some_and(|e| now >= e) {
-            return Ok(false);
-        }
-        let mut until = now + Duration::from_millis(50);
-        if let Some(e) = end {
-            until = until.min(e);
-        }
-        let w = wake.clone();
-        py.allow_threads(move || w.wait(seen, until));
-        py.check_signals()?;
-    }
-}
-
 /// Calls `ready(slice)` — a wait of at most 50 ms, with the GIL released —
 /// until it says true or `timeout_sec` (None: forever) passes, running
 /// Python's signal handlers between slices (Ctrl-C).
@@ -91,6 +64,23 @@ fn wait_matched(
             return Ok(false);
         }
     }
+}
+
+/// Like [`wait_matched`], for a condition that `wake` announces: checks
+/// `ready()`, sleeps on `wake` for the slice, checks again.
+fn wait_woken(
+    py: Python<'_>,
+    wake: &Arc<Wake>,
+    timeout_sec: Option<f64>,
+    ready: impl Fn() -> bool + Send + Sync,
+) -> PyResult<bool> {
+    wait_matched(py, timeout_sec, |slice| {
+        let seen = wake.epoch();
+        ready() || {
+            wake.wait(seen, Instant::now() + slice);
+            ready()
+        }
+    })
 }
 
 fn publish_err(e: ferry::PublishError) -> PyErr {
@@ -344,9 +334,8 @@ impl Subscription {
         py: Python<'py>,
         timeout_sec: Option<f64>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let end = convert::timeout(timeout_sec)?.map(|t| Instant::now() + t);
-        let q = self.core.queue.clone();
-        if wait_sliced(py, &self.node.wake, end, || q.len() > 0)? {
+        let q = &self.core.queue;
+        if wait_woken(py, &self.node.wake, timeout_sec, || q.len() > 0)? {
             self.take(py)
         } else {
             Ok(None)
@@ -640,8 +629,7 @@ impl PendingCall {
         timeout_sec: Option<f64>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let t = convert::timeout(timeout_sec)?;
-        let end = t.map(|t| Instant::now() + t);
-        if !wait_sliced(py, &self.wake, end, || self.poll())? {
+        if !wait_woken(py, &self.wake, timeout_sec, || self.poll())? {
             if self.cancelled() {
                 return Err(CallError::new_err(format!(
                     "the call to `{}` was cancelled",

@@ -350,22 +350,27 @@ impl Broker {
         self.seen.lock().retain(|(r, _), _| *r != reader);
     }
 
-    /// Queues `m` for the broker. Blocks up to `block` while the queue is
-    /// full of messages that may not be dropped.
-    fn send(&self, m: OutMsg, block: Option<Duration>) -> Result<(), SendError> {
-        let mut out = self.out.lock();
-        if self.connected.load(Ordering::Relaxed) && out.nothing_queued() {
-            let r = self.client.try_publish_with_properties(
+    /// Hands `m` to the MQTT client without waiting; false when its queue
+    /// is full (or it is gone).
+    fn hand(&self, m: &OutMsg) -> bool {
+        self.client
+            .try_publish_with_properties(
                 m.topic.clone(),
                 m.qos,
                 m.retain,
                 m.payload.clone(),
                 m.props.clone(),
-            );
-            if r.is_ok() {
-                out.handed_direct(m);
-                return Ok(());
-            }
+            )
+            .is_ok()
+    }
+
+    /// Queues `m` for the broker. Blocks up to `block` while the queue is
+    /// full of messages that may not be dropped.
+    fn send(&self, m: OutMsg, block: Option<Duration>) -> Result<(), SendError> {
+        let mut out = self.out.lock();
+        if self.connected.load(Ordering::Relaxed) && out.nothing_queued() && self.hand(&m) {
+            out.handed_direct(m);
+            return Ok(());
         }
         let deadline = block.map(|d| Instant::now() + d);
         loop {
@@ -388,14 +393,7 @@ impl Broker {
         }
         let mut out = self.out.lock();
         while let Some(m) = out.front() {
-            let r = self.client.try_publish_with_properties(
-                m.topic.clone(),
-                m.qos,
-                m.retain,
-                m.payload.clone(),
-                m.props.clone(),
-            );
-            if r.is_err() {
+            if !self.hand(m) {
                 break;
             }
             out.handed_front();
