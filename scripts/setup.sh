@@ -13,6 +13,9 @@ command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
 command -v ddsperf >/dev/null 2>&1 || need_apt+=(cyclonedds-tools)
 command -v mosquitto >/dev/null 2>&1 || need_apt+=(mosquitto)
 command -v mosquitto_sub >/dev/null 2>&1 || need_apt+=(mosquitto-clients)
+# Python bindings: an interpreter with pip (the wheel is built below).
+command -v "${PYTHON:-python3}" >/dev/null 2>&1 || need_apt+=(python3)
+"${PYTHON:-python3}" -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "setup: installing ${need_apt[*]}"
@@ -33,9 +36,8 @@ fi
 PY=${PYTHON:-python3}
 if command -v "$PY" >/dev/null 2>&1; then
   pip_install() { "$PY" -m pip install -q "$@" 2>/dev/null || "$PY" -m pip install -q --break-system-packages "$@"; }
-  "$PY" -m pip --version >/dev/null 2>&1 || { [ "$(id -u)" = 0 ] && apt-get install -y -qq python3-pip >/dev/null; }
   "$PY" -c 'import numpy, pytest' 2>/dev/null || pip_install numpy pytest
-  command -v maturin >/dev/null 2>&1 || "$PY" -m maturin --version >/dev/null 2>&1 || pip_install 'maturin>=1.5,<2'
+  "$PY" -m maturin --version >/dev/null 2>&1 || pip_install 'maturin>=1.5,<2'
   rm -f target/wheels/ferry-*.whl
   echo "setup: building the Python wheel (maturin, release)"
   "$PY" -m maturin build --release -q -m crates/ferry-py/Cargo.toml -i "$PY" 2>&1 | grep -v '^📦\|^🔗\|^🐍\|^📡\|^⚠' || true
