@@ -13,8 +13,10 @@ cells = d["cells"]
 sizes = [c["size"] for c in cells]
 labels = {"shm": "ferry shm event, copy", "busy": "ferry shm busy-poll, copy",
           "shm-loan": "ferry shm event, loan", "busy-loan": "ferry shm busy-poll, loan",
-          "tcp": "ferry TCP", "iceoryx2": "iceoryx2 busy-poll, loan"}
-styles = {"shm": "o--", "busy": "s--", "shm-loan": "o-", "busy-loan": "s-", "tcp": "x:", "iceoryx2": "^-"}
+          "tcp": "ferry TCP", "sleep-loan": "ferry shm event, loan, no polling window",
+          "iceoryx2": "iceoryx2 busy-poll, loan"}
+styles = {"shm": "o--", "busy": "s--", "shm-loan": "o-", "busy-loan": "s-", "tcp": "x:", "sleep-loan": "d:",
+          "iceoryx2": "^-"}
 fig, axes = plt.subplots(1, 2, figsize=(13, 5), sharex=True)
 for ax, q in zip(axes, ["p50", "p99"]):
     for m, lab in labels.items():

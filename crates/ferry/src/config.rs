@@ -202,6 +202,13 @@ pub struct Config {
     /// Shared memory: the reader's delivery thread spins instead of
     /// sleeping on its doorbell (lowest latency, one busy core).
     pub shm_busy_poll: bool,
+    /// Shared memory, event-driven mode: the longest the delivery thread
+    /// polls its rings after they run dry before it sleeps on its doorbell
+    /// (µs; 0 = sleep at once). Adaptive: it spins only while samples keep
+    /// arriving within this window (a reply in a ping-pong, a burst), and
+    /// stops spinning for streams whose samples come further apart, so an
+    /// idle or slow reader costs no CPU.
+    pub shm_spin_us: u32,
     /// Shared memory: most bytes of slots one publisher may hold (MiB).
     pub shm_pool_mb: u32,
     /// The MQTT broker of cloud-scope topics (`FERRY_MQTT=url`).
@@ -229,6 +236,7 @@ impl Default for Config {
             admin: AdminAccess::Local,
             shared_memory: true,
             shm_busy_poll: false,
+            shm_spin_us: 50,
             shm_pool_mb: 1024,
             mqtt: None,
         }
@@ -346,6 +354,15 @@ impl Config {
             return Err(ConfigError::Invalid {
                 key: "shm_pool_mb",
                 why: format!("{} is outside 1..=65536", self.shm_pool_mb),
+            });
+        }
+        if self.shm_spin_us > 10_000 {
+            return Err(ConfigError::Invalid {
+                key: "shm_spin_us",
+                why: format!(
+                    "{} is above 10000 (spinning longer than 10 ms between samples is busy polling: set shm_busy_poll)",
+                    self.shm_spin_us
+                ),
             });
         }
         if self
@@ -522,14 +539,22 @@ mod tests {
         for (text, key) in [
             ("udp_history_mb = 0\n", "udp_history_mb"),
             ("shm_pool_mb = 0\n", "shm_pool_mb"),
+            ("shm_spin_us = 20000\n", "shm_spin_us"),
         ] {
             std::fs::write(&dir, text).unwrap();
             let e = Config::from_file(dir.clone()).unwrap_err().to_string();
             assert!(e.contains(key), "{e}");
         }
-        std::fs::write(&dir, "udp_history_mb = 200\nshared_memory = false\n").unwrap();
+        std::fs::write(
+            &dir,
+            "udp_history_mb = 200\nshared_memory = false\nshm_spin_us = 0\n",
+        )
+        .unwrap();
         let c = Config::from_file(dir.clone()).unwrap();
-        assert_eq!((c.udp_history_mb, c.shared_memory), (Some(200), false));
+        assert_eq!(
+            (c.udp_history_mb, c.shared_memory, c.shm_spin_us),
+            (Some(200), false, 0)
+        );
         std::fs::write(
             &dir,
             "discovery = \"subnet\"\n[[topics]]\npattern = \"/cam/*\"\ntransport = \"tcp\"\n",

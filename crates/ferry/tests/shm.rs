@@ -454,3 +454,135 @@ fn a_full_dev_shm_falls_back_to_the_network_with_a_warning() {
     let mut peer = Peer::spawn_via(cmd, TEST, "full", "");
     assert_eq!(peer.line(), "Tcp warned");
 }
+
+/// Nanoseconds on a CPU of this process's shared-memory delivery thread
+/// (`ferry-shm`; the process has one runtime).
+fn delivery_thread_cpu_ns() -> u64 {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| t.ok())
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "ferry-shm")
+        })
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split(' ').next().and_then(|n| n.parse::<u64>().ok()))
+        .sum()
+}
+
+/// Reader process of the CPU test: `arg` = "domain count spin_us". Reports
+/// the CPU share of its delivery thread while `count` paced samples arrive,
+/// then over a second of silence.
+fn paced_reader(arg: &str) {
+    let mut a = arg.split(' ');
+    let domain: u16 = a.next().unwrap().parse().unwrap();
+    let count: u64 = a.next().unwrap().parse().unwrap();
+    let spin_us: u32 = a.next().unwrap().parse().unwrap();
+    let n = Node::builder()
+        .name("shm_paced")
+        .config(Config {
+            domain_id: domain,
+            discovery: DiscoveryRange::Localhost,
+            shm_spin_us: spin_us,
+            ..Config::default()
+        })
+        .build()
+        .unwrap();
+    let got = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let g = got.clone();
+    let _s = n
+        .subscriber::<RawBytes>("/shm/paced")
+        .qos(Qos::default().keep_last(100))
+        .callback(move |x| {
+            assert_eq!(x.info.transport, TransportKind::SharedMemory);
+            g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        })
+        .build()
+        .unwrap();
+    report("ready");
+    let seen = |k: u64| {
+        let end = Instant::now() + T;
+        while got.load(std::sync::atomic::Ordering::Relaxed) < k && Instant::now() < end {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    };
+    // From the 100th sample on (the window has settled) to the last.
+    seen(100);
+    let (cpu0, t0) = (delivery_thread_cpu_ns(), Instant::now());
+    seen(count);
+    let (cpu1, t1) = (delivery_thread_cpu_ns(), Instant::now());
+    std::thread::sleep(Duration::from_secs(1));
+    let (cpu2, t2) = (delivery_thread_cpu_ns(), Instant::now());
+    let share = |cpu: u64, t: Duration| cpu as f64 / t.as_nanos() as f64;
+    report(&format!(
+        "{} {:.4} {:.4}",
+        got.load(std::sync::atomic::Ordering::Relaxed),
+        share(cpu1 - cpu0, t1 - t0),
+        share(cpu2 - cpu1, t2 - t1)
+    ));
+    std::thread::sleep(Duration::from_secs(30));
+}
+
+/// The event-driven delivery thread polls only while that pays: on a 2 kHz
+/// stream (samples 500 µs apart, ten times the default 50 µs polling
+/// window) it costs no more CPU than a reader that never polls
+/// (`shm_spin_us = 0`, the same stream at the same time) — a window that
+/// stayed open would add 10 % of a core at this rate, busy polling 100 % —
+/// and silence costs it nothing.
+#[test]
+fn an_event_driven_reader_of_a_slow_stream_or_of_nothing_does_not_poll() {
+    if let Some((r, arg)) = role() {
+        if r == "reader" {
+            paced_reader(&arg);
+        }
+        return;
+    }
+    const TEST: &str = "an_event_driven_reader_of_a_slow_stream_or_of_nothing_does_not_poll";
+    const COUNT: u64 = 2000;
+    let default_spin = Config::default().shm_spin_us;
+    assert_eq!(
+        default_spin, 50,
+        "the stream below is paced for a 50 µs window"
+    );
+    let mut polling = Peer::spawn(TEST, "reader", &format!("158 {COUNT} {default_spin}"));
+    let mut sleeping = Peer::spawn(TEST, "reader", &format!("158 {COUNT} 0"));
+    assert_eq!(polling.line(), "ready");
+    assert_eq!(sleeping.line(), "ready");
+    let writer = node("shm_pacer", 158);
+    let p = writer
+        .publisher::<RawBytes>("/shm/paced")
+        .qos(Qos::default().keep_last(100))
+        .build()
+        .unwrap();
+    assert!(p.wait_for_subscribers(2, T));
+    let start = Instant::now();
+    for seq in 1..=COUNT {
+        p.publish(RawBytes::new(sample(seq, 64))).unwrap();
+        let due = start + Duration::from_micros(500 * seq);
+        if let Some(d) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d);
+        }
+    }
+    let mut shares = || {
+        let [a, b] = [&mut polling, &mut sleeping].map(|r| {
+            let line = r.line();
+            let v: Vec<f64> = line.split(' ').filter_map(|x| x.parse().ok()).collect();
+            assert_eq!(v.len(), 3, "reader said {line:?}");
+            assert_eq!(v[0] as u64, COUNT, "every sample arrived");
+            (v[1], v[2])
+        });
+        (a, b)
+    };
+    let ((stream, idle), (stream_sleeping, idle_sleeping)) = shares();
+    assert!(
+        stream < stream_sleeping + 0.03,
+        "delivery thread busy {:.1} % of a 2 kHz stream, {:.1} % without polling",
+        stream * 100.0,
+        stream_sleeping * 100.0
+    );
+    assert!(
+        idle < 0.01 && idle_sleeping < 0.01,
+        "delivery thread busy {:.1} % ({:.1} % without polling) while idle",
+        idle * 100.0,
+        idle_sleeping * 100.0
+    );
+}

@@ -202,7 +202,7 @@ impl Runtime {
         let shm = if cfg.shared_memory {
             match crate::transport::shm::ShmTransport::start(
                 id,
-                cfg.shm_busy_poll,
+                crate::transport::shm::Wake::of(&cfg),
                 (cfg.shm_pool_mb as usize) << 20,
                 Duration::from_millis(cfg.keep_all_block_ms),
             ) {

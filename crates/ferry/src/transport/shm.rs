@@ -19,8 +19,10 @@
 //! the connection and rings the doorbell. The reader runtime's `ferry-shm`
 //! thread drains every connection and delivers samples as `Bytes` that
 //! point into the writer's read-only mapping; the slot returns when the
-//! last of them drops. It sleeps on the doorbell (futex) when every ring is
-//! empty, or spins with `shm_busy_poll`.
+//! last of them drops. When every ring is empty it polls a little longer
+//! (an adaptive window, `shm_spin_us`: kept while samples keep coming
+//! within it, closed for streams that come further apart) and then sleeps
+//! on the doorbell (futex); with `shm_busy_poll` it never sleeps.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -101,8 +103,78 @@ struct Receiving {
     listener: UnixListener,
     bell: Doorbell,
     inbound: Mutex<Vec<Inbound>>,
-    busy_poll: bool,
+    wake: Wake,
     stop: AtomicBool,
+}
+
+/// How the delivery thread waits for samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// Sleeps on the doorbell, after polling up to `max_spin` while that
+    /// pays ([`SpinWindow`]).
+    Event {
+        /// The longest poll before sleeping.
+        max_spin: Duration,
+    },
+    /// Never sleeps (one core busy; the lowest latency).
+    BusyPoll,
+}
+
+impl Wake {
+    /// The mode `cfg` asks for (`shm_busy_poll`, `shm_spin_us`).
+    pub(crate) fn of(cfg: &crate::Config) -> Wake {
+        if cfg.shm_busy_poll {
+            Wake::BusyPoll
+        } else {
+            Wake::Event {
+                max_spin: Duration::from_micros(u64::from(cfg.shm_spin_us)),
+            }
+        }
+    }
+}
+
+/// The event-driven delivery thread's poll window before it sleeps,
+/// adapted like a guest kernel's halt polling: after each idle stretch
+/// that ended with a sample, the window doubles if a window of `max` would
+/// have caught that sample (the gap from running dry to the sample's
+/// publication) and halves (to zero) if not. A ping-pong or a burst keeps
+/// the thread polling between samples (no futex wake-up on the round
+/// trip); a stream whose samples come further apart than `max` — or no
+/// stream at all — closes the window within a few samples, and the thread
+/// sleeps at once.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SpinWindow {
+    max: Duration,
+    window: Duration,
+}
+
+impl SpinWindow {
+    /// The first window a closed one opens to.
+    const OPEN: Duration = Duration::from_micros(4);
+    /// A window halved below this closes.
+    const CLOSE: Duration = Duration::from_micros(2);
+
+    /// A window that starts fully open.
+    pub(crate) fn new(max: Duration) -> SpinWindow {
+        SpinWindow { max, window: max }
+    }
+
+    /// How long to poll after the rings ran dry.
+    pub(crate) fn window(&self) -> Duration {
+        self.window
+    }
+
+    /// An idle stretch ended with a sample published `gap` after the rings
+    /// ran dry.
+    pub(crate) fn ended_after(&mut self, gap: Duration) {
+        self.window = if gap <= self.max {
+            (self.window * 2).max(Self::OPEN).min(self.max)
+        } else if self.window / 2 < Self::CLOSE {
+            Duration::ZERO
+        } else {
+            self.window / 2
+        };
+    }
 }
 
 impl Receiving {
@@ -161,10 +233,12 @@ impl Receiving {
         })
     }
 
-    /// Delivers what is queued; returns how many samples.
-    fn drain(&self) -> usize {
+    /// Delivers what is queued; returns how many samples and the earliest
+    /// source time among them (ns since the epoch; `u64::MAX` if none).
+    fn drain(&self) -> (usize, u64) {
         let list = self.inbound.lock();
         let mut n = 0;
+        let mut earliest = u64::MAX;
         for inb in list.iter() {
             // Bounded per connection per round: one busy writer cannot
             // starve the others.
@@ -179,6 +253,7 @@ impl Receiving {
                     }
                 };
                 n += 1;
+                earliest = earliest.min(got.stamp);
                 let len = got.sample.len();
                 inb.inbound.stats.message(len);
                 // One wrapper per sample; every path clones the `Bytes`.
@@ -199,7 +274,7 @@ impl Receiving {
                 );
             }
         }
-        n
+        (n, earliest)
     }
 
     /// Ends connections whose writer went away; counts ring overflows.
@@ -239,14 +314,20 @@ impl Receiving {
     }
 
     fn run(self: Arc<Self>, local: ParticipantId) {
+        let busy_poll = self.wake == Wake::BusyPoll;
+        let mut spin = SpinWindow::new(match self.wake {
+            Wake::Event { max_spin } => max_spin,
+            Wake::BusyPoll => Duration::ZERO,
+        });
+        let mut dry: Option<Dry> = None;
         let mut last_house = Instant::now();
         let mut rounds = 0u32;
         while !self.stop.load(Ordering::Relaxed) {
-            let n = self.drain();
+            let (n, earliest) = self.drain();
             rounds = rounds.wrapping_add(1);
             // Busy-polling: the clock is read every 256 rounds, not on
             // every poll.
-            if !self.busy_poll || rounds.is_multiple_of(256) {
+            if !busy_poll || rounds.is_multiple_of(256) {
                 if self.bell.take_attach() {
                     self.accept(local);
                 }
@@ -257,10 +338,18 @@ impl Receiving {
                 }
             }
             if n > 0 {
+                if let Some(d) = dry.take() {
+                    spin.ended_after(Duration::from_nanos(earliest.saturating_sub(d.wall)));
+                }
                 continue;
             }
-            if self.busy_poll {
+            if busy_poll {
                 std::hint::spin_loop();
+                continue;
+            }
+            let d = dry.get_or_insert_with(Dry::now);
+            if d.since.elapsed() < spin.window() {
+                d.poll();
                 continue;
             }
             // A writer's connection request rings too: the next round
@@ -269,6 +358,45 @@ impl Receiving {
         }
     }
 }
+
+/// An idle stretch of the delivery thread: since when its rings are dry.
+struct Dry {
+    /// Monotonic, for the polling window.
+    since: Instant,
+    /// Wall clock (ns since the epoch), compared with the source time of
+    /// the sample that ends the stretch.
+    wall: u64,
+    /// Whether polling gives the CPU up on every round.
+    yielding: bool,
+}
+
+impl Dry {
+    fn now() -> Dry {
+        Dry {
+            since: Instant::now(),
+            wall: crate::stats::now_ns(),
+            yielding: true,
+        }
+    }
+
+    /// One round of polling. Polling must not keep the CPU from the thread
+    /// it waits for when both share one: the first round yields, and so
+    /// does every round after a yield that ran someone else (it took more
+    /// than [`SHARED_CPU`]); a yield that returns at once means nobody
+    /// waits for this CPU, and the rest of the stretch spins.
+    fn poll(&mut self) {
+        if self.yielding {
+            let t = Instant::now();
+            std::thread::yield_now();
+            self.yielding = t.elapsed() >= SHARED_CPU;
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// A yield that took longer ran another thread on this CPU.
+const SHARED_CPU: Duration = Duration::from_micros(2);
 
 /// A writer endpoint's pool as its publisher holds it.
 pub(crate) struct ShmWriter(WriterPool);
@@ -354,7 +482,7 @@ impl ShmTransport {
     /// shared memory here (the runtime falls back to the network).
     pub(crate) fn start(
         local: ParticipantId,
-        busy_poll: bool,
+        wake: Wake,
         budget: usize,
         keep_all_block: Duration,
     ) -> Result<ShmTransport, ferry_shm::ShmError> {
@@ -382,7 +510,7 @@ impl ShmTransport {
             listener,
             bell,
             inbound: Mutex::new(Vec::new()),
-            busy_poll,
+            wake,
             stop: AtomicBool::new(false),
         });
         let r = receiving.clone();
@@ -717,5 +845,65 @@ impl Link for ShmLink {
             before those of lower-priority connections of the same publisher"
                 .into(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: Duration = Duration::from_micros(50);
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    #[test]
+    fn a_ping_pong_keeps_the_window_open() {
+        let mut w = SpinWindow::new(MAX);
+        for _ in 0..1000 {
+            // Replies come 2 µs after the rings run dry.
+            w.ended_after(us(2));
+            assert_eq!(w.window(), MAX);
+        }
+    }
+
+    #[test]
+    fn a_slower_stream_closes_the_window_within_a_few_samples() {
+        // 1 kHz: every sample comes 1 ms after the previous one.
+        let mut w = SpinWindow::new(MAX);
+        let mut spun = Duration::ZERO;
+        for _ in 0..1000 {
+            spun += w.window();
+            w.ended_after(us(1000));
+        }
+        assert_eq!(w.window(), Duration::ZERO);
+        assert!(spun < us(120), "spun {spun:?} over 1000 samples");
+        // Samples just beyond the window (10 kHz with a 50 µs window) close
+        // it as well: polling would never have caught them.
+        let mut w = SpinWindow::new(MAX);
+        for _ in 0..10 {
+            w.ended_after(us(100));
+        }
+        assert_eq!(w.window(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_closed_window_reopens_when_replies_come_quickly_again() {
+        let mut w = SpinWindow::new(MAX);
+        for _ in 0..10 {
+            w.ended_after(us(5000));
+        }
+        assert_eq!(w.window(), Duration::ZERO);
+        let mut opened = Vec::new();
+        for _ in 0..6 {
+            w.ended_after(us(3));
+            opened.push(w.window().as_micros());
+        }
+        assert_eq!(opened, vec![4, 8, 16, 32, 50, 50]);
+        // A zero maximum never polls.
+        let mut w = SpinWindow::new(Duration::ZERO);
+        w.ended_after(Duration::ZERO);
+        assert_eq!(w.window(), Duration::ZERO);
     }
 }
