@@ -306,9 +306,6 @@ impl WriterConn {
         if self.core.rings.is_closed() {
             return Err(SendError::Closed);
         }
-        if self.core.outstanding.lock().len() >= RECLAIM_AT {
-            self.reclaim();
-        }
         let e = Entry {
             seq,
             slot,
@@ -324,11 +321,15 @@ impl WriterConn {
         };
         loop {
             match self.core.rings.push(e, block.is_none()) {
-                Ok(Push::Pushed) => return Ok(()),
+                Ok(Push::Pushed) => {
+                    self.reclaim_if_due();
+                    return Ok(());
+                }
                 Ok(Push::Overflowed(old)) => {
                     if take(&mut self.core.outstanding.lock(), old.slot) {
                         self.writer.pool.lock().release(old.slot);
                     }
+                    self.reclaim_if_due();
                     return Ok(());
                 }
                 Ok(Push::Full) => {
@@ -348,6 +349,20 @@ impl WriterConn {
                     return Err(c.into());
                 }
             }
+        }
+    }
+
+    /// Reads the return ring once more than [`RECLAIM_AT`] slots are out.
+    /// After the push, not before: reading it costs cache lines the reader
+    /// wrote, which then no longer delay the sample.
+    fn reclaim_if_due(&self) {
+        if self.core.outstanding.lock().len() > RECLAIM_AT {
+            self.reclaim();
+        }
+        // The next loan's slot (a reader read it last): its first line
+        // comes over now, while the sample just sent is on its way.
+        if let Some(p) = self.writer.pool.lock().next_free() {
+            crate::hint::prefetch_for_write(p);
         }
     }
 

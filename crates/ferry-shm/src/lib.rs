@@ -16,6 +16,7 @@
 
 pub mod channel;
 pub mod futex;
+mod hint;
 pub mod pool;
 pub mod ring;
 pub mod segment;

@@ -177,6 +177,19 @@ impl Pool {
             .retain(|g| Some(g.id) == last || g.free.len() < g.refs.len());
     }
 
+    /// The bytes of the slot the next [`Pool::alloc`] of the current slot
+    /// size hands out (free slots are reused last-in first-out), if any.
+    pub fn next_free(&self) -> Option<*const u8> {
+        let g = self.gens.last()?;
+        let index = *g.free.last()? as usize;
+        // In bounds: a free index is below the generation's slot count.
+        Some(
+            g.seg
+                .as_ptr()
+                .wrapping_add(DATA_HEADER + index * g.slot_size) as *const u8,
+        )
+    }
+
     /// Whether a sample of `len` bytes would open a new generation (no free
     /// slot of that size): the moment to take readers' returns back first.
     pub fn must_grow(&self, len: usize) -> bool {

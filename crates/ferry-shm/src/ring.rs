@@ -2,8 +2,11 @@
 //! mapped read-write by both.
 //!
 //! - **Submission ring** (writer → reader): entries name a slot of the
-//!   writer's pool plus the sample's sequence, length and source time. The
-//!   reader claims an entry by advancing `head` with a CAS; under keep_last
+//!   writer's pool plus the sample's sequence, length and source time, and
+//!   carry a *mark* (the ring index + 1), written last: the reader polls the
+//!   mark of the entry at `head`, not `tail`, so one cache line brings it
+//!   both the news and the entry, and `tail` stays on the writer's side.
+//!   The reader claims an entry by advancing `head` with a CAS; under keep_last
 //!   a full ring lets the writer claim the *oldest* entry the same way (the
 //!   reader's CAS then fails and it moves on), so a slow reader loses its
 //!   oldest samples, counted in `dropped`, and the writer never blocks.
@@ -21,11 +24,13 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::segment::{Segment, ShmError};
 use parking_lot::Mutex;
 
-// "ferryco2": layout 2 (`space` on its own line); a peer of another layout
-// fails the attach instead of misreading the rings.
-const MAGIC: u64 = 0x6665_7272_7963_6f32;
+// "ferryco3": layout 3 (one marked entry per cache line); a peer of
+// another layout fails the attach instead of misreading the rings.
+const MAGIC: u64 = 0x6665_7272_7963_6f33;
 const HEADER: usize = 384;
-const ENTRY: usize = 32;
+/// One submission entry per cache line (the reader polls the line of the
+/// entry at its head; nothing else shares it).
+const ENTRY: usize = 64;
 
 // Header offsets (each hot counter on its own cache line).
 const O_MAGIC: usize = 0;
@@ -154,13 +159,22 @@ impl Rings {
         self.u64(HEADER + (index % self.sub_cap) as usize * ENTRY + field * 8)
     }
 
+    /// Entry fields: the mark, then the entry.
+    const MARK: usize = 0;
+
     fn read_entry(&self, index: u64) -> Entry {
         Entry {
-            seq: self.entry_field(index, 0).load(Ordering::Relaxed),
-            slot: self.entry_field(index, 1).load(Ordering::Relaxed),
-            len: self.entry_field(index, 2).load(Ordering::Relaxed),
-            stamp: self.entry_field(index, 3).load(Ordering::Relaxed),
+            seq: self.entry_field(index, 1).load(Ordering::Relaxed),
+            slot: self.entry_field(index, 2).load(Ordering::Relaxed),
+            len: self.entry_field(index, 3).load(Ordering::Relaxed),
+            stamp: self.entry_field(index, 4).load(Ordering::Relaxed),
         }
+    }
+
+    /// Whether entry `index` is published (its mark is `index + 1`; before
+    /// that it holds the mark of the entry a ring earlier, or 0).
+    fn published(&self, index: u64) -> bool {
+        self.entry_field(index, Self::MARK).load(Ordering::Acquire) == index.wrapping_add(1)
     }
 
     fn ret_cell(&self, index: u64) -> &AtomicU64 {
@@ -203,10 +217,12 @@ impl Rings {
                 break;
             }
         }
-        self.entry_field(tail, 0).store(e.seq, Ordering::Relaxed);
-        self.entry_field(tail, 1).store(e.slot, Ordering::Relaxed);
-        self.entry_field(tail, 2).store(e.len, Ordering::Relaxed);
-        self.entry_field(tail, 3).store(e.stamp, Ordering::Relaxed);
+        self.entry_field(tail, 1).store(e.seq, Ordering::Relaxed);
+        self.entry_field(tail, 2).store(e.slot, Ordering::Relaxed);
+        self.entry_field(tail, 3).store(e.len, Ordering::Relaxed);
+        self.entry_field(tail, 4).store(e.stamp, Ordering::Relaxed);
+        self.entry_field(tail, Self::MARK)
+            .store(tail + 1, Ordering::Release);
         self.u64(O_SUB_TAIL).store(tail + 1, Ordering::Release);
         Ok(out)
     }
@@ -215,9 +231,13 @@ impl Rings {
     pub fn pop(&self) -> Option<Entry> {
         loop {
             let head = self.u64(O_SUB_HEAD).load(Ordering::Acquire);
-            let tail = self.u64(O_SUB_TAIL).load(Ordering::Acquire);
-            if head == tail || tail.wrapping_sub(head) > self.sub_cap {
-                return None;
+            if !self.published(head) {
+                // Empty — unless a keep_last writer claimed `head` meanwhile
+                // (it moves head before it overwrites an entry): look again.
+                if self.u64(O_SUB_HEAD).load(Ordering::Acquire) == head {
+                    return None;
+                }
+                continue;
             }
             let e = self.read_entry(head);
             if self
@@ -236,7 +256,7 @@ impl Rings {
 
     /// Reader: whether an entry is waiting.
     pub fn has_entries(&self) -> bool {
-        self.u64(O_SUB_HEAD).load(Ordering::Acquire) != self.u64(O_SUB_TAIL).load(Ordering::Acquire)
+        self.published(self.u64(O_SUB_HEAD).load(Ordering::Acquire))
     }
 
     /// Entries the writer had to drop because this reader fell behind.
@@ -346,6 +366,27 @@ mod tests {
         let mut back = Vec::new();
         w.take_returns(&mut back);
         assert_eq!(back, vec![20, 30]);
+    }
+
+    #[test]
+    fn a_mark_from_a_ring_earlier_never_reads_as_a_new_entry() {
+        let w = Rings::create(&name('t', &format!("ring{}", line!())), 4, 4).unwrap();
+        let r = Rings::open(w.name()).unwrap();
+        assert!(!r.has_entries() && r.pop().is_none(), "fresh ring is empty");
+        for s in 1..=40 {
+            assert_eq!(w.push(e(s), false), Ok(Push::Pushed));
+            assert!(r.has_entries());
+            assert_eq!(r.pop(), Some(e(s)));
+            // The next index still holds the mark of the entry 4 earlier.
+            assert!(!r.has_entries() && r.pop().is_none(), "after {s}");
+        }
+        // Overflow wraps the writer past the reader: only the last 4 remain.
+        for s in 41..=50 {
+            assert!(w.push(e(s), true).is_ok());
+        }
+        let got: Vec<u64> = std::iter::from_fn(|| r.pop()).map(|x| x.seq).collect();
+        assert_eq!(got, vec![47, 48, 49, 50]);
+        assert!(!r.has_entries());
     }
 
     #[test]

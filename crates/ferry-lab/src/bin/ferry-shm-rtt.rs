@@ -45,6 +45,10 @@ enum Cmd {
         /// Only these ferry modes (default: all).
         #[arg(long, value_delimiter = ',')]
         modes: Option<Vec<String>>,
+        /// Round trips per futex floor run (default 10 × count, at most
+        /// 30000).
+        #[arg(long)]
+        floor_count: Option<usize>,
     },
     /// The echo side of one mode (spawned by `run`).
     #[command(hide = true)]
@@ -404,13 +408,14 @@ fn run(
     only: Option<Vec<String>>,
     count: Option<usize>,
     rounds: Option<usize>,
+    floor_count: Option<usize>,
 ) {
     let count = count.unwrap_or(if quick { 300 } else { 3000 });
     let rounds = rounds.unwrap_or(if quick { 1 } else { 3 });
     // The floor is bimodal on a VM (a halted vCPU wakes tens of µs later
     // than a busy one): measured before, between and after the ferry modes;
     // the lowest p50 is the floor (the strictest bar).
-    let floor_count = (count * 10).min(30_000);
+    let floor_count = floor_count.unwrap_or((count * 10).min(30_000)).max(1);
     // Whole rounds, one after the other: this VM's wake-up latency drifts
     // (halted vCPUs), so every comparison is made inside a round and the
     // median over rounds is reported.
@@ -694,7 +699,8 @@ fn main() {
             modes,
             count,
             rounds,
-        } => run(quick, out, iceoryx2, modes, count, rounds),
+            floor_count,
+        } => run(quick, out, iceoryx2, modes, count, rounds, floor_count),
         Cmd::Echo { mode, domain } => echo(&mode, domain),
     }
 }
