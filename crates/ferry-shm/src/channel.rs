@@ -9,6 +9,7 @@
 //! slot back when the last clone drops.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -214,7 +215,7 @@ impl Writer {
         let rings = Rings::create(&name, depth, depth * 2 + 64)?;
         let core = Arc::new(ConnCore {
             rings,
-            outstanding: Mutex::new(HashMap::new()),
+            outstanding: Mutex::new(SlotMap::default()),
         });
         self.conns.lock().push(Arc::downgrade(&core));
         Ok(WriterConn {
@@ -240,7 +241,7 @@ struct ConnCore {
     rings: Rings,
     /// Slots out on this connection (pushed, not yet given back), with how
     /// many times each.
-    outstanding: Mutex<HashMap<u64, u32>>,
+    outstanding: Mutex<SlotMap<u32>>,
 }
 
 impl ConnCore {
@@ -390,8 +391,34 @@ impl WriterConn {
     }
 }
 
+/// Hashes a slot id or generation by one multiplication (Fibonacci
+/// hashing): ids are small integers this process chose, so a keyed hash
+/// (SipHash, the default) buys nothing on this per-sample path.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// Per-slot counts keyed by slot id.
+type SlotMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+
 /// Removes one count of `slot`; false if it was not out.
-fn take(out: &mut HashMap<u64, u32>, slot: u64) -> bool {
+fn take(out: &mut SlotMap<u32>, slot: u64) -> bool {
     match out.get_mut(&slot) {
         Some(n) if *n > 1 => {
             *n -= 1;
@@ -491,7 +518,7 @@ pub enum RecvError {
 pub struct ReaderConn {
     returner: Arc<Returner>,
     prefix: String,
-    views: Mutex<HashMap<u32, Arc<DataView>>>,
+    views: Mutex<HashMap<u32, Arc<DataView>, BuildHasherDefault<IdHasher>>>,
 }
 
 impl ReaderConn {
@@ -510,7 +537,7 @@ impl ReaderConn {
                 pending: Mutex::new(Vec::new()),
             }),
             prefix: data_prefix.to_string(),
-            views: Mutex::new(HashMap::new()),
+            views: Mutex::new(HashMap::default()),
         })
     }
 

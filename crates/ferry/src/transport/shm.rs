@@ -233,9 +233,11 @@ impl Receiving {
         })
     }
 
-    /// Delivers what is queued; returns how many samples and the earliest
-    /// source time among them (ns since the epoch; `u64::MAX` if none).
-    fn drain(&self) -> (usize, u64) {
+    /// Delivers what is queued, as arrived at `arrival_ns` (wall clock; 0:
+    /// the subscriber reads the clock); returns how many samples and the
+    /// earliest source time among them (ns since the epoch; `u64::MAX` if
+    /// none).
+    fn drain(&self, arrival_ns: u64) -> (usize, u64) {
         let list = self.inbound.lock();
         let mut n = 0;
         let mut earliest = u64::MAX;
@@ -265,7 +267,7 @@ impl Receiving {
                         kind: FrameKind::Data,
                         seq: got.seq,
                         stamp_ns: got.stamp,
-                        arrival_ns: 0,
+                        arrival_ns,
                         payload: Payload {
                             typed: None,
                             bytes: &bytes,
@@ -321,21 +323,29 @@ impl Receiving {
         });
         let mut dry: Option<Dry> = None;
         let mut last_house = Instant::now();
+        let mut wall = WallClock::new();
         let mut rounds = 0u32;
         while !self.stop.load(Ordering::Relaxed) {
-            let (n, earliest) = self.drain();
             rounds = rounds.wrapping_add(1);
-            // Busy-polling: the clock is read every 256 rounds, not on
-            // every poll.
-            if !busy_poll || rounds.is_multiple_of(256) {
-                if self.bell.take_attach() {
-                    self.accept(local);
+            // Busy-polling reads the clock every 256 rounds only.
+            if busy_poll && !rounds.is_multiple_of(256) {
+                if self.drain(0).0 == 0 {
+                    std::hint::spin_loop();
                 }
-                if last_house.elapsed() >= HOUSEKEEPING {
-                    self.accept(local);
-                    self.housekeeping();
-                    last_house = Instant::now();
-                }
+                continue;
+            }
+            // One clock read per round serves housekeeping, polling and the
+            // arrival time of what this round delivers.
+            let now = Instant::now();
+            let (n, earliest) = self.drain(wall.at(now));
+            if self.bell.take_attach() {
+                self.accept(local);
+            }
+            if now.saturating_duration_since(last_house) >= HOUSEKEEPING {
+                self.accept(local);
+                self.housekeeping();
+                last_house = now;
+                wall = WallClock::new();
             }
             if n > 0 {
                 if let Some(d) = dry.take() {
@@ -347,15 +357,39 @@ impl Receiving {
                 std::hint::spin_loop();
                 continue;
             }
-            let d = dry.get_or_insert_with(Dry::now);
-            if d.since.elapsed() < spin.window() {
-                d.poll();
+            let d = dry.get_or_insert_with(|| Dry::at(now, wall.at(now)));
+            if now.saturating_duration_since(d.since) < spin.window() {
+                d.poll(now);
                 continue;
             }
             // A writer's connection request rings too: the next round
             // accepts it (`take_attach`), without a syscall per sample.
             self.bell.sleep(HOUSEKEEPING, || self.has_data());
         }
+    }
+}
+
+/// The wall clock (ns since the epoch, the clock of samples' source time)
+/// derived from a monotonic reading, so a round reads one clock: set at
+/// one instant and re-read every housekeeping period (it may step).
+struct WallClock {
+    base: Instant,
+    base_ns: u64,
+}
+
+impl WallClock {
+    fn new() -> WallClock {
+        WallClock {
+            base: Instant::now(),
+            base_ns: crate::stats::now_ns(),
+        }
+    }
+
+    /// Wall-clock ns at `now`.
+    fn at(&self, now: Instant) -> u64 {
+        let since = now.saturating_duration_since(self.base).as_nanos();
+        self.base_ns
+            .saturating_add(u64::try_from(since).unwrap_or(u64::MAX))
     }
 }
 
@@ -366,36 +400,55 @@ struct Dry {
     /// Wall clock (ns since the epoch), compared with the source time of
     /// the sample that ends the stretch.
     wall: u64,
-    /// Whether polling gives the CPU up on every round.
-    yielding: bool,
+    /// When polling last gave up the CPU (None: not yet this stretch).
+    yielded: Option<Instant>,
+    /// Whether the last yield is still to be timed (at the next round).
+    timing: bool,
+    /// Whether that yield ran another thread.
+    shared: bool,
 }
 
 impl Dry {
-    fn now() -> Dry {
+    fn at(now: Instant, wall: u64) -> Dry {
         Dry {
-            since: Instant::now(),
-            wall: crate::stats::now_ns(),
-            yielding: true,
+            since: now,
+            wall,
+            yielded: None,
+            timing: false,
+            shared: false,
         }
     }
 
-    /// One round of polling. Polling must not keep the CPU from the thread
-    /// it waits for when both share one: the first round yields, and so
-    /// does every round after a yield that ran someone else (it took more
-    /// than [`SHARED_CPU`]); a yield that returns at once means nobody
-    /// waits for this CPU, and the rest of the stretch spins.
-    fn poll(&mut self) {
-        if self.yielding {
-            let t = Instant::now();
+    /// One round of polling at `now`. Polling must not keep the CPU from
+    /// the thread it waits for when both share one: the first round yields,
+    /// every round does while yields run another thread (the round after
+    /// one comes more than [`SHARED_CPU`] later: the CPU is shared), and
+    /// otherwise one round in every [`SHARED_CPU`] of spinning does (the
+    /// thread it waits for may have become runnable here since) — a cheap
+    /// syscall when nobody waits.
+    fn poll(&mut self, now: Instant) {
+        let due = match self.yielded {
+            None => true,
+            Some(t) => {
+                let since = now.saturating_duration_since(t);
+                if std::mem::take(&mut self.timing) {
+                    self.shared = since >= SHARED_CPU;
+                }
+                self.shared || since >= SHARED_CPU
+            }
+        };
+        if due {
+            self.yielded = Some(now);
+            self.timing = true;
             std::thread::yield_now();
-            self.yielding = t.elapsed() >= SHARED_CPU;
         } else {
             std::hint::spin_loop();
         }
     }
 }
 
-/// A yield that took longer ran another thread on this CPU.
+/// A yield that took longer ran another thread on this CPU; spinning this
+/// long without one yields again.
 const SHARED_CPU: Duration = Duration::from_micros(2);
 
 /// A writer endpoint's pool as its publisher holds it.
