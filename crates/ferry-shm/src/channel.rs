@@ -166,15 +166,23 @@ impl Writer {
     pub fn loan(&self, len: usize) -> Result<Loan, PoolError> {
         // Readers' returns are taken back only when the pool would otherwise
         // grow: reading a return ring costs a cache line its reader wrote.
-        if self.pool.lock().must_grow(len) {
-            self.reclaim_all();
-        }
         let mut pool = self.pool.lock();
+        if pool.must_grow(len) {
+            drop(pool);
+            self.reclaim_all();
+            pool = self.pool.lock();
+        }
         let slot = pool.alloc(len)?;
         let Some((ptr, capacity)) = pool.slot_ptr(slot) else {
             pool.release(slot);
             return Err(PoolError::TooLarge(len));
         };
+        // The loan after this one gets the next free slot (LIFO; a reader
+        // read it last): its first line comes over while this one is
+        // filled and sent, not when that one is written.
+        if let Some(p) = pool.next_free() {
+            crate::hint::prefetch_for_write(p);
+        }
         drop(pool);
         Ok(Loan {
             writer: self.clone(),
@@ -259,6 +267,11 @@ impl ConnCore {
             if take(&mut out, s) {
                 pool.release(s);
             }
+        }
+        // The next loan gets the slot freed last: fetch its line for
+        // writing now (see `Writer::loan`).
+        if let Some(p) = pool.next_free() {
+            crate::hint::prefetch_for_write(p);
         }
     }
 }
@@ -360,11 +373,6 @@ impl WriterConn {
         if self.core.outstanding.lock().len() > RECLAIM_AT {
             self.reclaim();
         }
-        // The next loan's slot (a reader read it last): its first line
-        // comes over now, while the sample just sent is on its way.
-        if let Some(p) = self.writer.pool.lock().next_free() {
-            crate::hint::prefetch_for_write(p);
-        }
     }
 
     /// Samples the reader lost by falling behind (keep_last).
@@ -448,6 +456,9 @@ struct Returner {
 impl Returner {
     fn give_back(&self, slot: u64) {
         let mut pending = self.pending.lock();
+        if pending.is_empty() && self.rings.give_back(slot) {
+            return;
+        }
         pending.push(slot);
         let mut n = 0;
         while n < pending.len() && self.rings.give_back(pending[n]) {
