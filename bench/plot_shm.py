@@ -30,7 +30,9 @@ for ax, q in zip(axes, ["p50", "p99"]):
     ax.set_xlabel("payload"); ax.set_ylabel(f"round trip {q} (µs, log)"); ax.set_title(f"RTT {q}")
     ax.grid(True, which="both", alpha=0.3)
 axes[0].legend(fontsize=8)
-fig.suptitle("Two processes on one host: ping → echo → pong (2 vCPUs, one run)")
+placement = {"free": "placed by the scheduler", "same": "both pinned to one CPU",
+             "split": "pinned to two CPUs"}.get(d.get("placement", "free"), "")
+fig.suptitle(f"Two processes on one host, {placement}: ping → echo → pong (2 vCPUs, one run)")
 fig.tight_layout()
 out = src.with_suffix(".png")
 fig.savefig(out, dpi=110)

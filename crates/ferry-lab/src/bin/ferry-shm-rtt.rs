@@ -25,34 +25,109 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Measure every mode and size; print (and write) the table.
-    Run {
-        /// 300 round trips per cell instead of 3000 (CI).
-        #[arg(long)]
-        quick: bool,
-        /// Write Markdown and JSON here (without extension).
-        #[arg(long)]
-        out: Option<String>,
-        /// iceoryx2's ping-pong binary (`bench/iceoryx2`), measured in the
-        /// same run when given.
-        #[arg(long)]
-        iceoryx2: Option<std::path::PathBuf>,
-        /// Whole rounds of every measurement (default 3, quick 1).
-        #[arg(long)]
-        rounds: Option<usize>,
-        /// Round trips per cell (default 3000, quick 300).
-        #[arg(long)]
-        count: Option<usize>,
-        /// Only these ferry modes (default: all).
-        #[arg(long, value_delimiter = ',')]
-        modes: Option<Vec<String>>,
-        /// Round trips per futex floor run (default 10 × count, at most
-        /// 30000).
-        #[arg(long)]
-        floor_count: Option<usize>,
-    },
+    Run(RunArgs),
     /// The echo side of one mode (spawned by `run`).
     #[command(hide = true)]
-    Echo { mode: String, domain: u16 },
+    Echo {
+        mode: String,
+        domain: u16,
+        /// Pin this process to this CPU.
+        #[arg(long)]
+        cpu: Option<usize>,
+    },
+}
+
+/// Options of `run`.
+#[derive(clap::Args)]
+struct RunArgs {
+    /// 300 round trips per cell instead of 3000 (CI).
+    #[arg(long)]
+    quick: bool,
+    /// Write Markdown and JSON here (without extension).
+    #[arg(long)]
+    out: Option<String>,
+    /// iceoryx2's ping-pong binary (`bench/iceoryx2`), measured in the
+    /// same run when given.
+    #[arg(long)]
+    iceoryx2: Option<std::path::PathBuf>,
+    /// Whole rounds of every measurement (default 3, quick 1).
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Round trips per cell (default 3000, quick 300).
+    #[arg(long)]
+    count: Option<usize>,
+    /// Only these ferry modes (default: all).
+    #[arg(long, value_delimiter = ',')]
+    modes: Option<Vec<String>>,
+    /// Round trips per futex floor run (default 10 × count, at most
+    /// 30000).
+    #[arg(long)]
+    floor_count: Option<usize>,
+    /// Where the two sides run: `free` (the scheduler decides), `same`
+    /// (both on CPU 0), `split` (CPU 0 and CPU 1) — for every
+    /// measurement, the floor and iceoryx2 included.
+    #[arg(long, value_enum, default_value_t = Placement::Free)]
+    placement: Placement,
+}
+
+/// Where the ping and the echo side of every measurement run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Placement {
+    /// Wherever the scheduler puts them (it may move them).
+    Free,
+    /// Both on CPU 0: every hop is a context switch.
+    Same,
+    /// Ping side on CPU 0, echo side on CPU 1: every hop crosses CPUs.
+    Split,
+}
+
+impl Placement {
+    /// (ping CPU, echo CPU), or None when free.
+    fn cpus(self) -> Option<(usize, usize)> {
+        match self {
+            Placement::Free => None,
+            Placement::Same => Some((0, 0)),
+            Placement::Split => Some((0, 1)),
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Placement::Free => "free (the scheduler places both sides and may move them)",
+            Placement::Same => {
+                "same CPU (both sides pinned to CPU 0: every hop is a context switch)"
+            }
+            Placement::Split => {
+                "split CPUs (ping side pinned to CPU 0, echo side to CPU 1: every hop crosses CPUs)"
+            }
+        }
+    }
+}
+
+/// The placement of this run (set once by `run`).
+static PLACEMENT: std::sync::OnceLock<Placement> = std::sync::OnceLock::new();
+
+fn placement() -> Placement {
+    PLACEMENT.get().copied().unwrap_or(Placement::Free)
+}
+
+/// Pins the calling thread (and the threads it starts later, and a child
+/// it forks) to `cpu`.
+fn pin(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays within
+    // it for cpu < CPU_SETSIZE (checked), and the call only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert!(cpu < libc::CPU_SETSIZE as usize, "cpu {cpu}");
+        libc::CPU_SET(cpu, &mut set);
+        let rc = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        assert_eq!(
+            rc,
+            0,
+            "sched_setaffinity({cpu}): {}",
+            std::io::Error::last_os_error()
+        );
+    }
 }
 
 const SIZES: [usize; 5] = [64, 4096, 65_536, 1 << 20, 4 << 20];
@@ -109,7 +184,10 @@ fn send(p: &ferry::Publisher<RawBytes>, loan: bool, seq: u64, payload: &Bytes) {
 }
 
 /// Echo: every /ping comes back on /pong, from the delivering thread.
-fn echo(mode: &str, domain: u16) {
+fn echo(mode: &str, domain: u16, cpu: Option<usize>) {
+    if let Some(c) = cpu {
+        pin(c);
+    }
     let node = Node::builder()
         .name("echo")
         .config(config(mode, domain))
@@ -151,11 +229,12 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
 /// (p50, p99) round trip in µs per size for one ferry mode.
 fn measure_ferry(mode: &str, domain: u16, count: usize) -> Vec<(f64, f64)> {
     let exe = std::env::current_exe().expect("exe");
-    let mut child = Command::new(exe)
-        .args(["echo", mode, &domain.to_string()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("echo process");
+    let mut cmd = Command::new(exe);
+    cmd.args(["echo", mode, &domain.to_string()]);
+    if let Some((_, echo_cpu)) = placement().cpus() {
+        cmd.args(["--cpu", &echo_cpu.to_string()]);
+    }
+    let mut child = cmd.stdout(Stdio::piped()).spawn().expect("echo process");
     let mut line = String::new();
     BufReader::new(child.stdout.take().expect("stdout"))
         .read_line(&mut line)
@@ -298,6 +377,9 @@ fn measure_futex(count: usize) -> (f64, f64) {
     // SAFETY: the child only bounces the word and exits without unwinding.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
+        if let Some((_, echo_cpu)) = placement().cpus() {
+            pin(echo_cpu);
+        }
         let mut v = 0u32;
         loop {
             wait(v); // wait for the ping (odd)
@@ -360,8 +442,16 @@ fn measure_iceoryx2_sizes(bin: &std::path::Path, count: usize) -> Vec<(f64, f64)
         let n = if size >= 1 << 20 { count / 4 } else { count };
         let (iters, warm) = (n.to_string(), "20".to_string());
         let spawn = |role: &str| {
-            Command::new(bin)
-                .args([role, &size.to_string(), &iters, &warm])
+            let mut cmd = match placement().cpus() {
+                Some((ping_cpu, pong_cpu)) => {
+                    let cpu = if role == "ping" { ping_cpu } else { pong_cpu };
+                    let mut c = Command::new("taskset");
+                    c.args(["-c", &cpu.to_string()]).arg(bin);
+                    c
+                }
+                None => Command::new(bin),
+            };
+            cmd.args([role, &size.to_string(), &iters, &warm])
                 .stdout(Stdio::piped())
                 .spawn()
         };
@@ -401,15 +491,21 @@ fn measure_iceoryx2_sizes(bin: &std::path::Path, count: usize) -> Vec<(f64, f64)
     out
 }
 
-fn run(
-    quick: bool,
-    out: Option<String>,
-    iceoryx2: Option<std::path::PathBuf>,
-    only: Option<Vec<String>>,
-    count: Option<usize>,
-    rounds: Option<usize>,
-    floor_count: Option<usize>,
-) {
+fn run(args: RunArgs) {
+    let RunArgs {
+        quick,
+        out,
+        iceoryx2,
+        modes: only,
+        count,
+        rounds,
+        floor_count,
+        placement,
+    } = args;
+    let _ = PLACEMENT.set(placement);
+    if let Some((ping_cpu, _)) = placement.cpus() {
+        pin(ping_cpu);
+    }
     let count = count.unwrap_or(if quick { 300 } else { 3000 });
     let rounds = rounds.unwrap_or(if quick { 1 } else { 3 });
     // The floor is bimodal on a VM (a halted vCPU wakes tens of µs later
@@ -464,17 +560,25 @@ fn run(
         String::new(),
         format!(
             "Command: `cargo build --release -p ferry-lab && (cd bench/iceoryx2 && cargo build --release) && \
-             ./target/release/ferry-shm-rtt run{} --iceoryx2 bench/iceoryx2/target/release/iox2-rtt`. \
+             ./target/release/ferry-shm-rtt run{}{}{} --iceoryx2 bench/iceoryx2/target/release/iox2-rtt`. \
              {count} round trips per cell ({} at 1 and 4 MiB), payload `RawBytes`, ping → echo \
              process republishes from its delivering thread → pong; RTT from publish to the pong \
              callback, which sends the next ping itself (only the two delivering threads run). *copy*: `publish` of a prepared buffer (one copy into shared memory per \
              hop); *loan*: `Publisher::loan` on both sides, only the 8-byte sequence number \
              written (as iceoryx2's benchmark does). iceoryx2: crate 0.10 in the same run, \
              busy-poll ping-pong with loans. Futex floor: two processes bouncing one shared \
-             futex word ({} round trips). Machine: 2 vCPUs, shared.",
+             futex word ({} round trips). Machine: 2 vCPUs, shared. Placement: {}.",
             if quick { " --quick" } else { "" },
+            match placement {
+                Placement::Free => String::new(),
+                p => format!(" --placement {}", format!("{p:?}").to_lowercase()),
+            },
+            only.as_ref()
+                .map(|m| format!(" --modes {}", m.join(",")))
+                .unwrap_or_default(),
             count / 4,
-            floor_count
+            floor_count,
+            placement.describe()
         ),
         String::new(),
         format!(
@@ -538,7 +642,8 @@ fn run(
         let _ = std::fs::write(
             format!("{out}.json"),
             serde_json::to_string_pretty(&serde_json::json!({
-                "futex_p50_us": floor.0, "futex_p99_us": floor.1, "futex_runs": floors, "cells": json
+                "futex_p50_us": floor.0, "futex_p99_us": floor.1, "futex_runs": floors, "cells": json,
+                "placement": format!("{placement:?}").to_lowercase()
             }))
             .unwrap_or_default(),
         );
@@ -667,14 +772,21 @@ fn targets(rounds: &[Sweep]) -> Vec<String> {
     let sleep_vs_floor = ratio(&|r, i| at(r.p50(SLEEP_LOAN), i) / best);
     if sleep_vs_floor.iter().any(|x| !x.is_nan()) {
         let bound = ratio(&|r, i| (best + at(r.p50(BUSY_LOAN), i)) / best);
+        let arithmetic = if bound.iter().any(|x| !x.is_nan()) {
+            format!(
+                ". Arithmetic: such a round trip is two futex wake-ups (the floor) plus ferry's \
+                 own work on both hops, which the busy-poll loan round trip measures without \
+                 wake-ups: (floor + busy loan) / floor = {} — what it reaches when every wake-up \
+                 is as fast as the floor's",
+                list(&bound)
+            )
+        } else {
+            String::new()
+        };
         out.push(format!(
             "  - without the polling window (`shm_spin_us = 0`: every hop a futex wake-up, what a \
-             stream slower than the window gets): no-window loan / floor = {}. Arithmetic: such a \
-             round trip is two futex wake-ups (the floor) plus ferry's own work on both hops, which \
-             the busy-poll loan round trip measures without wake-ups: (floor + busy loan) / floor \
-             = {} — what it reaches when every wake-up is as fast as the floor's",
+             stream slower than the window gets): no-window loan / floor = {}{arithmetic}",
             list(&sleep_vs_floor),
-            list(&bound)
         ));
     }
     out
@@ -692,15 +804,7 @@ fn human(n: usize) -> String {
 
 fn main() {
     match Cli::parse().cmd {
-        Cmd::Run {
-            quick,
-            out,
-            iceoryx2,
-            modes,
-            count,
-            rounds,
-            floor_count,
-        } => run(quick, out, iceoryx2, modes, count, rounds, floor_count),
-        Cmd::Echo { mode, domain } => echo(&mode, domain),
+        Cmd::Run(args) => run(args),
+        Cmd::Echo { mode, domain, cpu } => echo(&mode, domain, cpu),
     }
 }
