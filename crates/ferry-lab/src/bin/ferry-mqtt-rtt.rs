@@ -52,7 +52,8 @@ enum Cmd {
         #[arg(long)]
         out: Option<String>,
         /// Only these configurations (default raw,ferry,bridged,half; the
-        /// table needs all four).
+        /// table needs all four; `rawp`: the plain client with ferry-like
+        /// MQTT 5 properties on every message, a diagnostic).
         #[arg(long, value_delimiter = ',')]
         configs: Option<Vec<String>>,
         /// Only these sizes (bytes; default the 15 of the paper, 8 B–128 KiB).
@@ -232,18 +233,31 @@ fn role(role: &str, port: u16) {
             // topic, answered as a plain client would.
             let (client, mut conn) = mqtt_client("raw-echo", port);
             client.subscribe("raw/ping", QoS::AtLeastOnce).unwrap();
+            client.subscribe("rawp/ping", QoS::AtLeastOnce).unwrap();
             client
                 .subscribe(mqtt_topic("/rtt/hping"), QoS::AtLeastOnce)
                 .unwrap();
             println!("ready");
             for ev in conn.iter() {
                 if let Ok(Event::Incoming(Packet::Publish(m))) = ev {
-                    let to = if m.topic.as_ref() == b"raw/ping" {
-                        "raw/pong".to_string()
-                    } else {
-                        mqtt_topic("/rtt/hpong")
+                    let _ = match m.topic.as_ref() {
+                        b"raw/ping" => {
+                            client.publish("raw/pong", QoS::AtLeastOnce, false, m.payload)
+                        }
+                        b"rawp/ping" => client.publish_with_properties(
+                            "rawp/pong",
+                            QoS::AtLeastOnce,
+                            false,
+                            m.payload.clone(),
+                            ferry_like_properties(seq_of(&m.payload)),
+                        ),
+                        _ => client.publish(
+                            mqtt_topic("/rtt/hpong"),
+                            QoS::AtLeastOnce,
+                            false,
+                            m.payload,
+                        ),
                     };
-                    let _ = client.publish(to, QoS::AtLeastOnce, false, m.payload);
                 }
             }
         }
@@ -267,6 +281,22 @@ fn started(mut cmd: Command, role: &str) -> Child {
         .unwrap();
     assert_eq!(line.trim(), "ready", "role {role} did not start");
     c
+}
+
+/// MQTT 5 properties shaped like the ones a ferry sample carries (content
+/// type + writer, sequence, source time, type name), for `rawp`: a plain
+/// client paying for ferry's metadata and nothing else.
+fn ferry_like_properties(seq: u64) -> rumqttc::v5::mqttbytes::v5::PublishProperties {
+    rumqttc::v5::mqttbytes::v5::PublishProperties {
+        content_type: Some("application/cdr".into()),
+        user_properties: vec![
+            ("ferry.w".into(), "0123456789abcdef.12".into()),
+            ("ferry.seq".into(), seq.to_string()),
+            ("ferry.t".into(), "1763900000000000000".into()),
+            ("ferry.type".into(), "ferry/msg/RawBytes".into()),
+        ],
+        ..Default::default()
+    }
 }
 
 /// A payload of `len` bytes starting with `seq`.
@@ -300,9 +330,12 @@ fn robot(config: &str, port: u16, children: &mut Vec<Child>) -> Robot {
     let (tx, rx) = mpsc::channel::<u64>();
     let mut keep: Vec<Box<dyn std::any::Any>> = Vec::new();
     let send: Box<dyn Fn(u64, usize)> = match config {
-        "raw" => {
-            let (client, mut conn) = mqtt_client("raw-robot", port);
-            client.subscribe("raw/pong", QoS::AtLeastOnce).unwrap();
+        "raw" | "rawp" => {
+            let props = config == "rawp";
+            let (client, mut conn) = mqtt_client(&format!("{config}-robot"), port);
+            client
+                .subscribe(format!("{config}/pong"), QoS::AtLeastOnce)
+                .unwrap();
             std::thread::spawn(move || {
                 for ev in conn.iter() {
                     if let Ok(Event::Incoming(Packet::Publish(m))) = ev {
@@ -310,8 +343,19 @@ fn robot(config: &str, port: u16, children: &mut Vec<Child>) -> Robot {
                     }
                 }
             });
+            let ping = format!("{config}/ping");
             Box::new(move |seq, len| {
-                let _ = client.publish("raw/ping", QoS::AtLeastOnce, false, payload(seq, len));
+                let _ = if props {
+                    client.publish_with_properties(
+                        ping.clone(),
+                        QoS::AtLeastOnce,
+                        false,
+                        payload(seq, len),
+                        ferry_like_properties(seq),
+                    )
+                } else {
+                    client.publish(ping.clone(), QoS::AtLeastOnce, false, payload(seq, len))
+                };
             })
         }
         _ => {
