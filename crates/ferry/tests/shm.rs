@@ -341,6 +341,20 @@ fn counting_subscriber(arg: &str) {
     }
 }
 
+/// Publishes samples 1..=`count` of `len` bytes, one every 500 µs (on a
+/// schedule: a late one does not shift the rest); returns how long it took.
+fn publish_at_2khz(p: &ferry::Publisher<RawBytes>, count: u64, len: usize) -> Duration {
+    let start = Instant::now();
+    for seq in 1..=count {
+        p.publish(RawBytes::new(sample(seq, len))).unwrap();
+        let due = start + Duration::from_micros(500 * seq);
+        if let Some(d) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d);
+        }
+    }
+    start.elapsed()
+}
+
 /// A subscriber whose callback is slow (its own process) loses its oldest
 /// samples; the publisher never waits and a fast subscriber (another
 /// process) gets at least 95 % of what was sent.
@@ -364,16 +378,8 @@ fn a_slow_subscriber_does_not_slow_the_others() {
         .build()
         .unwrap();
     assert!(p.wait_for_subscribers(2, T), "both subscribers matched");
-    let (sent, start) = (2000u64, Instant::now());
-    for seq in 1..=sent {
-        p.publish(RawBytes::new(sample(seq, 16_384))).unwrap();
-        // ~2 kHz
-        let due = start + Duration::from_micros(500 * seq);
-        if let Some(d) = due.checked_duration_since(Instant::now()) {
-            std::thread::sleep(d);
-        }
-    }
-    let elapsed = start.elapsed();
+    let sent = 2000u64;
+    let elapsed = publish_at_2khz(&p, sent, 16_384);
     let got: u64 = fast
         .line()
         .strip_prefix("got ")
@@ -554,14 +560,7 @@ fn an_event_driven_reader_of_a_slow_stream_or_of_nothing_does_not_poll() {
         .build()
         .unwrap();
     assert!(p.wait_for_subscribers(2, T));
-    let start = Instant::now();
-    for seq in 1..=COUNT {
-        p.publish(RawBytes::new(sample(seq, 64))).unwrap();
-        let due = start + Duration::from_micros(500 * seq);
-        if let Some(d) = due.checked_duration_since(Instant::now()) {
-            std::thread::sleep(d);
-        }
-    }
+    publish_at_2khz(&p, COUNT, 64);
     let mut shares = || {
         let [a, b] = [&mut polling, &mut sleeping].map(|r| {
             let line = r.line();
