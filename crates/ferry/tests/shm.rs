@@ -533,7 +533,7 @@ fn paced_reader(arg: &str) {
 /// window) it costs no more CPU than a reader that never polls
 /// (`shm_spin_us = 0`, the same stream at the same time) — a window that
 /// stayed open would add 10 % of a core at this rate, busy polling 100 % —
-/// and silence costs it nothing.
+/// and silence costs it (almost) nothing.
 #[test]
 fn an_event_driven_reader_of_a_slow_stream_or_of_nothing_does_not_poll() {
     if let Some((r, arg)) = role() {
@@ -578,8 +578,11 @@ fn an_event_driven_reader_of_a_slow_stream_or_of_nothing_does_not_poll() {
         stream * 100.0,
         stream_sleeping * 100.0
     );
+    // Idle means asleep (busy polling would be 100 %): a bound loose
+    // enough for a loaded CI machine and a debug build (1.1 % was seen
+    // once while other tests copied 64 MiB samples).
     assert!(
-        idle < 0.01 && idle_sleeping < 0.01,
+        idle < 0.05 && idle_sleeping < 0.05,
         "delivery thread busy {:.1} % ({:.1} % without polling) while idle",
         idle * 100.0,
         idle_sleeping * 100.0
