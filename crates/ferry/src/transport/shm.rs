@@ -337,7 +337,8 @@ impl Receiving {
             // One clock read per round serves housekeeping, polling and the
             // arrival time of what this round delivers.
             let now = Instant::now();
-            let (n, earliest) = self.drain(wall.at(now));
+            let at_ns = wall.at(now);
+            let (n, earliest) = self.drain(at_ns);
             if self.bell.take_attach() {
                 self.accept(local);
             }
@@ -357,7 +358,7 @@ impl Receiving {
                 std::hint::spin_loop();
                 continue;
             }
-            let d = dry.get_or_insert_with(|| Dry::at(now, wall.at(now)));
+            let d = dry.get_or_insert_with(|| Dry::at(now, at_ns));
             if now.saturating_duration_since(d.since) < spin.window() {
                 d.poll(now);
                 continue;
