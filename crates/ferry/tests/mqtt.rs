@@ -652,10 +652,7 @@ fn made_up_writer_ids_from_a_client_stay_bounded() {
     let sender = std::thread::spawn(move || {
         for i in 1..=total {
             let props = PublishProperties {
-                user_properties: vec![
-                    ("ferry.w".into(), format!("abcd.{i}")),
-                    ("ferry.seq".into(), "1".into()),
-                ],
+                user_properties: vec![("ferry".into(), format!("abcd.{i} 1 0"))],
                 ..Default::default()
             };
             client

@@ -284,17 +284,15 @@ fn started(mut cmd: Command, role: &str) -> Child {
 }
 
 /// MQTT 5 properties shaped like the ones a ferry sample carries (content
-/// type + writer, sequence, source time, type name), for `rawp`: a plain
-/// client paying for ferry's metadata and nothing else.
+/// type + the `ferry` property: writer, sequence, source time, type name),
+/// for `rawp`: a plain client paying for ferry's metadata and nothing else.
 fn ferry_like_properties(seq: u64) -> rumqttc::v5::mqttbytes::v5::PublishProperties {
     rumqttc::v5::mqttbytes::v5::PublishProperties {
         content_type: Some("application/cdr".into()),
-        user_properties: vec![
-            ("ferry.w".into(), "0123456789abcdef.12".into()),
-            ("ferry.seq".into(), seq.to_string()),
-            ("ferry.t".into(), "1763900000000000000".into()),
-            ("ferry.type".into(), "ferry/msg/RawBytes".into()),
-        ],
+        user_properties: vec![(
+            "ferry".into(),
+            format!("0123456789abcdef.12 {seq} 1763900000000000000 ferry/msg/RawBytes"),
+        )],
         ..Default::default()
     }
 }

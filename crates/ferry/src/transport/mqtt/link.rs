@@ -10,9 +10,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use ferry_wire::{EndpointId, ParticipantId, TransportKind};
 use parking_lot::Mutex;
-use rumqttc::v5::mqttbytes::v5::PublishProperties;
 use rumqttc::v5::mqttbytes::QoS;
 
+use super::meta::Meta;
 use super::outbox::OutMsg;
 use super::Broker;
 use crate::config::mqtt::Encoding;
@@ -37,13 +37,13 @@ const PRIORITY_NOTE: &str =
 
 /// How a writer's samples go to the broker.
 pub(crate) struct WriterSettings {
-    pub topic: String,
+    pub topic: Arc<str>,
     pub qos: QoS,
     /// Best effort or keep_last: may be dropped when the queue is full.
     pub droppable: bool,
     /// keep_all + reliable: block up to this, then fail.
     pub block: Option<Duration>,
-    pub type_name: String,
+    pub type_name: Arc<str>,
     pub encoding: Encoding,
     pub json: Option<JsonEncoder>,
 }
@@ -52,8 +52,8 @@ pub(crate) struct WriterSettings {
 pub(crate) struct WriterLink {
     broker: Arc<Broker>,
     writer: EndpointId,
-    /// `writer` as its `ferry.w` property (formatted once, not per sample).
-    writer_text: String,
+    /// `writer` as its metadata names it (formatted once, not per sample).
+    writer_text: Arc<str>,
     set: WriterSettings,
     stats: Arc<ConnStats>,
     priority: Mutex<Priority>,
@@ -67,7 +67,7 @@ impl WriterLink {
         let l = Arc::new(WriterLink {
             broker: broker.clone(),
             writer,
-            writer_text: writer.to_string(),
+            writer_text: writer.to_string().into(),
             set,
             stats: Arc::new(ConnStats::new()),
             priority: Mutex::new(Priority::default()),
@@ -106,15 +106,12 @@ impl Link for WriterLink {
             qos: self.set.qos,
             retain: false,
             payload,
-            props: PublishProperties {
-                content_type: Some(content_type.into()),
-                user_properties: vec![
-                    ("ferry.w".into(), self.writer_text.clone()),
-                    ("ferry.seq".into(), frame.seq.to_string()),
-                    ("ferry.t".into(), frame.stamp_ns.to_string()),
-                    ("ferry.type".into(), self.set.type_name.clone()),
-                ],
-                ..Default::default()
+            meta: Meta::Sample {
+                writer: self.writer_text.clone(),
+                seq: frame.seq,
+                stamp_ns: frame.stamp_ns,
+                type_name: self.set.type_name.clone(),
+                content_type,
             },
             droppable: self.set.droppable,
         };
@@ -196,10 +193,11 @@ impl Link for ReaderView {
 /// A service client's link to a service reachable only through the broker.
 pub(crate) struct ClientLink {
     broker: Arc<Broker>,
-    client: EndpointId,
     service: EndpointId,
-    request_topic: String,
-    reply_topic: String,
+    /// The client as the request's metadata names it.
+    client_text: Arc<str>,
+    request_topic: Arc<str>,
+    reply_topic: Arc<str>,
     block: Duration,
     stats: ConnStats,
     priority: Mutex<Priority>,
@@ -214,16 +212,18 @@ impl ClientLink {
         block: Duration,
     ) -> Self {
         ClientLink {
+            client_text: client.to_string().into(),
             request_topic: format!(
                 "{}@req/{}/{}",
                 broker.base, service.participant, service.entity
-            ),
+            )
+            .into(),
             reply_topic: format!(
                 "{}@rep/{}/{}",
                 broker.base, client.participant, client.entity
-            ),
+            )
+            .into(),
             broker,
-            client,
             service,
             block,
             stats: ConnStats::new(),
@@ -254,12 +254,10 @@ impl Link for ClientLink {
             qos: QoS::AtLeastOnce,
             retain: false,
             payload,
-            props: PublishProperties {
-                response_topic: Some(self.reply_topic.clone()),
-                correlation_data: Some(Bytes::copy_from_slice(&frame.seq.to_le_bytes())),
-                content_type: Some("application/cdr".into()),
-                user_properties: vec![("ferry.w".into(), self.client.to_string())],
-                ..Default::default()
+            meta: Meta::Request {
+                client: self.client_text.clone(),
+                id: frame.seq,
+                reply_to: self.reply_topic.clone(),
             },
             droppable: false,
         };
@@ -288,7 +286,7 @@ impl Link for ClientLink {
 /// Sends a service's replies to the calling client's reply topic.
 pub(crate) struct Replier {
     pub broker: Weak<Broker>,
-    pub topic: String,
+    pub topic: Arc<str>,
 }
 
 impl crate::transport::Replier for Replier {
@@ -296,24 +294,19 @@ impl crate::transport::Replier for Replier {
         let Some(b) = self.broker.upgrade() else {
             return;
         };
-        let mut props = PublishProperties {
-            correlation_data: Some(Bytes::copy_from_slice(&request_id.to_le_bytes())),
-            content_type: Some("application/cdr".into()),
-            ..Default::default()
-        };
-        let payload = match result.and_then(|r| (r.encode)().map_err(|e| e.to_string())) {
-            Ok(b) => b,
-            Err(e) => {
-                props.user_properties.push(("ferry.error".into(), e));
-                Bytes::new()
-            }
+        let (payload, error) = match result.and_then(|r| (r.encode)().map_err(|e| e.to_string())) {
+            Ok(b) => (b, None),
+            Err(e) => (Bytes::new(), Some(e)),
         };
         let m = OutMsg {
             topic: self.topic.clone(),
             qos: QoS::AtLeastOnce,
             retain: false,
             payload,
-            props,
+            meta: Meta::Reply {
+                id: request_id,
+                error,
+            },
             droppable: false,
         };
         let _ = b.send(m, Some(b.keep_all_block));

@@ -12,19 +12,19 @@
 //!
 //! Ferry names are `/a/b`; the topic is the name without its leading `/`
 //! (`/robot1/odom` in domain 0 → `ferry/0/robot1/odom`). Metadata travels as
-//! MQTT 5 user properties, so plain clients see a clean payload:
-//! `ferry.w` (writer id `participant.entity`), `ferry.seq`, `ferry.t`
-//! (source time, ns since the epoch), `ferry.type`; content type
-//! `application/cdr` or `application/json`.
+//! MQTT 5 properties, so plain clients see a clean payload: one user
+//! property `ferry` = `<writer> <seq> <source time ns> <type>` and the
+//! content type `application/cdr` or `application/json` ([`meta`]).
 //!
 //! **No duplicates:** a cloud-scope writer publishes each sample to the
 //! broker once. A reader drops a broker sample from writer W while it has a
 //! connection from W on another path (shared memory, UDP, …), and any
 //! sample whose sequence number it already delivered (QoS 1 redeliveries,
-//! resends after a reconnect). A sample without `ferry.w` comes from a
+//! resends after a reconnect). A sample without `ferry` comes from a
 //! plain MQTT client: delivered if it decodes, counted as an error if not.
 
 mod link;
+mod meta;
 pub(crate) mod outbox;
 
 use std::collections::{HashMap, HashSet};
@@ -37,12 +37,14 @@ use bytes::Bytes;
 use ferry_wire::frame::FrameKind;
 use ferry_wire::{EndpointId, EndpointKind, Locator, ParticipantId, TransportKind};
 use parking_lot::{Condvar, Mutex};
-use rumqttc::v5::mqttbytes::v5::{Filter, Packet, Publish, PublishProperties};
+use rumqttc::v5::mqttbytes::v5::{Filter, Packet, Publish};
 use rumqttc::v5::mqttbytes::QoS;
-use rumqttc::v5::{Client, Connection, Event, MqttOptions, RecvTimeoutError};
+use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
 use rumqttc::Outgoing;
+use tokio::sync::Notify;
 
-use self::outbox::{OutMsg, Outbox, Refused};
+use self::meta::{parse_endpoint, user_prop, Meta, SampleMeta};
+use self::outbox::{OutMsg, Outbox};
 use super::{
     Capabilities, ConnectError, ConnectRequest, InFrame, InboundConn, Link, PeerInfo, SendError,
     Transport,
@@ -55,7 +57,7 @@ use crate::stats::ConnStats;
 
 pub(crate) use link::WriterLink;
 
-/// The writer id of samples from plain MQTT clients (no `ferry.w`).
+/// The writer id of samples from plain MQTT clients (no `ferry` property).
 pub const FOREIGN_WRITER: EndpointId = EndpointId {
     participant: ParticipantId(0),
     entity: 0,
@@ -112,10 +114,18 @@ pub(crate) struct Broker {
     me: ParticipantId,
     /// `<prefix>/<domain>/`.
     base: String,
+    /// `<base>@disc/<me>`: this runtime's announcements.
+    disc_topic: Arc<str>,
     url: String,
-    client: Client,
+    /// Requests to the client's event loop. Publications go through `out`
+    /// and are handed to it by the `ferry-mqtt` thread only.
+    client: AsyncClient,
     out: Mutex<Outbox>,
     room: Condvar,
+    /// Nudges the `ferry-mqtt` thread: something was queued, or shutdown.
+    wake: Notify,
+    /// The `ferry-mqtt` thread (it drains `out` after every event itself).
+    thread: OnceLock<std::thread::ThreadId>,
     state: Mutex<LinkState>,
     connected: AtomicBool,
     subs: Mutex<Subs>,
@@ -131,25 +141,12 @@ pub(crate) struct Broker {
     duplicates: AtomicU64,
     garbage: AtomicU64,
     rt: OnceLock<Weak<Shared>>,
+    /// `shutdown` was called (once).
     stop: AtomicBool,
+    /// The DISCONNECT is requested: the thread ends once it is written.
+    closing: AtomicBool,
     done: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
     keep_all_block: Duration,
-}
-
-fn user_prop<'a>(p: &'a Option<PublishProperties>, key: &str) -> Option<&'a str> {
-    p.as_ref()?
-        .user_properties
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
-}
-
-fn parse_endpoint(s: &str) -> Option<EndpointId> {
-    let (p, e) = s.split_once('.')?;
-    Some(EndpointId {
-        participant: ParticipantId(u64::from_str_radix(p, 16).ok()?),
-        entity: e.parse().ok()?,
-    })
 }
 
 impl Broker {
@@ -193,15 +190,26 @@ impl Broker {
         net.set_tcp_nodelay(true);
         net.set_connection_timeout(cfg.connect_timeout_ms.div_ceil(1000).max(1));
         opts.set_network_options(net);
-        let (client, connection) = Client::new(opts, 64);
+        let (client, eventloop) = AsyncClient::new(opts, 64);
+        let io = |source| BuildError::Io {
+            what: "MQTT thread".into(),
+            source,
+        };
+        let tokio = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(io)?;
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         let b = Arc::new(Broker {
             me,
+            disc_topic: format!("{base}@disc/{me}").into(),
             base,
             url: cfg.broker.to_string(),
             client,
             out: Mutex::new(Outbox::new(cfg.offline_queue_bytes)),
             room: Condvar::new(),
+            wake: Notify::new(),
+            thread: OnceLock::new(),
             state: Mutex::new(LinkState::default()),
             connected: AtomicBool::new(false),
             subs: Mutex::new(Subs::default()),
@@ -214,6 +222,7 @@ impl Broker {
             garbage: AtomicU64::new(0),
             rt: OnceLock::new(),
             stop: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
             done: Mutex::new(Some(done_rx)),
             keep_all_block,
         });
@@ -221,13 +230,12 @@ impl Broker {
         std::thread::Builder::new()
             .name("ferry-mqtt".into())
             .spawn(move || {
-                b2.run(connection);
+                let _ = b2.thread.set(std::thread::current().id());
+                tokio.block_on(b2.drive(eventloop));
+                b2.set_connected(false);
                 let _ = done_tx.send(());
             })
-            .map_err(|source| BuildError::Io {
-                what: "MQTT thread".into(),
-                source,
-            })?;
+            .map_err(io)?;
         if cfg.on_unreachable == OnUnreachable::Fail {
             let until = Instant::now() + Duration::from_millis(cfg.connect_timeout_ms);
             let mut st = b.state.lock();
@@ -305,11 +313,11 @@ impl Broker {
     /// Sends one discovery datagram (announcement or goodbye) to the broker.
     pub fn announce(&self, beacon: &[u8]) {
         let m = OutMsg {
-            topic: format!("{}@disc/{}", self.base, self.me),
+            topic: self.disc_topic.clone(),
             qos: QoS::AtMostOnce,
             retain: false,
             payload: Bytes::copy_from_slice(beacon),
-            props: PublishProperties::default(),
+            meta: Meta::None,
             droppable: true,
         };
         let _ = self.send(m, None);
@@ -351,39 +359,45 @@ impl Broker {
     }
 
     /// Hands `m` to the MQTT client without waiting; false when its queue
-    /// is full (or it is gone).
+    /// is full (or it is gone). Only the `ferry-mqtt` thread hands.
     fn hand(&self, m: &OutMsg) -> bool {
-        self.client
-            .try_publish_with_properties(
-                m.topic.clone(),
-                m.qos,
-                m.retain,
-                m.payload.clone(),
-                m.props.clone(),
-            )
-            .is_ok()
+        let topic = String::from(&*m.topic);
+        let payload = m.payload.clone();
+        match m.meta.properties() {
+            Some(p) => self
+                .client
+                .try_publish_with_properties(topic, m.qos, m.retain, payload, p),
+            None => self.client.try_publish(topic, m.qos, m.retain, payload),
+        }
+        .is_ok()
     }
 
-    /// Queues `m` for the broker. Blocks up to `block` while the queue is
-    /// full of messages that may not be dropped.
+    /// Queues `m` for the broker and nudges the `ferry-mqtt` thread, which
+    /// hands it to the client — after this thread let go of every lock, so
+    /// the nudged thread never waits for the one that woke it. Blocks up to
+    /// `block` while the queue is full of messages that may not be dropped.
     fn send(&self, m: OutMsg, block: Option<Duration>) -> Result<(), SendError> {
         let mut out = self.out.lock();
-        if self.connected.load(Ordering::Relaxed) && out.nothing_queued() && self.hand(&m) {
-            out.handed_direct(m);
-            return Ok(());
-        }
+        let mut m = m;
         let deadline = block.map(|d| Instant::now() + d);
         loop {
-            match out.push(m.clone()) {
-                Ok(()) => return Ok(()),
-                Err(Refused::Full) => match deadline {
+            match out.push(m) {
+                Ok(()) => break,
+                Err(back) => match deadline {
                     Some(t) if Instant::now() < t => {
+                        m = back;
                         self.room.wait_until(&mut out, t);
                     }
                     _ => return Err(SendError::Blocked(block.unwrap_or_default())),
                 },
             }
         }
+        drop(out);
+        // The thread itself drains after the event it is handling.
+        if self.thread.get() != Some(&std::thread::current().id()) {
+            self.wake.notify_one();
+        }
+        Ok(())
     }
 
     /// Hands queued messages to the client while it takes them.
@@ -415,41 +429,74 @@ impl Broker {
             std::thread::sleep(Duration::from_millis(5));
         }
         let _ = self.client.try_disconnect();
+        self.closing.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
         if let Some(rx) = self.done.lock().take() {
             let _ = rx.recv_timeout(Duration::from_secs(3));
         }
     }
 
-    fn run(&self, mut conn: Connection) {
+    /// The `ferry-mqtt` thread: drives the client's event loop inside one
+    /// `block_on` for the thread's life (not one per event), hands queued
+    /// messages to it after every event and nudge, and reconnects with
+    /// backoff. Ends once the DISCONNECT of `shutdown` is written (or
+    /// 500 ms after it was asked for, when there is no connection).
+    async fn drive(&self, mut ev: EventLoop) {
         let mut backoff = Duration::from_millis(100);
         let mut rng = self.me.0 | 1;
-        while !self.stop.load(Ordering::Relaxed) {
-            match conn.recv_timeout(Duration::from_secs(2)) {
-                Ok(Ok(ev)) => {
-                    if self.on_event(ev) {
+        loop {
+            if self.closing.load(Ordering::SeqCst) {
+                return self.finish(&mut ev).await;
+            }
+            let r = tokio::select! {
+                biased;
+                () = self.wake.notified() => None,
+                r = ev.poll() => Some(r),
+            };
+            match r {
+                None => {}
+                Some(Ok(e)) => {
+                    if self.on_event(e) {
                         backoff = Duration::from_millis(100);
                     }
                 }
-                Ok(Err(e)) => {
-                    self.on_failure(&mut conn, e.to_string());
-                    // Exponential backoff with ±20 % jitter, in short naps
-                    // so a shutdown is not held up.
+                Some(Err(e)) => {
+                    self.on_failure(&mut ev, e.to_string());
+                    // Exponential backoff with ±20 % jitter; a shutdown
+                    // cuts it short.
                     rng ^= rng << 13;
                     rng ^= rng >> 7;
                     rng ^= rng << 17;
                     let jitter = 0.8 + (rng % 400) as f64 / 1000.0;
-                    let until = Instant::now() + backoff.mul_f64(jitter);
-                    while Instant::now() < until && !self.stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(20));
+                    let until = tokio::time::Instant::now() + backoff.mul_f64(jitter);
+                    while !self.closing.load(Ordering::SeqCst) {
+                        tokio::select! {
+                            biased;
+                            () = self.wake.notified() => {}
+                            () = tokio::time::sleep_until(until) => break,
+                        }
                     }
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                 }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
             }
             self.drain();
         }
-        self.set_connected(false);
+    }
+
+    /// After `shutdown` asked for the DISCONNECT: drives the event loop
+    /// until it is written (or the connection fails), 500 ms at most.
+    async fn finish(&self, ev: &mut EventLoop) {
+        let written = async {
+            loop {
+                match ev.poll().await {
+                    Ok(Event::Outgoing(Outgoing::Disconnect)) | Err(_) => return,
+                    Ok(e) => {
+                        self.on_event(e);
+                    }
+                }
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_millis(500), written).await;
     }
 
     fn set_connected(&self, c: bool) {
@@ -458,7 +505,7 @@ impl Broker {
         self.room.notify_all();
     }
 
-    fn on_failure(&self, conn: &mut Connection, why: String) {
+    fn on_failure(&self, ev: &mut EventLoop, why: String) {
         let was = self.connected.load(Ordering::Relaxed);
         {
             let mut st = self.state.lock();
@@ -471,7 +518,7 @@ impl Broker {
         self.set_connected(false);
         // rumqttc moved what it had not finished into its own pending list
         // and would drop it on a new session: ferry's outbox resends it.
-        conn.eventloop.pending.clear();
+        ev.pending.clear();
         self.out.lock().requeue();
     }
 
@@ -644,26 +691,17 @@ impl Broker {
             Some(v) => v.clone(),
             None => return,
         };
-        let props = &p.properties;
-        let (writer, seq) = match user_prop(props, "ferry.w") {
-            Some(w) => match (
-                parse_endpoint(w),
-                user_prop(props, "ferry.seq").and_then(|s| s.parse::<u64>().ok()),
-            ) {
-                (Some(w), Some(s)) => (w, Some(s)),
-                _ => {
-                    self.garbage.fetch_add(1, Ordering::Relaxed);
-                    return;
-                }
-            },
-            None => (FOREIGN_WRITER, None),
+        let (writer, seq, stamp) = match SampleMeta::read(&p.properties) {
+            Ok(Some(m)) => (m.writer, Some(m.seq), m.stamp_ns),
+            Ok(None) => (FOREIGN_WRITER, None, 0),
+            Err(()) => {
+                self.garbage.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
         };
         if writer.participant == self.me {
             return; // our own sample: local readers had it in-process
         }
-        let stamp = user_prop(props, "ferry.t")
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
         for reader in readers {
             let Some((inbox, conn)) = self.rx_conn(reader, writer, || None) else {
                 continue;
@@ -692,9 +730,9 @@ impl Broker {
         let props = &p.properties;
         let parsed = (|| {
             let service = parse_path(to)?;
-            let client = parse_endpoint(user_prop(props, "ferry.w")?)?;
+            let client = parse_endpoint(user_prop(props, meta::KEY)?)?;
             let pr = props.as_ref()?;
-            let reply_to = pr.response_topic.clone()?;
+            let reply_to: Arc<str> = pr.response_topic.as_deref()?.into();
             let id: [u8; 8] = pr.correlation_data.as_ref()?.as_ref().try_into().ok()?;
             Some((service, client, reply_to, u64::from_le_bytes(id)))
         })();
@@ -747,7 +785,7 @@ impl Broker {
         let Some(sink) = self.clients.lock().get(&entity).and_then(Weak::upgrade) else {
             return;
         };
-        if let Some(err) = user_prop(props, "ferry.error") {
+        if let Some(err) = user_prop(props, meta::ERROR_KEY) {
             sink.on_reply(request_id, Err(err.to_string()));
             return;
         }
@@ -787,11 +825,11 @@ pub(crate) fn writer_link<T: crate::message::Codec>(
         b.clone(),
         id,
         link::WriterSettings {
-            topic: b.data_topic(topic),
+            topic: b.data_topic(topic).into(),
             qos: mqtt_qos,
             droppable: !(reliable && keep_all),
             block: (reliable && keep_all).then_some(b.keep_all_block),
-            type_name: type_name.to_string(),
+            type_name: type_name.into(),
             encoding,
             json: Some(Box::new(|v| v.clone().downcast::<T>().ok()?.encode_json())),
         },

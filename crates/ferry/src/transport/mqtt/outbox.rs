@@ -10,19 +10,22 @@
 //! sequence number.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use bytes::Bytes;
-use rumqttc::v5::mqttbytes::v5::PublishProperties;
 use rumqttc::v5::mqttbytes::QoS;
+
+use super::meta::Meta;
 
 /// One message on its way to the broker.
 #[derive(Debug, Clone)]
 pub(crate) struct OutMsg {
-    pub topic: String,
+    pub topic: Arc<str>,
     pub qos: QoS,
     pub retain: bool,
     pub payload: Bytes,
-    pub props: PublishProperties,
+    /// Its MQTT 5 properties, made when it is handed to the client.
+    pub meta: Meta,
     /// May be dropped to make room (best-effort or keep_last writers).
     pub droppable: bool,
 }
@@ -32,13 +35,6 @@ impl OutMsg {
     pub fn cost(&self) -> usize {
         self.payload.len() + self.topic.len() + 64
     }
-}
-
-/// Why a message was not queued.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Refused {
-    /// Full of messages that may not be dropped.
-    Full,
 }
 
 /// Queued → handed to the client (awaiting its packet id) → in flight
@@ -73,11 +69,12 @@ impl Outbox {
     }
 
     /// Queues `m` at the back, dropping the oldest droppable queued messages
-    /// if needed. A message larger than the whole bound is refused.
-    pub fn push(&mut self, m: OutMsg) -> Result<(), Refused> {
+    /// if needed. Refused (and given back) when the queue is full of
+    /// messages that may not be dropped, or larger than the whole bound.
+    pub fn push(&mut self, m: OutMsg) -> Result<(), OutMsg> {
         let cost = m.cost();
         if cost > self.limit {
-            return Err(Refused::Full);
+            return Err(m);
         }
         while self.bytes + cost > self.limit {
             let victim = self.queued.iter().position(|q| q.droppable);
@@ -90,17 +87,12 @@ impl Outbox {
                     self.dropped += 1;
                     return Ok(()); // no room: the new best-effort sample is the one lost
                 }
-                None => return Err(Refused::Full),
+                None => return Err(m),
             }
         }
         self.bytes += cost;
         self.queued.push_back(m);
         Ok(())
-    }
-
-    /// Whether nothing waits to be handed to the client.
-    pub fn nothing_queued(&self) -> bool {
-        self.queued.is_empty()
     }
 
     /// The next queued message, to hand to the client.
@@ -113,12 +105,6 @@ impl Outbox {
         if let Some(m) = self.queued.pop_front() {
             self.handed.push_back(m);
         }
-    }
-
-    /// A message accepted without queueing (fast path).
-    pub fn handed_direct(&mut self, m: OutMsg) {
-        self.bytes += m.cost();
-        self.handed.push_back(m);
     }
 
     /// The client wrote the oldest handed message with packet id `pkid`
@@ -164,7 +150,7 @@ mod tests {
             qos,
             retain: false,
             payload: Bytes::from(vec![n as u8; n]),
-            props: PublishProperties::default(),
+            meta: Meta::None,
             droppable,
         }
     }
@@ -183,15 +169,9 @@ mod tests {
         let mut r = Outbox::new(one * 2);
         r.push(msg(100, QoS::AtLeastOnce, false)).unwrap();
         r.push(msg(100, QoS::AtLeastOnce, false)).unwrap();
-        assert_eq!(
-            r.push(msg(100, QoS::AtLeastOnce, false)),
-            Err(Refused::Full)
-        );
+        assert!(r.push(msg(100, QoS::AtLeastOnce, false)).is_err());
         // Too big for the whole bound.
-        assert_eq!(
-            r.push(msg(one * 3, QoS::AtMostOnce, true)),
-            Err(Refused::Full)
-        );
+        assert!(r.push(msg(one * 3, QoS::AtMostOnce, true)).is_err());
     }
 
     #[test]
