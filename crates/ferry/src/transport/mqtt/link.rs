@@ -37,7 +37,7 @@ const PRIORITY_NOTE: &str =
 
 /// How a writer's samples go to the broker.
 pub(crate) struct WriterSettings {
-    pub topic: Arc<str>,
+    pub topic: Bytes,
     pub qos: QoS,
     /// Best effort or keep_last: may be dropped when the queue is full.
     pub droppable: bool,
@@ -196,7 +196,7 @@ pub(crate) struct ClientLink {
     service: EndpointId,
     /// The client as the request's metadata names it.
     client_text: Arc<str>,
-    request_topic: Arc<str>,
+    request_topic: Bytes,
     reply_topic: Arc<str>,
     block: Duration,
     stats: ConnStats,
@@ -213,11 +213,10 @@ impl ClientLink {
     ) -> Self {
         ClientLink {
             client_text: client.to_string().into(),
-            request_topic: format!(
+            request_topic: Bytes::from(format!(
                 "{}@req/{}/{}",
                 broker.base, service.participant, service.entity
-            )
-            .into(),
+            )),
             reply_topic: format!(
                 "{}@rep/{}/{}",
                 broker.base, client.participant, client.entity
@@ -286,7 +285,7 @@ impl Link for ClientLink {
 /// Sends a service's replies to the calling client's reply topic.
 pub(crate) struct Replier {
     pub broker: Weak<Broker>,
-    pub topic: Arc<str>,
+    pub topic: Bytes,
 }
 
 impl crate::transport::Replier for Replier {

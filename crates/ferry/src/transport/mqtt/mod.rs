@@ -26,6 +26,8 @@
 mod link;
 mod meta;
 pub(crate) mod outbox;
+mod session;
+mod wire;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -37,14 +39,13 @@ use bytes::Bytes;
 use ferry_wire::frame::FrameKind;
 use ferry_wire::{EndpointId, EndpointKind, Locator, ParticipantId, TransportKind};
 use parking_lot::{Condvar, Mutex};
-use rumqttc::v5::mqttbytes::v5::{Filter, Packet, Publish};
+use rumqttc::v5::mqttbytes::v5::{Filter, Publish};
 use rumqttc::v5::mqttbytes::QoS;
-use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
-use rumqttc::Outgoing;
-use tokio::sync::Notify;
 
 use self::meta::{parse_endpoint, user_prop, Meta, SampleMeta};
-use self::outbox::{OutMsg, Outbox};
+use self::outbox::OutMsg;
+use self::session::Session;
+use self::wire::Dial;
 use super::{
     Capabilities, ConnectError, ConnectRequest, InFrame, InboundConn, Link, PeerInfo, SendError,
     Transport,
@@ -97,8 +98,8 @@ const MAX_SEEN: usize = 16_384;
 
 #[derive(Default)]
 struct Subs {
-    /// MQTT topic → (ferry topic, local readers).
-    data: HashMap<String, Vec<EndpointId>>,
+    /// MQTT topic → local readers.
+    data: HashMap<String, Arc<[EndpointId]>>,
 }
 
 #[derive(Default)]
@@ -115,17 +116,20 @@ pub(crate) struct Broker {
     /// `<prefix>/<domain>/`.
     base: String,
     /// `<base>@disc/<me>`: this runtime's announcements.
-    disc_topic: Arc<str>,
+    disc_topic: Bytes,
     url: String,
-    /// Requests to the client's event loop. Publications go through `out`
-    /// and are handed to it by the `ferry-mqtt` thread only.
-    client: AsyncClient,
-    out: Mutex<Outbox>,
+    /// The outgoing queue and the live connection, if any.
+    session: Mutex<Session>,
+    /// Signalled when the queue has room again.
     room: Condvar,
-    /// Nudges the `ferry-mqtt` thread: something was queued, or shutdown.
-    wake: Notify,
-    /// The `ferry-mqtt` thread (it drains `out` after every event itself).
-    thread: OnceLock<std::thread::ThreadId>,
+    /// Signalled when the connection comes or goes.
+    linked: Condvar,
+    /// Wakes the `ferry-mqtt` thread: a backlog to write, or shutdown.
+    waker: mio::Waker,
+    /// How to connect: address, TLS, the encoded CONNECT.
+    dial: Dial,
+    connect: Bytes,
+    keep_alive: Duration,
     state: Mutex<LinkState>,
     connected: AtomicBool,
     subs: Mutex<Subs>,
@@ -143,16 +147,17 @@ pub(crate) struct Broker {
     rt: OnceLock<Weak<Shared>>,
     /// `shutdown` was called (once).
     stop: AtomicBool,
-    /// The DISCONNECT is requested: the thread ends once it is written.
+    /// The DISCONNECT is written: the `ferry-mqtt` thread ends.
     closing: AtomicBool,
     done: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
     keep_all_block: Duration,
 }
 
 impl Broker {
-    /// Connects (starting the embedded broker for `mqtt://embedded`) and
-    /// starts the `ferry-mqtt` thread. With `on_unreachable = "fail"`, waits
-    /// for the first connection and fails if it does not come.
+    /// Starts the `ferry-mqtt` thread, which connects (after starting the
+    /// embedded broker for `mqtt://embedded`) and reconnects with backoff.
+    /// With `on_unreachable = "fail"`, waits for the first connection and
+    /// fails if it does not come.
     pub fn start(
         cfg: &MqttConfig,
         domain: u16,
@@ -164,52 +169,35 @@ impl Broker {
             BrokerUrl::Tcp { host, port } | BrokerUrl::Tls { host, port } => (host.clone(), *port),
         };
         let base = format!("{}/{}/", cfg.prefix, domain);
-        let mut opts = MqttOptions::new(format!("ferry-{me}"), host, port);
-        opts.set_keep_alive(Duration::from_secs(u64::from(cfg.keep_alive_s)))
-            .set_clean_start(false)
-            .set_session_expiry_interval(Some(cfg.session_expiry_s))
-            .set_max_packet_size(Some(cfg.max_packet_bytes as u32))
-            .set_request_channel_capacity(64)
-            .set_connection_timeout(cfg.connect_timeout_ms.div_ceil(1000).max(1));
-        if let Some(u) = &cfg.user {
-            opts.set_credentials(u.clone(), cfg.password.clone().unwrap_or_default());
-        }
-        // Liveliness: if this runtime vanishes without a goodbye, the broker
-        // tells every other site with an empty announcement.
-        opts.set_last_will(rumqttc::v5::mqttbytes::v5::LastWill::new(
-            format!("{base}@disc/{me}"),
-            Bytes::new(),
-            QoS::AtLeastOnce,
-            false,
-            None,
-        ));
-        if let BrokerUrl::Tls { .. } = &cfg.broker {
-            opts.set_transport(tls_transport(cfg)?);
-        }
-        let mut net = rumqttc::NetworkOptions::new();
-        net.set_tcp_nodelay(true);
-        net.set_connection_timeout(cfg.connect_timeout_ms.div_ceil(1000).max(1));
-        opts.set_network_options(net);
-        let (client, eventloop) = AsyncClient::new(opts, 64);
+        let tls = match &cfg.broker {
+            BrokerUrl::Tls { .. } => Some(tls_config(cfg, &host)?),
+            _ => None,
+        };
         let io = |source| BuildError::Io {
             what: "MQTT thread".into(),
             source,
         };
-        let tokio = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(io)?;
+        let poll = mio::Poll::new().map_err(io)?;
+        let waker = mio::Waker::new(poll.registry(), session::WAKE).map_err(io)?;
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         let b = Arc::new(Broker {
             me,
-            disc_topic: format!("{base}@disc/{me}").into(),
+            disc_topic: Bytes::from(format!("{base}@disc/{me}")),
+            connect: session::connect_packet(cfg, &base, me),
             base,
             url: cfg.broker.to_string(),
-            client,
-            out: Mutex::new(Outbox::new(cfg.offline_queue_bytes)),
+            session: Mutex::new(Session::new(cfg.offline_queue_bytes)),
             room: Condvar::new(),
-            wake: Notify::new(),
-            thread: OnceLock::new(),
+            linked: Condvar::new(),
+            waker,
+            dial: Dial {
+                host,
+                port,
+                tls,
+                timeout: Duration::from_millis(cfg.connect_timeout_ms),
+                max_incoming: cfg.max_packet_bytes,
+            },
+            keep_alive: Duration::from_secs(u64::from(cfg.keep_alive_s)),
             state: Mutex::new(LinkState::default()),
             connected: AtomicBool::new(false),
             subs: Mutex::new(Subs::default()),
@@ -230,9 +218,7 @@ impl Broker {
         std::thread::Builder::new()
             .name("ferry-mqtt".into())
             .spawn(move || {
-                let _ = b2.thread.set(std::thread::current().id());
-                tokio.block_on(b2.drive(eventloop));
-                b2.set_connected(false);
+                b2.run(poll);
                 let _ = done_tx.send(());
             })
             .map_err(io)?;
@@ -240,7 +226,7 @@ impl Broker {
             let until = Instant::now() + Duration::from_millis(cfg.connect_timeout_ms);
             let mut st = b.state.lock();
             while !st.connected && Instant::now() < until {
-                b.room.wait_until(&mut st, until);
+                b.linked.wait_until(&mut st, until);
             }
             if !st.connected {
                 let why = st.last_error.clone().unwrap_or_else(|| "no answer".into());
@@ -272,16 +258,16 @@ impl Broker {
     /// Connection state and counters.
     pub fn state(&self) -> BrokerState {
         let st = self.state.lock();
-        let out = self.out.lock();
+        let s = self.session.lock();
         BrokerState {
             url: self.url.clone(),
             connected: st.connected,
             connects: st.connects,
             failures: st.failures,
             last_error: st.last_error.clone(),
-            queued: out.len(),
-            queued_bytes: out.bytes(),
-            dropped: out.dropped,
+            queued: s.out.len(),
+            queued_bytes: s.out.bytes(),
+            dropped: s.out.dropped,
             duplicates: self.duplicates.load(Ordering::Relaxed),
             garbage: self.garbage.load(Ordering::Relaxed),
         }
@@ -328,14 +314,12 @@ impl Broker {
         let t = self.data_topic(topic);
         let first = {
             let mut s = self.subs.lock();
-            let v = s.data.entry(t.clone()).or_default();
-            v.push(reader);
+            let v = s.data.entry(t.clone()).or_insert_with(|| Arc::new([]));
+            *v = v.iter().copied().chain([reader]).collect();
             v.len() == 1
         };
-        if first && self.connected.load(Ordering::Relaxed) {
-            let _ = self
-                .client
-                .try_subscribe_many(std::iter::once(data_filter(t)));
+        if first {
+            self.write_subscribe(&mut self.session.lock(), vec![data_filter(t)]);
         }
     }
 
@@ -344,74 +328,45 @@ impl Broker {
         let mut s = self.subs.lock();
         let mut empty = Vec::new();
         for (t, v) in s.data.iter_mut() {
-            v.retain(|r| *r != reader);
+            if v.contains(&reader) {
+                *v = v.iter().copied().filter(|r| *r != reader).collect();
+            }
             if v.is_empty() {
                 empty.push(t.clone());
             }
         }
-        for t in empty {
-            s.data.remove(&t);
-            let _ = self.client.try_unsubscribe(t);
+        for t in &empty {
+            s.data.remove(t);
         }
         drop(s);
+        if !empty.is_empty() {
+            self.write_unsubscribe(&mut self.session.lock(), empty);
+        }
         self.rx.lock().retain(|(r, _), _| *r != reader);
         self.seen.lock().retain(|(r, _), _| *r != reader);
     }
 
-    /// Hands `m` to the MQTT client without waiting; false when its queue
-    /// is full (or it is gone). Only the `ferry-mqtt` thread hands.
-    fn hand(&self, m: &OutMsg) -> bool {
-        let topic = String::from(&*m.topic);
-        let payload = m.payload.clone();
-        match m.meta.properties() {
-            Some(p) => self
-                .client
-                .try_publish_with_properties(topic, m.qos, m.retain, payload, p),
-            None => self.client.try_publish(topic, m.qos, m.retain, payload),
-        }
-        .is_ok()
-    }
-
-    /// Queues `m` for the broker and nudges the `ferry-mqtt` thread, which
-    /// hands it to the client — after this thread let go of every lock, so
-    /// the nudged thread never waits for the one that woke it. Blocks up to
-    /// `block` while the queue is full of messages that may not be dropped.
+    /// Queues `m` for the broker and writes what the connection and the
+    /// broker's window allow, from this thread. Blocks up to `block` while
+    /// the queue is full of messages that may not be dropped.
     fn send(&self, m: OutMsg, block: Option<Duration>) -> Result<(), SendError> {
-        let mut out = self.out.lock();
+        let mut s = self.session.lock();
         let mut m = m;
         let deadline = block.map(|d| Instant::now() + d);
         loop {
-            match out.push(m) {
+            match s.out.push(m) {
                 Ok(()) => break,
                 Err(back) => match deadline {
                     Some(t) if Instant::now() < t => {
-                        m = back;
-                        self.room.wait_until(&mut out, t);
+                        m = *back;
+                        self.room.wait_until(&mut s, t);
                     }
                     _ => return Err(SendError::Blocked(block.unwrap_or_default())),
                 },
             }
         }
-        drop(out);
-        // The thread itself drains after the event it is handling.
-        if self.thread.get() != Some(&std::thread::current().id()) {
-            self.wake.notify_one();
-        }
+        self.pump(&mut s);
         Ok(())
-    }
-
-    /// Hands queued messages to the client while it takes them.
-    fn drain(&self) {
-        if !self.connected.load(Ordering::Relaxed) {
-            return;
-        }
-        let mut out = self.out.lock();
-        while let Some(m) = out.front() {
-            if !self.hand(m) {
-                break;
-            }
-            out.handed_front();
-        }
     }
 
     /// Stops the thread after a last flush (≤ 300 ms) and a clean
@@ -423,168 +378,16 @@ impl Broker {
         }
         let until = Instant::now() + Duration::from_millis(300);
         while self.connected.load(Ordering::Relaxed)
-            && self.out.lock().len() > 0
+            && self.session.lock().out.len() > 0
             && Instant::now() < until
         {
             std::thread::sleep(Duration::from_millis(5));
         }
-        let _ = self.client.try_disconnect();
+        self.write_disconnect(&mut self.session.lock());
         self.closing.store(true, Ordering::SeqCst);
-        self.wake.notify_one();
+        let _ = self.waker.wake();
         if let Some(rx) = self.done.lock().take() {
             let _ = rx.recv_timeout(Duration::from_secs(3));
-        }
-    }
-
-    /// The `ferry-mqtt` thread: drives the client's event loop inside one
-    /// `block_on` for the thread's life (not one per event), hands queued
-    /// messages to it after every event and nudge, and reconnects with
-    /// backoff. Ends once the DISCONNECT of `shutdown` is written (or
-    /// 500 ms after it was asked for, when there is no connection).
-    async fn drive(&self, mut ev: EventLoop) {
-        let mut backoff = Duration::from_millis(100);
-        let mut rng = self.me.0 | 1;
-        loop {
-            if self.closing.load(Ordering::SeqCst) {
-                return self.finish(&mut ev).await;
-            }
-            let r = tokio::select! {
-                biased;
-                () = self.wake.notified() => None,
-                r = ev.poll() => Some(r),
-            };
-            match r {
-                None => {}
-                Some(Ok(e)) => {
-                    if self.on_event(e) {
-                        backoff = Duration::from_millis(100);
-                    }
-                }
-                Some(Err(e)) => {
-                    self.on_failure(&mut ev, e.to_string());
-                    // Exponential backoff with ±20 % jitter; a shutdown
-                    // cuts it short.
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
-                    let jitter = 0.8 + (rng % 400) as f64 / 1000.0;
-                    let until = tokio::time::Instant::now() + backoff.mul_f64(jitter);
-                    while !self.closing.load(Ordering::SeqCst) {
-                        tokio::select! {
-                            biased;
-                            () = self.wake.notified() => {}
-                            () = tokio::time::sleep_until(until) => break,
-                        }
-                    }
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
-                }
-            }
-            self.drain();
-        }
-    }
-
-    /// After `shutdown` asked for the DISCONNECT: drives the event loop
-    /// until it is written (or the connection fails), 500 ms at most.
-    async fn finish(&self, ev: &mut EventLoop) {
-        let written = async {
-            loop {
-                match ev.poll().await {
-                    Ok(Event::Outgoing(Outgoing::Disconnect)) | Err(_) => return,
-                    Ok(e) => {
-                        self.on_event(e);
-                    }
-                }
-            }
-        };
-        let _ = tokio::time::timeout(Duration::from_millis(500), written).await;
-    }
-
-    fn set_connected(&self, c: bool) {
-        self.connected.store(c, Ordering::Relaxed);
-        self.state.lock().connected = c;
-        self.room.notify_all();
-    }
-
-    fn on_failure(&self, ev: &mut EventLoop, why: String) {
-        let was = self.connected.load(Ordering::Relaxed);
-        {
-            let mut st = self.state.lock();
-            st.failures += 1;
-            if was || st.last_error.as_deref() != Some(why.as_str()) {
-                tracing::warn!("MQTT broker {}: {why}; reconnecting with backoff", self.url);
-            }
-            st.last_error = Some(why);
-        }
-        self.set_connected(false);
-        // rumqttc moved what it had not finished into its own pending list
-        // and would drop it on a new session: ferry's outbox resends it.
-        ev.pending.clear();
-        self.out.lock().requeue();
-    }
-
-    /// Returns true on a successful CONNACK.
-    fn on_event(&self, ev: Event) -> bool {
-        match ev {
-            Event::Incoming(Packet::ConnAck(ack)) => {
-                use rumqttc::v5::mqttbytes::v5::ConnectReturnCode;
-                if ack.code != ConnectReturnCode::Success {
-                    let mut st = self.state.lock();
-                    st.failures += 1;
-                    let why = format!("broker refused the connection: {:?}", ack.code);
-                    tracing::error!("MQTT broker {}: {why}", self.url);
-                    st.last_error = Some(why);
-                    return false;
-                }
-                {
-                    let mut st = self.state.lock();
-                    st.connects += 1;
-                    if st.connects > 1 {
-                        tracing::info!(
-                            "MQTT broker {}: reconnected (session {})",
-                            self.url,
-                            if ack.session_present {
-                                "resumed"
-                            } else {
-                                "new"
-                            }
-                        );
-                    }
-                }
-                self.set_connected(true);
-                // Subscriptions are not restored by the client: always
-                // subscribe again (harmless on a resumed session).
-                let mut filters = vec![
-                    Filter::new(format!("{}@disc/+", self.base), QoS::AtLeastOnce),
-                    Filter::new(format!("{}@req/{}/+", self.base, self.me), QoS::AtLeastOnce),
-                    Filter::new(format!("{}@rep/{}/+", self.base, self.me), QoS::AtLeastOnce),
-                ];
-                filters.extend(self.subs.lock().data.keys().cloned().map(data_filter));
-                let _ = self.client.try_subscribe_many(filters);
-                if let Some(rt) = self.runtime() {
-                    rt.announce_soon();
-                }
-                true
-            }
-            Event::Incoming(Packet::Publish(p)) => {
-                self.dispatch(p);
-                false
-            }
-            Event::Incoming(Packet::PubAck(a)) => {
-                self.out.lock().acked(a.pkid);
-                self.room.notify_all();
-                false
-            }
-            Event::Incoming(Packet::PubComp(c)) => {
-                self.out.lock().acked(c.pkid);
-                self.room.notify_all();
-                false
-            }
-            Event::Outgoing(Outgoing::Publish(pkid)) => {
-                self.out.lock().written(pkid);
-                self.room.notify_all();
-                false
-            }
-            _ => false,
         }
     }
 
@@ -702,7 +505,7 @@ impl Broker {
         if writer.participant == self.me {
             return; // our own sample: local readers had it in-process
         }
-        for reader in readers {
+        for &reader in readers.iter() {
             let Some((inbox, conn)) = self.rx_conn(reader, writer, || None) else {
                 continue;
             };
@@ -732,7 +535,7 @@ impl Broker {
             let service = parse_path(to)?;
             let client = parse_endpoint(user_prop(props, meta::KEY)?)?;
             let pr = props.as_ref()?;
-            let reply_to: Arc<str> = pr.response_topic.as_deref()?.into();
+            let reply_to = Bytes::from(pr.response_topic.clone()?);
             let id: [u8; 8] = pr.correlation_data.as_ref()?.as_ref().try_into().ok()?;
             Some((service, client, reply_to, u64::from_le_bytes(id)))
         })();
@@ -825,7 +628,7 @@ pub(crate) fn writer_link<T: crate::message::Codec>(
         b.clone(),
         id,
         link::WriterSettings {
-            topic: b.data_topic(topic).into(),
+            topic: Bytes::from(b.data_topic(topic)),
             qos: mqtt_qos,
             droppable: !(reliable && keep_all),
             block: (reliable && keep_all).then_some(b.keep_all_block),
@@ -877,9 +680,10 @@ fn data_filter(topic: String) -> Filter {
     f
 }
 
-/// TLS to the broker: rustls (ring), trusting `ca_file` or the system's roots.
+/// TLS to the broker: rustls (ring), trusting `ca_file` or the system's
+/// roots, the certificate checked against `host`.
 #[cfg(feature = "mqtt-tls")]
-fn tls_transport(cfg: &MqttConfig) -> Result<rumqttc::Transport, BuildError> {
+fn tls_config(cfg: &MqttConfig, host: &str) -> Result<wire::Tls, BuildError> {
     let fail = |why: String| BuildError::Broker {
         url: cfg.broker.to_string(),
         why,
@@ -915,13 +719,13 @@ fn tls_transport(cfg: &MqttConfig) -> Result<rumqttc::Transport, BuildError> {
     .map_err(|e| fail(e.to_string()))?
     .with_root_certificates(roots)
     .with_no_client_auth();
-    Ok(rumqttc::Transport::tls_with_config(
-        rumqttc::TlsConfiguration::Rustls(Arc::new(tls)),
-    ))
+    let name = rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| fail(format!("`{host}` is not a TLS server name: {e}")))?;
+    Ok((Arc::new(tls), name))
 }
 
 #[cfg(not(feature = "mqtt-tls"))]
-fn tls_transport(cfg: &MqttConfig) -> Result<rumqttc::Transport, BuildError> {
+fn tls_config(cfg: &MqttConfig, _host: &str) -> Result<wire::Tls, BuildError> {
     Err(BuildError::Broker {
         url: cfg.broker.to_string(),
         why: "ferry was built without the `mqtt-tls` feature".into(),

@@ -1,0 +1,563 @@
+//! The MQTT session: the `ferry-mqtt` thread that connects, reads and
+//! acknowledges, keeps the connection alive and reconnects, and `pump`,
+//! which writes queued messages from whichever thread has the session.
+//!
+//! A publish writes its packet on the publishing thread (`Broker::send` →
+//! `pump` → `Wire::write`); nothing wakes the `ferry-mqtt` thread unless the
+//! socket could not take the packet at once. The thread reads a batch of
+//! packets, hands samples to readers (callbacks run here), then writes the
+//! acknowledgements — together with whatever the callbacks published — in
+//! one system call.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use ferry_wire::ParticipantId;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use rumqttc::v5::mqttbytes::v5::{
+    ConnAck, Connect, ConnectProperties, ConnectReturnCode, Disconnect, DisconnectReasonCode,
+    Filter, LastWill, Login, Packet, PubAck, PubAckReason, PubComp, PubRec, PubRecReason, PubRel,
+    Publish, Subscribe, SubscribeReasonCode, Unsubscribe,
+};
+use rumqttc::v5::mqttbytes::QoS;
+
+use super::outbox::{Outbox, Resend};
+use super::wire::{PacketReader, Wire};
+use super::Broker;
+use crate::config::mqtt::MqttConfig;
+
+const SOCK: Token = Token(0);
+/// The waker's token (`Broker::waker`).
+pub(super) const WAKE: Token = Token(1);
+/// Writers stop adding samples while this much waits for the socket.
+const HIGH_WATER: usize = 1 << 20;
+/// Reads per wake-up before timers and writes get a turn.
+const READ_BUDGET: usize = 16;
+
+/// The outgoing queue and the live connection (under `Broker::session`).
+pub(crate) struct Session {
+    pub out: Outbox,
+    wire: Option<Arc<Wire>>,
+    /// Encoding buffer.
+    buf: BytesMut,
+    /// The broker's Maximum Packet Size.
+    max_out: Option<u32>,
+}
+
+impl Session {
+    pub fn new(queue_bytes: usize) -> Self {
+        Session {
+            out: Outbox::new(queue_bytes),
+            wire: None,
+            buf: BytesMut::with_capacity(4096),
+            max_out: None,
+        }
+    }
+
+    /// Encodes `p` and writes it; false when the packet is larger than the
+    /// broker accepts. A broken connection is not an error here: the
+    /// `ferry-mqtt` thread notices it and reconnects.
+    fn write(&mut self, p: &Packet, b: &Broker) -> bool {
+        let Some(wire) = &self.wire else {
+            return true;
+        };
+        self.buf.clear();
+        if p.write(&mut self.buf, self.max_out).is_err() {
+            return false;
+        }
+        match wire.write(&self.buf) {
+            Ok(0) => {}
+            // A backlog (or a broken socket): the thread takes over.
+            Ok(_) | Err(_) if !wire.mine() => {
+                let _ = b.waker.wake();
+            }
+            Ok(_) | Err(_) => {}
+        }
+        true
+    }
+}
+
+/// The CONNECT of runtime `me`: persistent session, keep-alive, packet size
+/// limit, credentials, and the last will (an empty announcement: gone).
+pub(super) fn connect_packet(cfg: &MqttConfig, base: &str, me: ParticipantId) -> Bytes {
+    let mut props = ConnectProperties::new();
+    props.session_expiry_interval = Some(cfg.session_expiry_s);
+    props.max_packet_size = Some(cfg.max_packet_bytes as u32);
+    let connect = Connect {
+        keep_alive: cfg.keep_alive_s,
+        client_id: format!("ferry-{me}"),
+        clean_start: false,
+        properties: Some(props),
+    };
+    let will = LastWill::new(
+        format!("{base}@disc/{me}"),
+        Vec::new(),
+        QoS::AtLeastOnce,
+        false,
+        None,
+    );
+    let login = cfg
+        .user
+        .as_ref()
+        .map(|u| Login::new(u.clone(), cfg.password.clone().unwrap_or_default()));
+    let mut buf = BytesMut::new();
+    // Sizes are bounded by the config (client id, topic, credentials).
+    let _ = Packet::Connect(connect, Some(will), login).write(&mut buf, None);
+    buf.freeze()
+}
+
+impl Broker {
+    /// Writes queued messages while the connection, the broker's window and
+    /// the socket's backlog allow.
+    pub(super) fn pump(&self, s: &mut Session) {
+        let Some(wire) = s.wire.clone() else {
+            return;
+        };
+        let mut backlog = 0;
+        while backlog < HIGH_WATER {
+            let Some((pkid, m)) = s.out.take() else {
+                break;
+            };
+            let p = publish_packet(pkid, m, false);
+            s.buf.clear();
+            if let Err(e) = p.write(&mut s.buf, s.max_out) {
+                s.out.refused(pkid);
+                tracing::warn!("MQTT broker {}: message dropped: {e}", self.url);
+                continue;
+            }
+            match wire.write(&s.buf) {
+                Ok(n) => backlog = n,
+                Err(_) => {
+                    // Broken: the thread reconnects; it stays in flight.
+                    if !wire.mine() {
+                        let _ = self.waker.wake();
+                    }
+                    return;
+                }
+            }
+        }
+        if backlog > 0 && !wire.mine() {
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// One SUBSCRIBE for `filters` (when connected; every connection
+    /// subscribes to everything anew).
+    pub(super) fn write_subscribe(&self, s: &mut Session, filters: Vec<Filter>) {
+        if s.wire.is_none() || filters.is_empty() {
+            return;
+        }
+        let Some(pkid) = s.out.control_pkid() else {
+            tracing::warn!("MQTT broker {}: no packet id free to subscribe", self.url);
+            return;
+        };
+        let mut p = Subscribe::new_many(filters, None);
+        p.pkid = pkid;
+        if !s.write(&Packet::Subscribe(p), self) {
+            tracing::warn!(
+                "MQTT broker {}: SUBSCRIBE larger than the broker accepts",
+                self.url
+            );
+        }
+    }
+
+    /// One UNSUBSCRIBE for `topics` (when connected).
+    pub(super) fn write_unsubscribe(&self, s: &mut Session, topics: Vec<String>) {
+        if s.wire.is_none() {
+            return;
+        }
+        let Some(pkid) = s.out.control_pkid() else {
+            return;
+        };
+        let p = Unsubscribe {
+            pkid,
+            filters: topics,
+            properties: None,
+        };
+        s.write(&Packet::Unsubscribe(p), self);
+    }
+
+    /// A clean DISCONNECT (the broker then does not send the last will).
+    pub(super) fn write_disconnect(&self, s: &mut Session) {
+        s.write(
+            &Packet::Disconnect(Disconnect::new(DisconnectReasonCode::NormalDisconnection)),
+            self,
+        );
+    }
+
+    /// The `ferry-mqtt` thread: connect, serve, reconnect with backoff
+    /// (100 ms doubling to 5 s, ±20 % jitter; at once after a connection
+    /// that worked) until `shutdown`.
+    pub(super) fn run(&self, mut poll: Poll) {
+        let owner = super::wire::serve_here(self);
+        let mut events = Events::with_capacity(64);
+        let mut backoff = Duration::from_millis(100);
+        let mut rng = self.me.0 | 1;
+        while !self.closing.load(Ordering::SeqCst) {
+            let why = match Wire::dial(&self.dial, &self.connect, owner) {
+                Ok((wire, ack, reader)) => match refused(&ack) {
+                    None => {
+                        backoff = Duration::from_millis(100);
+                        match self.serve(&mut poll, &mut events, wire, &ack, reader) {
+                            Ok(()) => break,
+                            Err(why) => {
+                                self.on_failure(why);
+                                continue;
+                            }
+                        }
+                    }
+                    Some(why) => {
+                        tracing::error!("MQTT broker {}: {why}", self.url);
+                        why
+                    }
+                },
+                Err(why) => why,
+            };
+            self.on_failure(why);
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let jitter = 0.8 + (rng % 400) as f64 / 1000.0;
+            let until = Instant::now() + backoff.mul_f64(jitter);
+            while !self.closing.load(Ordering::SeqCst) {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                let _ = poll.poll(&mut events, Some(left));
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
+        self.set_connected(false);
+    }
+
+    /// One connection's life: resend what was in flight, subscribe, then
+    /// read and keep alive until it breaks (`Err`) or shutdown (`Ok`).
+    fn serve(
+        &self,
+        poll: &mut Poll,
+        events: &mut Events,
+        wire: Wire,
+        ack: &ConnAck,
+        mut reader: PacketReader,
+    ) -> Result<(), String> {
+        let fd = wire.fd();
+        poll.registry()
+            .register(&mut SourceFd(&fd), SOCK, Interest::READABLE)
+            .map_err(|e| format!("poll: {e}"))?;
+        let wire = Arc::new(wire);
+        let props = ack.properties.as_ref();
+        let keep_alive = props
+            .and_then(|p| p.server_keep_alive)
+            .map_or(self.keep_alive, |s| {
+                Duration::from_secs(u64::from(s).max(1))
+            });
+        {
+            let mut s = self.session.lock();
+            s.out
+                .set_window(props.and_then(|p| p.receive_max).unwrap_or(u16::MAX));
+            s.max_out = props.and_then(|p| p.max_packet_size);
+            s.wire = Some(wire.clone());
+            for r in s.out.resend() {
+                let p = match r {
+                    Resend::Publish(pkid, m) => publish_packet(pkid, m, true),
+                    Resend::Release(pkid) => Packet::PubRel(PubRel::new(pkid, None)),
+                };
+                s.write(&p, self);
+            }
+            let mut filters = vec![
+                Filter::new(format!("{}@disc/+", self.base), QoS::AtLeastOnce),
+                Filter::new(format!("{}@req/{}/+", self.base, self.me), QoS::AtLeastOnce),
+                Filter::new(format!("{}@rep/{}/+", self.base, self.me), QoS::AtLeastOnce),
+            ];
+            filters.extend(
+                self.subs
+                    .lock()
+                    .data
+                    .keys()
+                    .cloned()
+                    .map(super::data_filter),
+            );
+            self.write_subscribe(&mut s, filters);
+            self.pump(&mut s);
+        }
+        self.on_linked(ack.session_present);
+        if let Some(rt) = self.runtime() {
+            rt.announce_soon();
+        }
+        let r = self.serve_loop(poll, events, &wire, &mut reader, keep_alive);
+        let _ = poll.registry().deregister(&mut SourceFd(&fd));
+        self.session.lock().wire = None;
+        r
+    }
+
+    fn serve_loop(
+        &self,
+        poll: &mut Poll,
+        events: &mut Events,
+        wire: &Wire,
+        reader: &mut PacketReader,
+        keep_alive: Duration,
+    ) -> Result<(), String> {
+        let fd = wire.fd();
+        let mut watching_writes = false;
+        let mut ping: Option<Instant> = None;
+        let mut more = true; // bytes may wait (the CONNACK's batch)
+        let mut acks = BytesMut::with_capacity(256);
+        loop {
+            let timeout = if more {
+                Duration::ZERO
+            } else {
+                match ping {
+                    Some(t) => keep_alive.saturating_sub(t.elapsed()),
+                    None => keep_alive.saturating_sub(wire.idle()),
+                }
+            };
+            if let Err(e) = poll.poll(events, Some(timeout)) {
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(format!("poll: {e}"));
+                }
+            }
+            if self.closing.load(Ordering::SeqCst) {
+                let _ = wire.flush();
+                return Ok(());
+            }
+            let readable = more
+                || events
+                    .iter()
+                    .any(|e| e.token() == SOCK && (e.is_readable() || e.is_read_closed()));
+            more = false;
+            if readable {
+                let mut budget = READ_BUDGET;
+                loop {
+                    let got = wire.read(reader).map_err(|e| lost(&e))?;
+                    self.handle_batch(wire, reader, &mut ping, &mut acks)?;
+                    if !got {
+                        break;
+                    }
+                    budget -= 1;
+                    if budget == 0 {
+                        more = true;
+                        break;
+                    }
+                }
+            }
+            let all_out = wire.flush().map_err(|e| lost(&e))?;
+            if all_out {
+                self.pump(&mut self.session.lock());
+            }
+            let want = wire.backlog() > 0;
+            if want != watching_writes {
+                let interest = if want {
+                    Interest::READABLE | Interest::WRITABLE
+                } else {
+                    Interest::READABLE
+                };
+                poll.registry()
+                    .reregister(&mut SourceFd(&fd), SOCK, interest)
+                    .map_err(|e| format!("poll: {e}"))?;
+                watching_writes = want;
+            }
+            match ping {
+                Some(t) if t.elapsed() >= keep_alive => {
+                    return Err("no PINGRESP within the keep-alive".into());
+                }
+                None if wire.idle() >= keep_alive => {
+                    acks.clear();
+                    let _ =
+                        Packet::PingReq(rumqttc::v5::mqttbytes::v5::PingReq).write(&mut acks, None);
+                    wire.write(&acks).map_err(|e| lost(&e))?;
+                    ping = Some(Instant::now());
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Handles every complete packet the reader holds, then writes the
+    /// acknowledgements (and what callbacks published meanwhile) at once.
+    fn handle_batch(
+        &self,
+        wire: &Wire,
+        reader: &mut PacketReader,
+        ping: &mut Option<Instant>,
+        acks: &mut BytesMut,
+    ) -> Result<(), String> {
+        wire.cork();
+        acks.clear();
+        let r = (|| {
+            while let Some(p) = reader.next().map_err(|e| e.to_string())? {
+                self.on_packet(p, ping, acks)?;
+            }
+            Ok(())
+        })();
+        if !acks.is_empty() {
+            let _ = wire.write(acks);
+        }
+        wire.uncork().map_err(|e| lost(&e))?;
+        r
+    }
+
+    fn on_packet(
+        &self,
+        p: Packet,
+        ping: &mut Option<Instant>,
+        acks: &mut BytesMut,
+    ) -> Result<(), String> {
+        let ack = |p: Packet, acks: &mut BytesMut| {
+            let _ = p.write(acks, None);
+        };
+        match p {
+            Packet::Publish(p) => {
+                let (qos, pkid) = (p.qos, p.pkid);
+                self.dispatch(p);
+                match qos {
+                    QoS::AtLeastOnce => ack(Packet::PubAck(PubAck::new(pkid, None)), acks),
+                    QoS::ExactlyOnce => ack(Packet::PubRec(PubRec::new(pkid, None)), acks),
+                    QoS::AtMostOnce => {}
+                }
+            }
+            Packet::PubAck(a) => {
+                if a.reason != PubAckReason::Success
+                    && a.reason != PubAckReason::NoMatchingSubscribers
+                {
+                    tracing::warn!("MQTT broker {}: publish refused: {:?}", self.url, a.reason);
+                }
+                self.acked(a.pkid);
+            }
+            Packet::PubRec(r) => {
+                if matches!(
+                    r.reason,
+                    PubRecReason::Success | PubRecReason::NoMatchingSubscribers
+                ) {
+                    self.session.lock().out.received(r.pkid);
+                    ack(Packet::PubRel(PubRel::new(r.pkid, None)), acks);
+                } else {
+                    tracing::warn!("MQTT broker {}: publish refused: {:?}", self.url, r.reason);
+                    self.acked(r.pkid);
+                }
+            }
+            Packet::PubRel(r) => ack(Packet::PubComp(PubComp::new(r.pkid, None)), acks),
+            Packet::PubComp(c) => self.acked(c.pkid),
+            Packet::SubAck(a) => {
+                self.session.lock().out.control_done(a.pkid);
+                let refused: Vec<_> = a
+                    .return_codes
+                    .iter()
+                    .filter(|c| !matches!(c, SubscribeReasonCode::Success(_)))
+                    .collect();
+                if !refused.is_empty() {
+                    tracing::warn!(
+                        "MQTT broker {}: subscriptions refused: {refused:?}",
+                        self.url
+                    );
+                }
+            }
+            Packet::UnsubAck(a) => self.session.lock().out.control_done(a.pkid),
+            Packet::PingResp(_) => *ping = None,
+            Packet::Disconnect(d) => {
+                return Err(format!("the broker disconnected: {:?}", d.reason_code));
+            }
+            other => {
+                return Err(format!(
+                    "protocol error: the broker sent a {:?} packet",
+                    packet_kind(&other)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The broker has `pkid`: room for more.
+    fn acked(&self, pkid: u16) {
+        let mut s = self.session.lock();
+        s.out.acked(pkid);
+        self.pump(&mut s);
+        drop(s);
+        self.room.notify_all();
+    }
+
+    fn on_linked(&self, session_present: bool) {
+        {
+            let mut st = self.state.lock();
+            st.connects += 1;
+            if st.connects > 1 {
+                tracing::info!(
+                    "MQTT broker {}: reconnected (session {})",
+                    self.url,
+                    if session_present { "resumed" } else { "new" }
+                );
+            }
+        }
+        self.set_connected(true);
+    }
+
+    pub(super) fn set_connected(&self, c: bool) {
+        self.connected.store(c, Ordering::Relaxed);
+        self.state.lock().connected = c;
+        self.linked.notify_all();
+    }
+
+    fn on_failure(&self, why: String) {
+        let was = self.connected.load(Ordering::Relaxed);
+        {
+            let mut st = self.state.lock();
+            st.failures += 1;
+            if was || st.last_error.as_deref() != Some(why.as_str()) {
+                tracing::warn!("MQTT broker {}: {why}; reconnecting with backoff", self.url);
+            }
+            st.last_error = Some(why);
+        }
+        self.set_connected(false);
+    }
+}
+
+/// The PUBLISH of queued message `m` under `pkid` (0 for QoS 0).
+fn publish_packet(pkid: u16, m: super::outbox::OutMsg, dup: bool) -> Packet {
+    Packet::Publish(Publish {
+        dup,
+        qos: m.qos,
+        retain: m.retain,
+        topic: m.topic,
+        pkid,
+        payload: m.payload,
+        properties: m.meta.properties(),
+    })
+}
+
+/// Why the broker refused the connection, if it did.
+fn refused(ack: &ConnAck) -> Option<String> {
+    (ack.code != ConnectReturnCode::Success)
+        .then(|| format!("broker refused the connection: {:?}", ack.code))
+}
+
+fn lost(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => "the broker closed the connection".into(),
+        _ => format!("connection lost: {e}"),
+    }
+}
+
+/// A packet's type, for errors (not its contents).
+fn packet_kind(p: &Packet) -> &'static str {
+    match p {
+        Packet::Auth(_) => "AUTH",
+        Packet::Connect(..) => "CONNECT",
+        Packet::ConnAck(_) => "CONNACK",
+        Packet::Publish(_) => "PUBLISH",
+        Packet::PubAck(_) => "PUBACK",
+        Packet::PingReq(_) => "PINGREQ",
+        Packet::PingResp(_) => "PINGRESP",
+        Packet::Subscribe(_) => "SUBSCRIBE",
+        Packet::SubAck(_) => "SUBACK",
+        Packet::PubRec(_) => "PUBREC",
+        Packet::PubRel(_) => "PUBREL",
+        Packet::PubComp(_) => "PUBCOMP",
+        Packet::Unsubscribe(_) => "UNSUBSCRIBE",
+        Packet::UnsubAck(_) => "UNSUBACK",
+        Packet::Disconnect(_) => "DISCONNECT",
+    }
+}
