@@ -13,6 +13,9 @@ command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
 command -v ddsperf >/dev/null 2>&1 || need_apt+=(cyclonedds-tools)
 command -v mosquitto >/dev/null 2>&1 || need_apt+=(mosquitto)
 command -v mosquitto_sub >/dev/null 2>&1 || need_apt+=(mosquitto-clients)
+# The bare C MQTT client of the RTT study (bench: ferry-mqtt-rtt) links libmosquitto.
+[ -f /usr/include/mosquitto.h ] || need_apt+=(libmosquitto-dev)
+command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
 # Python bindings: an interpreter with pip (the wheel is built below).
 command -v "${PYTHON:-python3}" >/dev/null 2>&1 || need_apt+=(python3)
 "${PYTHON:-python3}" -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)

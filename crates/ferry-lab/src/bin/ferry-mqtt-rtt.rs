@@ -6,13 +6,20 @@
 //! - `bridged`: the robot node publishes locally (shared memory / TCP) to a
 //!   separate bridge process (a ferry subscriber + an MQTT client), the
 //!   configuration the paper replaces; same ferry cloud node;
-//! - `raw`: the floor, a bare MQTT client ping-pong (rumqttc, the client
-//!   library ferry itself uses) with the same payloads.
+//! - the floors, bare MQTT client ping-pongs with the same payloads: `raw`
+//!   (rumqttc, whose MQTT 5 codec ferry uses), `mosq` (libmosquitto in C
+//!   with its network thread, as the paper's RTC port) and `mosq1`
+//!   (libmosquitto in one thread: publish, then loop for the pong).
+//!
+//! Every round trip runs from just before the publish call to the pong's
+//! arrival in the robot's receive callback (the C client measures itself).
 //!
 //! `ferry-mqtt-rtt run [--quick] [--broker mosquitto|ferry] [--trials N]
 //! [--rate HZ] [--out bench/results/mqtt]` spawns the broker (Mosquitto on
 //! a private port by default), the echo and bridge processes (this binary
-//! in other roles) and prints medians and IQR per size.
+//! in other roles; the C client compiled at start from `c/mosq_rtt.c`,
+//! which needs `cc` and libmosquitto-dev) and prints medians and IQR per
+//! size.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -51,9 +58,10 @@ enum Cmd {
         /// Write Markdown and JSON here (without extension).
         #[arg(long)]
         out: Option<String>,
-        /// Only these configurations (default raw,ferry,bridged,half; the
-        /// table needs all four; `rawp`: the plain client with ferry-like
-        /// MQTT 5 properties on every message, a diagnostic).
+        /// Only these configurations (default raw,mosq,mosq1,ferry,bridged;
+        /// also `rawp`: the rumqttc client with ferry-like MQTT 5
+        /// properties on every message, and `half`: a ferry robot answered
+        /// by a plain rumqttc echo — diagnostics).
         #[arg(long, value_delimiter = ',')]
         configs: Option<Vec<String>>,
         /// Only these sizes (bytes; default the 15 of the paper, 8 B–128 KiB).
@@ -261,26 +269,102 @@ fn role(role: &str, port: u16) {
                 }
             }
         }
+        // The libmosquitto floor's echo (C).
+        "mosq" => {
+            use std::os::unix::process::CommandExt;
+            let exe = mosq_binary().expect("the C client (cc, libmosquitto-dev)");
+            let e = Command::new(exe)
+                .args(["echo", &port.to_string(), host()])
+                .exec();
+            panic!("exec the C echo: {e}");
+        }
         r => panic!("unknown role {r}"),
+    }
+}
+
+/// Where a parent process put the compiled C client for its roles.
+const MOSQ_ENV: &str = "FERRY_MOSQ_RTT";
+
+/// The libmosquitto client (`c/mosq_rtt.c`): the parent's (`MOSQ_ENV`), or
+/// compiled once per run into a temporary directory that `mosq_cleanup`
+/// removes; None (with a note) without `cc` or libmosquitto.
+fn mosq_binary() -> Option<std::path::PathBuf> {
+    static BIN: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os(MOSQ_ENV) {
+            return Some(p.into());
+        }
+        let dir = mosq_dir();
+        std::fs::create_dir_all(&dir).ok()?;
+        let src = dir.join("mosq_rtt.c");
+        let exe = dir.join("mosq_rtt");
+        std::fs::write(&src, include_str!("../../c/mosq_rtt.c")).ok()?;
+        let out = Command::new("cc")
+            .args(["-O2", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .args(["-lmosquitto", "-lpthread"])
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(exe),
+            Ok(o) => {
+                eprintln!(
+                    "note: the libmosquitto floor is left out (cc failed: {})",
+                    String::from_utf8_lossy(&o.stderr)
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("note: the libmosquitto floor is left out (no cc: {e})");
+                None
+            }
+        }
+    })
+    .clone()
+}
+
+fn mosq_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("ferry-mosq-rtt-{}", std::process::id()))
+}
+
+/// Removes the C client this process compiled, if it did.
+fn mosq_cleanup() {
+    if std::env::var_os(MOSQ_ENV).is_none() {
+        let _ = std::fs::remove_dir_all(mosq_dir());
     }
 }
 
 fn spawn_role(r: &str, port: u16) -> Child {
     let mut c = Command::new(std::env::current_exe().unwrap());
     c.args(["role", r, &port.to_string(), "--host", host()]);
+    if r == "mosq" {
+        if let Some(exe) = mosq_binary() {
+            c.env(MOSQ_ENV, exe);
+        }
+    }
     started(c, r)
 }
 
 /// Spawns a role's process and waits for its `ready` line.
-fn started(mut cmd: Command, role: &str) -> Child {
+fn started(cmd: Command, role: &str) -> Child {
+    started_with_output(cmd, role).0
+}
+
+/// `started`, keeping the rest of the process's output.
+fn started_with_output(
+    mut cmd: Command,
+    role: &str,
+) -> (Child, std::io::BufReader<std::process::ChildStdout>) {
     let mut c = cmd.stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     use std::io::BufRead;
-    std::io::BufReader::new(c.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready", "role {role} did not start");
-    c
+    (c, out)
 }
 
 /// MQTT 5 properties shaped like the ones a ferry sample carries (content
@@ -315,19 +399,55 @@ fn seq_of(b: &[u8]) -> u64 {
 /// Round trips (µs) per payload size.
 type Series = Vec<(usize, Vec<f64>)>;
 
-/// One configuration's robot side: sends pings, its channel gets the
-/// sequence numbers of the pongs.
+/// A pong: when it reached the robot's receive callback, or the round trip
+/// the robot measured itself (the C client; negative: none came).
+enum Pong {
+    At(u64, Instant),
+    Rtt(u64, f64),
+}
+
+/// One configuration's robot side: sends pings, its channel gets the pongs.
 struct Robot {
     send: Box<dyn Fn(u64, usize)>,
-    pongs: mpsc::Receiver<u64>,
+    pongs: mpsc::Receiver<Pong>,
     _keep: Vec<Box<dyn std::any::Any>>,
 }
 
 /// The robot side of `config` (its echo / bridge processes go to `children`).
 fn robot(config: &str, port: u16, children: &mut Vec<Child>) -> Robot {
-    let (tx, rx) = mpsc::channel::<u64>();
+    let (tx, rx) = mpsc::channel::<Pong>();
     let mut keep: Vec<Box<dyn std::any::Any>> = Vec::new();
     let send: Box<dyn Fn(u64, usize)> = match config {
+        "mosq" | "mosq1" => {
+            let exe = mosq_binary().expect("the C client");
+            let mode = if config == "mosq" {
+                "threaded"
+            } else {
+                "single"
+            };
+            let mut c = Command::new(exe);
+            c.args(["ping", &port.to_string(), host(), mode])
+                .stdin(Stdio::piped());
+            let (mut child, out) = started_with_output(c, config);
+            let stdin = std::cell::RefCell::new(child.stdin.take().unwrap());
+            children.push(child);
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in out.lines() {
+                    let Ok(line) = line else { break };
+                    let mut f = line.split(' ');
+                    let seq = f.next().and_then(|x| x.parse().ok());
+                    let ns = f.next().and_then(|x| x.parse::<f64>().ok());
+                    if let (Some(seq), Some(ns)) = (seq, ns) {
+                        let _ = tx.send(Pong::Rtt(seq, ns / 1000.0));
+                    }
+                }
+            });
+            Box::new(move |seq, len| {
+                use std::io::Write;
+                let _ = writeln!(stdin.borrow_mut(), "{seq} {len}");
+            })
+        }
         "raw" | "rawp" => {
             let props = config == "rawp";
             let (client, mut conn) = mqtt_client(&format!("{config}-robot"), port);
@@ -337,7 +457,7 @@ fn robot(config: &str, port: u16, children: &mut Vec<Child>) -> Robot {
             std::thread::spawn(move || {
                 for ev in conn.iter() {
                     if let Ok(Event::Incoming(Packet::Publish(m))) = ev {
-                        let _ = tx.send(seq_of(&m.payload));
+                        let _ = tx.send(Pong::At(seq_of(&m.payload), Instant::now()));
                     }
                 }
             });
@@ -370,7 +490,7 @@ fn robot(config: &str, port: u16, children: &mut Vec<Child>) -> Robot {
                 .subscriber::<RawBytes>(pong)
                 .qos(Qos::default().keep_last(100))
                 .callback(move |s| {
-                    let _ = tx.send(seq_of(&s));
+                    let _ = tx.send(Pong::At(seq_of(&s), Instant::now()));
                 })
                 .build()
                 .unwrap();
@@ -395,13 +515,16 @@ impl Robot {
     fn ping(&self, seq: u64, len: usize) -> Option<f64> {
         let t0 = Instant::now();
         (self.send)(seq, len);
-        let deadline = t0 + Duration::from_secs(5);
+        let deadline = t0 + Duration::from_secs(6);
         loop {
             match self
                 .pongs
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
             {
-                Ok(s) if s == seq => return Some(t0.elapsed().as_secs_f64() * 1e6),
+                Ok(Pong::At(s, at)) if s == seq => {
+                    return Some(at.duration_since(t0).as_secs_f64() * 1e6)
+                }
+                Ok(Pong::Rtt(s, us)) if s == seq => return (us >= 0.0).then_some(us),
                 Ok(_) => continue, // a late answer to an earlier trial
                 Err(_) => return None,
             }
@@ -415,7 +538,11 @@ impl Robot {
 fn measure(configs: &[&str], port: u16, trials: usize, rate: f64, echoes: bool) -> Vec<Series> {
     let period = Duration::from_secs_f64(1.0 / rate);
     let mut children = if echoes {
-        vec![spawn_role("cloud", port), spawn_role("raw", port)]
+        let mut v = vec![spawn_role("cloud", port), spawn_role("raw", port)];
+        if configs.iter().any(|c| c.starts_with("mosq")) {
+            v.push(spawn_role("mosq", port));
+        }
+        v
     } else {
         Vec::new()
     };
@@ -547,75 +674,21 @@ fn run(a: RunArgs) {
     });
     let dir = std::env::temp_dir().join(format!("ferry-mqtt-rtt-{}", std::process::id()));
     let mut b = given.is_none().then(|| start_broker(broker, port, &dir));
-    let configs: Vec<&str> = CONFIGS
+    let mut configs: Vec<&str> = CONFIGS
         .get()
         .cloned()
-        .unwrap_or_else(|| vec!["raw", "ferry", "bridged", "half"]);
-    let all = measure(&configs, port, trials, rate, given.is_none());
-    if configs.len() != 4 {
-        for (c, r) in configs.iter().zip(&all) {
-            for (len, v) in r {
-                let mut v = v.clone();
-                println!("{c:>8} {len:>7} B: median {:.0} µs", quantile(&mut v, 0.5));
-            }
-        }
-        if let Some(b) = &mut b {
-            let _ = b.kill();
-            let _ = b.wait();
-        }
-        return;
+        .unwrap_or_else(|| vec!["raw", "mosq", "mosq1", "ferry", "bridged"]);
+    if configs.iter().any(|c| c.starts_with("mosq")) && mosq_binary().is_none() {
+        configs.retain(|c| !c.starts_with("mosq"));
     }
-    let results: Vec<(&str, Series)> = configs.iter().copied().zip(all).collect();
+    let all = measure(&configs, port, trials, rate, given.is_none());
     if let Some(b) = &mut b {
         let _ = b.kill();
         let _ = b.wait();
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let mut md = format!(
-        "# MQTT round trip: bridge-free vs bridged vs raw client (seed 000)\n\n\
-         Broker: {broker} on {}, {trials} trials per cell at {rate} Hz, QoS 1, TCP_NODELAY.{}\n\
-         RTT median [IQR] in µs; ratios are of medians. Bridge share = (bridged − ferry) / bridged.\n\
-         Configurations interleaved trial by trial. `half`: a ferry robot node answered by a plain\n\
-         client echo (one ferry side instead of two).\n\n\
-         | size | raw client | ferry bridge-free | ferry bridged | half | ferry / raw | ferry / bridged | bridge share | received (raw/ferry/bridged/half) |\n\
-         |---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-        host(),
-        note.map(|n| format!("\n{n}")).unwrap_or_default()
-    );
-    let mut json = Vec::new();
-    for (i, len) in sizes().into_iter().enumerate() {
-        let mut cells = Vec::new();
-        let mut got = Vec::new();
-        for (_, r) in &results {
-            let mut v = r[i].1.clone();
-            got.push(v.len());
-            let (q1, q2, q3) = (
-                quantile(&mut v, 0.25),
-                quantile(&mut v, 0.5),
-                quantile(&mut v, 0.75),
-            );
-            cells.push((q1, q2, q3));
-        }
-        let (raw, fer, bri) = (cells[0].1, cells[1].1, cells[2].1);
-        md.push_str(&format!(
-            "| {len} | {:.0} [{:.0}–{:.0}] | {:.0} [{:.0}–{:.0}] | {:.0} [{:.0}–{:.0}] | {:.0} | {:.2} | {:.2} | {:.0} % | {}/{}/{}/{} |\n",
-            cells[0].1, cells[0].0, cells[0].2,
-            cells[1].1, cells[1].0, cells[1].2,
-            cells[2].1, cells[2].0, cells[2].2,
-            cells[3].1,
-            fer / raw,
-            fer / bri,
-            (bri - fer) / bri * 100.0,
-            got[0], got[1], got[2], got[3]
-        ));
-        json.push(serde_json::json!({
-            "size": len,
-            "raw": {"q1": cells[0].0, "median": raw, "q3": cells[0].2, "n": got[0]},
-            "ferry": {"q1": cells[1].0, "median": fer, "q3": cells[1].2, "n": got[1]},
-            "bridged": {"q1": cells[2].0, "median": bri, "q3": cells[2].2, "n": got[2]},
-            "half": {"q1": cells[3].0, "median": cells[3].1, "q3": cells[3].2, "n": got[3]},
-        }));
-    }
+    mosq_cleanup();
+    let (md, json) = report(&configs, &all, broker, trials, rate, note);
     println!("{md}");
     if let Some(o) = out {
         std::fs::write(format!("{o}.md"), &md).unwrap();
@@ -625,6 +698,102 @@ fn run(a: RunArgs) {
         )
         .unwrap();
     }
+}
+
+/// What each configuration is called in the table.
+fn label(config: &str) -> &str {
+    match config {
+        "raw" => "rumqttc client",
+        "rawp" => "rumqttc + ferry-like properties",
+        "mosq" => "libmosquitto, network thread",
+        "mosq1" => "libmosquitto, one thread",
+        "ferry" => "ferry bridge-free",
+        "bridged" => "ferry bridged",
+        "half" => "ferry robot, rumqttc echo",
+        c => c,
+    }
+}
+
+/// The Markdown table (medians, IQR, ratios of ferry to each other
+/// configuration, the bridge's share) and the JSON rows.
+fn report(
+    configs: &[&str],
+    all: &[Series],
+    broker: &str,
+    trials: usize,
+    rate: f64,
+    note: Option<String>,
+) -> (String, Vec<serde_json::Value>) {
+    let ferry = configs.iter().position(|c| *c == "ferry");
+    let bridged = configs.iter().position(|c| *c == "bridged");
+    let others: Vec<usize> = (0..configs.len()).filter(|&i| Some(i) != ferry).collect();
+    let mut md = format!(
+        "# MQTT round trip: bridge-free vs bridged vs bare clients (seed 000)\n\n\
+         Broker: {broker} on {}, {trials} trials per cell at {rate} Hz, QoS 1, TCP_NODELAY.{}\n\
+         RTT median [IQR] in µs, from the publish call to the pong in the robot's receive\n\
+         callback; configurations interleaved trial by trial; ratios are of medians.\n",
+        host(),
+        note.map(|n| format!("\n{n}")).unwrap_or_default()
+    );
+    if bridged.is_some() && ferry.is_some() {
+        md.push_str("Bridge share = (bridged − ferry) / bridged.\n");
+    }
+    md.push_str("\n| size |");
+    for c in configs {
+        md.push_str(&format!(" {} |", label(c)));
+    }
+    if ferry.is_some() {
+        for &i in &others {
+            md.push_str(&format!(" ferry / {} |", configs[i]));
+        }
+    }
+    if ferry.is_some() && bridged.is_some() {
+        md.push_str(" bridge share |");
+    }
+    md.push_str(" received |\n|---:|");
+    let cols = configs.len()
+        + ferry.map_or(0, |_| others.len())
+        + usize::from(ferry.is_some() && bridged.is_some())
+        + 1;
+    md.push_str(&"---:|".repeat(cols));
+    md.push('\n');
+    let mut json = Vec::new();
+    for (k, len) in sizes().into_iter().enumerate() {
+        let mut row = serde_json::Map::new();
+        row.insert("size".into(), len.into());
+        let mut medians = Vec::new();
+        let mut got = Vec::new();
+        md.push_str(&format!("| {len} |"));
+        for (i, c) in configs.iter().enumerate() {
+            let mut v = all[i][k].1.clone();
+            got.push(v.len().to_string());
+            let (q1, q2, q3) = (
+                quantile(&mut v, 0.25),
+                quantile(&mut v, 0.5),
+                quantile(&mut v, 0.75),
+            );
+            medians.push(q2);
+            md.push_str(&format!(" {q2:.0} [{q1:.0}–{q3:.0}] |"));
+            row.insert(
+                (*c).into(),
+                serde_json::json!({"q1": q1, "median": q2, "q3": q3, "n": v.len()}),
+            );
+        }
+        if let Some(f) = ferry {
+            for &i in &others {
+                md.push_str(&format!(" {:.2} |", medians[f] / medians[i]));
+            }
+            if let Some(b) = bridged {
+                md.push_str(&format!(
+                    " {:.0} % |",
+                    (medians[b] - medians[f]) / medians[b] * 100.0
+                ));
+            }
+        }
+        md.push_str(&format!(" {} |\n", got.join("/")));
+        json.push(serde_json::Value::Object(row));
+    }
+    (md, json)
 }
 
 /// Robot on lab host B; broker, cloud echo and raw echo on host A.
@@ -665,15 +834,24 @@ fn lab(
         .unwrap()];
     std::thread::sleep(Duration::from_millis(1500));
     let exe = std::env::current_exe().unwrap();
-    for r in ["cloud", "raw"] {
+    let mosq = mosq_binary();
+    for r in ["cloud", "raw", "mosq"] {
+        let env = match (r, &mosq) {
+            ("mosq", Some(m)) => format!("{MOSQ_ENV}={} ", m.display()),
+            ("mosq", None) => continue,
+            _ => String::new(),
+        };
         let cmd = lab.command(
             Side::A,
-            &format!("exec {} role {r} {port} --host {a}", exe.display()),
+            &format!("{env}exec {} role {r} {port} --host {a}", exe.display()),
         );
         procs.push(started(cmd, r));
     }
     let mut cmd = format!(
-        "exec {} run --port {port} --host {a} --trials {trials} --rate {rate} --note 'Lab: robot on host B, broker + cloud on host A, link {mbit} Mbit/s, {delay_ms} ms (+0–1 ms) one way, both ways (userspace emulator).'",
+        "{}exec {} run --port {port} --host {a} --trials {trials} --rate {rate} --note 'Lab: robot on host B, broker + cloud on host A, link {mbit} Mbit/s, {delay_ms} ms (+0–1 ms) one way, both ways (userspace emulator).'",
+        mosq.as_ref()
+            .map(|m| format!("{MOSQ_ENV}={} ", m.display()))
+            .unwrap_or_default(),
         exe.display()
     );
     if let Some(v) = sizes {
@@ -689,6 +867,7 @@ fn lab(
         let _ = p.wait();
     }
     let _ = std::fs::remove_dir_all(&dir);
+    mosq_cleanup();
     drop(lab);
     assert!(st.success(), "robot side failed");
 }
