@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferry_wire::beacon::EndpointRecord;
-use ferry_wire::{EndpointId, EndpointKind, Qos, TypeHash};
+use ferry_wire::{EndpointId, EndpointKind, Qos, TransportKind, TypeHash};
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::BuildError;
@@ -166,16 +166,51 @@ impl Inbound {
     pub fn len(&self) -> usize {
         self.0.lock().len()
     }
-    /// The first sequence number `writer` delivered here on a path other
-    /// than MQTT, if any.
-    pub fn direct_from(&self, writer: EndpointId) -> Option<u64> {
-        self.0
-            .lock()
+    /// Sample `seq` came through the broker on `conn`: false when a direct
+    /// path from the same writer covers it (delivered its first sample at
+    /// or before `seq`, and is reliable and ordered from there). Checked and
+    /// marked under this reader's lock, like `direct_sample`, so at the
+    /// hand-over between the two paths each sample goes through once.
+    pub fn broker_sample(&self, conn: &InboundConn, seq: u64) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let conns = self.0.lock();
+        let direct = conns
             .iter()
-            .filter(|c| c.remote == writer && c.transport != ferry_wire::TransportKind::Mqtt)
-            .map(|c| c.first_seq.load(std::sync::atomic::Ordering::Relaxed))
+            .filter(|c| c.remote == conn.remote && c.transport != TransportKind::Mqtt)
+            .map(|c| c.seqs.first.load(Relaxed))
             .filter(|s| *s != 0)
-            .min()
+            .min();
+        if direct.is_some_and(|f| seq >= f) {
+            return false;
+        }
+        conn.seqs.last.fetch_max(seq, Relaxed);
+        true
+    }
+
+    /// Sample `seq` on `conn` while it is not settled (its first samples):
+    /// false when `conn` is a direct path and the broker already delivered
+    /// that sample from the same writer; once past it, `conn` is settled and
+    /// is not checked again.
+    pub fn direct_sample(&self, conn: &InboundConn, seq: u64) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let conns = self.0.lock();
+        let m = &conn.seqs;
+        if m.first.load(Relaxed) == 0 {
+            m.first.store(seq, Relaxed);
+        }
+        if conn.transport != TransportKind::Mqtt {
+            let broker = conns
+                .iter()
+                .filter(|c| c.remote == conn.remote && c.transport == TransportKind::Mqtt)
+                .map(|c| c.seqs.last.load(Relaxed))
+                .max()
+                .unwrap_or(0);
+            if seq <= broker {
+                return false;
+            }
+        }
+        m.settled.store(true, Relaxed);
+        true
     }
     pub fn connections(&self, topic: &str, id: EndpointId) -> Vec<ConnectionInfo> {
         self.0
@@ -228,5 +263,99 @@ impl DeadlineWatch {
             let total = self.misses.fetch_add(1, Ordering::Relaxed) + 1;
             events.push(PortEvent::DeadlineMissed { total });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::ConnStats;
+    use ferry_wire::ParticipantId;
+
+    fn conn(writer: EndpointId, transport: TransportKind) -> Arc<InboundConn> {
+        Arc::new(InboundConn {
+            remote: writer,
+            transport,
+            locator: String::new(),
+            stats: Arc::new(ConnStats::new()),
+            replier: None,
+            same_clock: false,
+            seqs: Default::default(),
+        })
+    }
+
+    /// Delivers `seq` on `c` as a subscriber does; true when it goes through.
+    fn offer(inbound: &Inbound, c: &InboundConn, seq: u64) -> bool {
+        let settled = c.seqs.settled.load(Ordering::Relaxed);
+        if c.transport == TransportKind::Mqtt {
+            (settled || inbound.direct_sample(c, seq)) && inbound.broker_sample(c, seq)
+        } else {
+            settled || inbound.direct_sample(c, seq)
+        }
+    }
+
+    #[test]
+    fn at_a_hand_over_each_sample_goes_through_once_whichever_path_is_faster() {
+        let w = EndpointId {
+            participant: ParticipantId(9),
+            entity: 1,
+        };
+        // The broker is ahead: it delivered 1..=3 when shared memory starts at 2.
+        let inbound = Inbound::default();
+        let (mqtt, shm) = (
+            conn(w, TransportKind::Mqtt),
+            conn(w, TransportKind::SharedMemory),
+        );
+        inbound.attach(mqtt.clone());
+        inbound.attach(shm.clone());
+        let mut got = Vec::new();
+        for (c, seq) in [(&mqtt, 1), (&mqtt, 2), (&mqtt, 3), (&shm, 2), (&shm, 3)] {
+            if offer(&inbound, c, seq) {
+                got.push(seq);
+            }
+        }
+        for seq in 4..=6 {
+            // Both paths carry 4..=6, shared memory first or the broker first.
+            let order = if seq % 2 == 0 {
+                [&shm, &mqtt]
+            } else {
+                [&mqtt, &shm]
+            };
+            for c in order {
+                if offer(&inbound, c, seq) {
+                    got.push(seq);
+                }
+            }
+        }
+        assert_eq!(got, vec![1, 2, 3, 4, 5, 6]);
+        assert!(shm.seqs.settled.load(Ordering::Relaxed));
+        // Shared memory is ahead: it starts at 5; the broker's 4 still counts.
+        let inbound = Inbound::default();
+        let (mqtt, shm) = (
+            conn(w, TransportKind::Mqtt),
+            conn(w, TransportKind::SharedMemory),
+        );
+        inbound.attach(mqtt.clone());
+        inbound.attach(shm.clone());
+        let mut got = Vec::new();
+        for (c, seq) in [
+            (&mqtt, 3),
+            (&shm, 5),
+            (&mqtt, 4),
+            (&mqtt, 5),
+            (&shm, 6),
+            (&mqtt, 6),
+        ] {
+            if offer(&inbound, c, seq) {
+                got.push(seq);
+            }
+        }
+        assert_eq!(got, vec![3, 5, 4, 6]);
+        // Without a broker connection a direct path settles on its first sample.
+        let inbound = Inbound::default();
+        let tcp = conn(w, TransportKind::Tcp);
+        inbound.attach(tcp.clone());
+        assert!(offer(&inbound, &tcp, 7));
+        assert!(tcp.seqs.settled.load(Ordering::Relaxed));
     }
 }

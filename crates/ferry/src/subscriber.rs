@@ -145,15 +145,18 @@ impl<T: Codec> Inbox for SubShared<T> {
     fn detach(&self, remote: EndpointId) {
         self.conns.detach(remote);
     }
-    fn direct_from(&self, writer: EndpointId) -> Option<u64> {
-        self.conns.direct_from(writer)
+    fn broker_sample(&self, conn: &InboundConn, seq: u64) -> bool {
+        self.conns.broker_sample(conn, seq)
     }
     fn deliver(&self, conn: &Arc<InboundConn>, frame: &InFrame<'_>) {
         if frame.kind != FrameKind::Data {
             return;
         }
-        if conn.first_seq.load(Ordering::Relaxed) == 0 {
-            conn.first_seq.store(frame.seq, Ordering::Relaxed);
+        // A connection's first samples: at a hand-over from the broker to a
+        // direct path, the broker may have delivered them already.
+        if !conn.seqs.settled.load(Ordering::Relaxed) && !self.conns.direct_sample(conn, frame.seq)
+        {
+            return;
         }
         let value = match frame.payload.to_typed::<T>() {
             Ok(v) => v,

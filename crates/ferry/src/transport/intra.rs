@@ -74,7 +74,7 @@ impl Transport for IntraTransport {
             stats: stats.clone(),
             replier,
             same_clock: true,
-            first_seq: Default::default(),
+            seqs: Default::default(),
         });
         reader.attach(conn.clone());
         Ok(Arc::new(IntraLink {

@@ -290,8 +290,21 @@ pub struct InboundConn {
     pub replier: Option<Arc<dyn Replier>>,
     /// Source timestamps are comparable (same host clock): latency is measured.
     pub same_clock: bool,
-    /// Sequence number of the first sample delivered on it (0: none yet).
-    pub first_seq: std::sync::atomic::AtomicU64,
+    /// Which samples it delivered, for the hand-over between the broker and
+    /// a direct path from the same writer.
+    pub seqs: SeqMarks,
+}
+
+/// What a connection delivered, as far as a hand-over between paths needs.
+#[derive(Debug, Default)]
+pub struct SeqMarks {
+    /// Sequence number of the first sample delivered (0: none yet).
+    pub first: std::sync::atomic::AtomicU64,
+    /// The highest sequence number delivered (kept by the MQTT path only).
+    pub last: std::sync::atomic::AtomicU64,
+    /// A direct path went past everything the broker had delivered: its
+    /// samples need no more checking against the broker's.
+    pub settled: std::sync::atomic::AtomicBool,
 }
 
 /// A reader (subscriber or service) as transports see it.
@@ -304,10 +317,9 @@ pub trait Inbox: Send + Sync {
     fn detach(&self, remote: EndpointId);
     /// A frame arrived on `conn`.
     fn deliver(&self, conn: &Arc<InboundConn>, frame: &InFrame<'_>);
-    /// The first sequence number `writer` delivered here on a path other
-    /// than the broker, if any: the broker's copies from there on are
-    /// duplicates (that path is reliable and ordered from its first sample).
-    fn direct_from(&self, _writer: EndpointId) -> Option<u64> {
-        None
+    /// Sample `seq` came through the broker on `conn`: false when a direct
+    /// path from the same writer covers it (then it is a duplicate).
+    fn broker_sample(&self, _conn: &InboundConn, _seq: u64) -> bool {
+        true
     }
 }

@@ -222,7 +222,7 @@ impl Receiving {
             stats: Arc::new(ConnStats::new()),
             replier: None,
             same_clock: true,
-            first_seq: Default::default(),
+            seqs: Default::default(),
         });
         Ok(Inbound {
             conn,

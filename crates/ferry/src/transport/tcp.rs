@@ -651,7 +651,7 @@ pub(crate) fn dispatch(conn: &Arc<TcpConn>, frame: RawFrame, ctx: &mut DispatchC
                 stats: conn.stats.clone(),
                 replier,
                 same_clock: same_clock(hello.from),
-                first_seq: Default::default(),
+                seqs: Default::default(),
             });
             reader.attach(inbound.clone());
             *bound.lock() = Some((reader, inbound));

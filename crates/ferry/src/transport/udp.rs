@@ -327,7 +327,7 @@ impl UdpShared {
                 same_clock: ip.is_loopback()
                     || self.local_ips.contains(&ip)
                     || same_host(h.from.participant),
-                first_seq: Default::default(),
+                seqs: Default::default(),
             });
             reader.attach(conn.clone());
             slot.insert(RxStream {

@@ -17,11 +17,16 @@
 //! content type `application/cdr` or `application/json` ([`meta`]).
 //!
 //! **No duplicates:** a cloud-scope writer publishes each sample to the
-//! broker once. A reader drops a broker sample from writer W while it has a
-//! connection from W on another path (shared memory, UDP, …), and any
-//! sample whose sequence number it already delivered (QoS 1 redeliveries,
-//! resends after a reconnect). A sample without `ferry` comes from a
-//! plain MQTT client: delivered if it decodes, counted as an error if not.
+//! broker once. A reader drops a broker sample from writer W that a
+//! connection from W on another path (shared memory, UDP, …) covers — at or
+//! after the first sample that path delivered — and any sample whose
+//! sequence number it already delivered (QoS 1 redeliveries, resends after
+//! a reconnect); the first samples of a new direct path that the broker
+//! delivered already are dropped too (`Inbound::broker_sample` and
+//! `direct_sample` decide under the reader's lock, so at the hand-over each
+//! sample goes through once, whichever path is faster). A sample without
+//! `ferry` comes from a plain MQTT client: delivered if it decodes, counted
+//! as an error if not.
 
 mod link;
 mod meta;
@@ -481,7 +486,7 @@ impl Broker {
                 stats: Arc::new(ConnStats::new()),
                 replier: replier(),
                 same_clock,
-                first_seq: Default::default(),
+                seqs: Default::default(),
             });
             inbox.attach(conn.clone());
             conn
@@ -517,8 +522,7 @@ impl Broker {
                 }
                 let last = seen.entry((reader, writer)).or_insert(0);
                 let seq = seq.unwrap_or(*last + 1);
-                let direct = inbox.direct_from(writer);
-                if writer != FOREIGN_WRITER && (seq <= *last || direct.is_some_and(|f| seq >= f)) {
+                if writer != FOREIGN_WRITER && (seq <= *last || !inbox.broker_sample(&conn, seq)) {
                     self.duplicates.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }

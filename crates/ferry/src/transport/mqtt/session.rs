@@ -116,7 +116,7 @@ impl Broker {
         let Some(wire) = s.wire.clone() else {
             return;
         };
-        let mut backlog = 0;
+        let mut backlog = wire.backlog();
         while backlog < HIGH_WATER {
             let Some((pkid, m)) = s.out.take() else {
                 break;
@@ -304,6 +304,9 @@ impl Broker {
     ) -> Result<(), String> {
         let fd = wire.fd();
         let mut watching_writes = false;
+        // A PINGREQ every keep-alive, whatever else flows: a broker that
+        // went silent is noticed even while this side keeps sending.
+        let mut next_ping = Instant::now() + keep_alive;
         let mut ping: Option<Instant> = None;
         let mut more = true; // bytes may wait (the CONNACK's batch)
         let mut acks = BytesMut::with_capacity(256);
@@ -313,7 +316,7 @@ impl Broker {
             } else {
                 match ping {
                     Some(t) => keep_alive.saturating_sub(t.elapsed()),
-                    None => keep_alive.saturating_sub(wire.idle()),
+                    None => next_ping.saturating_duration_since(Instant::now()),
                 }
             };
             if let Err(e) = poll.poll(events, Some(timeout)) {
@@ -365,12 +368,14 @@ impl Broker {
                 Some(t) if t.elapsed() >= keep_alive => {
                     return Err("no PINGRESP within the keep-alive".into());
                 }
-                None if wire.idle() >= keep_alive => {
+                None if Instant::now() >= next_ping => {
                     acks.clear();
                     let _ =
                         Packet::PingReq(rumqttc::v5::mqttbytes::v5::PingReq).write(&mut acks, None);
                     wire.write(&acks).map_err(|e| lost(&e))?;
-                    ping = Some(Instant::now());
+                    let now = Instant::now();
+                    ping = Some(now);
+                    next_ping = now + keep_alive;
                 }
                 _ => {}
             }

@@ -15,7 +15,6 @@ use std::cell::Cell;
 use std::io::{self, Read, Write};
 use std::net::{TcpStream as StdStream, ToSocketAddrs};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
 #[cfg(feature = "mqtt-tls")]
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -90,9 +89,6 @@ pub(crate) struct Wire {
     /// Its `ferry-mqtt` thread's token (the only reader, and the one that
     /// corks).
     owner: usize,
-    /// When the last packet was written, ns since `epoch` (keep-alive).
-    last_write: AtomicU64,
-    epoch: Instant,
 }
 
 impl Wire {
@@ -181,8 +177,6 @@ impl Wire {
                 corked: false,
             }),
             owner,
-            last_write: AtomicU64::new(0),
-            epoch: Instant::now(),
         };
         Ok((wire, ack, reader))
     }
@@ -205,8 +199,6 @@ impl Wire {
     pub fn write(&self, packets: &[u8]) -> io::Result<usize> {
         let mut tx = self.tx.lock();
         let defer = tx.corked && self.mine();
-        self.last_write
-            .store(self.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
         let Tx {
             crypto, backlog, ..
         } = &mut *tx;
@@ -269,12 +261,6 @@ impl Wire {
     pub fn uncork(&self) -> io::Result<bool> {
         self.tx.lock().corked = false;
         self.flush()
-    }
-
-    /// Time since the last packet was written.
-    pub fn idle(&self) -> Duration {
-        let last = Duration::from_nanos(self.last_write.load(Ordering::Relaxed));
-        self.epoch.elapsed().saturating_sub(last)
     }
 
     /// Reads what is available into `r` (the `ferry-mqtt` thread only).
