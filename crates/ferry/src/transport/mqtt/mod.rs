@@ -63,6 +63,42 @@ use crate::stats::ConnStats;
 
 pub(crate) use link::WriterLink;
 
+/// Fuzzing entry point (feature `fuzzing`, used by `fuzz/`): the bytes a
+/// broker sends, cut into reads of the sizes `data` starts with, through
+/// the packet reader and the metadata parsers. Returns the packets read.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub fn fuzz_stream(data: &[u8]) -> usize {
+    let Some((&step, data)) = data.split_first() else {
+        return 0;
+    };
+    let step = usize::from(step) * 7 + 1;
+    let mut r = wire::PacketReader::new(64 * 1024);
+    let mut packets = 0;
+    for chunk in data.chunks(step) {
+        let Ok(room) = r.room() else { return packets };
+        let n = chunk.len().min(room.len());
+        room[..n].copy_from_slice(&chunk[..n]);
+        r.filled(n);
+        loop {
+            match r.next() {
+                Ok(Some(rumqttc::v5::mqttbytes::v5::Packet::Publish(p))) => {
+                    packets += 1;
+                    let _ = SampleMeta::read(&p.properties);
+                    let _ = user_prop(&p.properties, meta::ERROR_KEY);
+                    if let Ok(t) = std::str::from_utf8(&p.topic) {
+                        let _ = t.split_once('/').and_then(|(_, e)| parse_path(e));
+                    }
+                }
+                Ok(Some(_)) => packets += 1,
+                Ok(None) => break,
+                Err(_) => return packets,
+            }
+        }
+    }
+    packets
+}
+
 /// The writer id of samples from plain MQTT clients (no `ferry` property).
 pub const FOREIGN_WRITER: EndpointId = EndpointId {
     participant: ParticipantId(0),
