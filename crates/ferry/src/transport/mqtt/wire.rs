@@ -74,6 +74,9 @@ struct Tx {
     crypto: Crypto,
     /// Bytes the socket has not taken yet (plain TCP; rustls keeps its own).
     backlog: Vec<u8>,
+    /// TLS: plaintext bytes handed to rustls since its records last all
+    /// went out (what `backlog` measures there).
+    tls_pending: usize,
     /// Set by the `ferry-mqtt` thread while it handles a batch of packets:
     /// its own writes (acks, a callback's publish) wait for `uncork`, which
     /// sends them in one system call.
@@ -174,6 +177,7 @@ impl Wire {
             tx: Mutex::new(Tx {
                 crypto,
                 backlog: Vec::new(),
+                tls_pending: 0,
                 corked: false,
             }),
             owner,
@@ -200,7 +204,10 @@ impl Wire {
         let mut tx = self.tx.lock();
         let defer = tx.corked && self.mine();
         let Tx {
-            crypto, backlog, ..
+            crypto,
+            backlog,
+            tls_pending,
+            ..
         } = &mut *tx;
         match crypto {
             Crypto::Plain => {
@@ -217,7 +224,11 @@ impl Wire {
                 if !defer {
                     tls_flush(c, &self.sock)?;
                 }
-                Ok(usize::from(c.wants_write()))
+                *tls_pending = match c.wants_write() {
+                    true => *tls_pending + packets.len(),
+                    false => 0,
+                };
+                Ok(*tls_pending)
             }
         }
     }
@@ -235,19 +246,24 @@ impl Wire {
             #[cfg(feature = "mqtt-tls")]
             Crypto::Tls(c) => {
                 tls_flush(c, &self.sock)?;
-                Ok(!c.wants_write())
+                let done = !c.wants_write();
+                if done {
+                    tx.tls_pending = 0;
+                }
+                Ok(done)
             }
         }
     }
 
-    /// Bytes waiting for the socket (plain TCP), or 1 while TLS records
-    /// wait: writers stop adding samples above a high-water mark.
+    /// Bytes waiting for the socket (with TLS: the plaintext behind the
+    /// records rustls holds): writers stop adding samples above a
+    /// high-water mark.
     pub fn backlog(&self) -> usize {
         let tx = self.tx.lock();
         match &tx.crypto {
             Crypto::Plain => tx.backlog.len(),
             #[cfg(feature = "mqtt-tls")]
-            Crypto::Tls(c) => usize::from(c.wants_write()),
+            Crypto::Tls(_) => tx.tls_pending,
         }
     }
 
