@@ -284,6 +284,18 @@ mod tests {
         })
     }
 
+    /// A reader with a broker connection and a shared-memory one from `w`.
+    fn broker_and_shm(w: EndpointId) -> (Inbound, Arc<InboundConn>, Arc<InboundConn>) {
+        let inbound = Inbound::default();
+        let (mqtt, shm) = (
+            conn(w, TransportKind::Mqtt),
+            conn(w, TransportKind::SharedMemory),
+        );
+        inbound.attach(mqtt.clone());
+        inbound.attach(shm.clone());
+        (inbound, mqtt, shm)
+    }
+
     /// Delivers `seq` on `c` as a subscriber does; true when it goes through.
     fn offer(inbound: &Inbound, c: &InboundConn, seq: u64) -> bool {
         let settled = c.seqs.settled.load(Ordering::Relaxed);
@@ -301,13 +313,7 @@ mod tests {
             entity: 1,
         };
         // The broker is ahead: it delivered 1..=3 when shared memory starts at 2.
-        let inbound = Inbound::default();
-        let (mqtt, shm) = (
-            conn(w, TransportKind::Mqtt),
-            conn(w, TransportKind::SharedMemory),
-        );
-        inbound.attach(mqtt.clone());
-        inbound.attach(shm.clone());
+        let (inbound, mqtt, shm) = broker_and_shm(w);
         let mut got = Vec::new();
         for (c, seq) in [(&mqtt, 1), (&mqtt, 2), (&mqtt, 3), (&shm, 2), (&shm, 3)] {
             if offer(&inbound, c, seq) {
@@ -330,13 +336,7 @@ mod tests {
         assert_eq!(got, vec![1, 2, 3, 4, 5, 6]);
         assert!(shm.seqs.settled.load(Ordering::Relaxed));
         // Shared memory is ahead: it starts at 5; the broker's 4 still counts.
-        let inbound = Inbound::default();
-        let (mqtt, shm) = (
-            conn(w, TransportKind::Mqtt),
-            conn(w, TransportKind::SharedMemory),
-        );
-        inbound.attach(mqtt.clone());
-        inbound.attach(shm.clone());
+        let (inbound, mqtt, shm) = broker_and_shm(w);
         let mut got = Vec::new();
         for (c, seq) in [
             (&mqtt, 3),

@@ -57,27 +57,30 @@ impl Session {
         }
     }
 
-    /// Encodes `p` and writes it; false when the packet is larger than the
-    /// broker accepts. A broken connection is not an error here: the
-    /// `ferry-mqtt` thread notices it and reconnects.
-    fn write(&mut self, p: &Packet, b: &Broker) -> bool {
+    /// Encodes `p` and writes it to the connection, if there is one.
+    fn send(&mut self, p: &Packet) -> Sent {
         let Some(wire) = &self.wire else {
-            return true;
+            return Sent::Out(0);
         };
         self.buf.clear();
-        if p.write(&mut self.buf, self.max_out).is_err() {
-            return false;
+        if let Err(e) = p.write(&mut self.buf, self.max_out) {
+            return Sent::TooLarge(e.to_string());
         }
         match wire.write(&self.buf) {
-            Ok(0) => {}
-            // A backlog (or a broken socket): the thread takes over.
-            Ok(_) | Err(_) if !wire.mine() => {
-                let _ = b.waker.wake();
-            }
-            Ok(_) | Err(_) => {}
+            Ok(backlog) => Sent::Out(backlog),
+            Err(_) => Sent::Broken,
         }
-        true
     }
+}
+
+/// What became of a packet written to the connection.
+enum Sent {
+    /// Written; the backlog now waiting for the socket, bytes.
+    Out(usize),
+    /// Larger than the broker accepts (or otherwise unencodable).
+    TooLarge(String),
+    /// The connection broke: the `ferry-mqtt` thread reconnects.
+    Broken,
 }
 
 /// The CONNECT of runtime `me`: persistent session, keep-alive, packet size
@@ -113,33 +116,32 @@ impl Broker {
     /// Writes queued messages while the connection, the broker's window and
     /// the socket's backlog allow.
     pub(super) fn pump(&self, s: &mut Session) {
-        let Some(wire) = s.wire.clone() else {
+        let Some(wire) = &s.wire else {
             return;
         };
-        let mut backlog = wire.backlog();
-        while backlog < HIGH_WATER {
+        let mut sent = Sent::Out(wire.backlog());
+        while let Sent::Out(backlog) = sent {
+            if backlog >= HIGH_WATER {
+                break;
+            }
             let Some((pkid, m)) = s.out.take() else {
                 break;
             };
-            let p = publish_packet(pkid, m, false);
-            s.buf.clear();
-            if let Err(e) = p.write(&mut s.buf, s.max_out) {
+            sent = s.send(&publish_packet(pkid, m, false));
+            if let Sent::TooLarge(e) = &sent {
                 s.out.refused(pkid);
                 tracing::warn!("MQTT broker {}: message dropped: {e}", self.url);
-                continue;
-            }
-            match wire.write(&s.buf) {
-                Ok(n) => backlog = n,
-                Err(_) => {
-                    // Broken: the thread reconnects; it stays in flight.
-                    if !wire.mine() {
-                        let _ = self.waker.wake();
-                    }
-                    return;
-                }
+                sent = Sent::Out(backlog);
             }
         }
-        if backlog > 0 && !wire.mine() {
+        self.hand_over(s, &sent);
+    }
+
+    /// After a write from another thread left a backlog or found the
+    /// connection broken, the `ferry-mqtt` thread takes over.
+    fn hand_over(&self, s: &Session, sent: &Sent) {
+        let foreign = s.wire.as_ref().is_some_and(|w| !w.mine());
+        if foreign && matches!(sent, Sent::Out(1..) | Sent::Broken) {
             let _ = self.waker.wake();
         }
     }
@@ -156,12 +158,11 @@ impl Broker {
         };
         let mut p = Subscribe::new_many(filters, None);
         p.pkid = pkid;
-        if !s.write(&Packet::Subscribe(p), self) {
-            tracing::warn!(
-                "MQTT broker {}: SUBSCRIBE larger than the broker accepts",
-                self.url
-            );
+        let sent = s.send(&Packet::Subscribe(p));
+        if let Sent::TooLarge(e) = &sent {
+            tracing::warn!("MQTT broker {}: SUBSCRIBE not sent: {e}", self.url);
         }
+        self.hand_over(s, &sent);
     }
 
     /// One UNSUBSCRIBE for `topics` (when connected).
@@ -177,15 +178,16 @@ impl Broker {
             filters: topics,
             properties: None,
         };
-        s.write(&Packet::Unsubscribe(p), self);
+        let sent = s.send(&Packet::Unsubscribe(p));
+        self.hand_over(s, &sent);
     }
 
     /// A clean DISCONNECT (the broker then does not send the last will).
     pub(super) fn write_disconnect(&self, s: &mut Session) {
-        s.write(
-            &Packet::Disconnect(Disconnect::new(DisconnectReasonCode::NormalDisconnection)),
-            self,
-        );
+        let sent = s.send(&Packet::Disconnect(Disconnect::new(
+            DisconnectReasonCode::NormalDisconnection,
+        )));
+        self.hand_over(s, &sent);
     }
 
     /// The `ferry-mqtt` thread: connect, serve, reconnect with backoff
@@ -266,7 +268,7 @@ impl Broker {
                     Resend::Publish(pkid, m) => publish_packet(pkid, m, true),
                     Resend::Release(pkid) => Packet::PubRel(PubRel::new(pkid, None)),
                 };
-                s.write(&p, self);
+                s.send(&p);
             }
             let mut filters = vec![
                 Filter::new(format!("{}@disc/+", self.base), QoS::AtLeastOnce),

@@ -76,6 +76,7 @@ struct Tx {
     backlog: Vec<u8>,
     /// TLS: plaintext bytes handed to rustls since its records last all
     /// went out (what `backlog` measures there).
+    #[cfg(feature = "mqtt-tls")]
     tls_pending: usize,
     /// Set by the `ferry-mqtt` thread while it handles a batch of packets:
     /// its own writes (acks, a callback's publish) wait for `uncork`, which
@@ -177,6 +178,7 @@ impl Wire {
             tx: Mutex::new(Tx {
                 crypto,
                 backlog: Vec::new(),
+                #[cfg(feature = "mqtt-tls")]
                 tls_pending: 0,
                 corked: false,
             }),
@@ -206,6 +208,7 @@ impl Wire {
         let Tx {
             crypto,
             backlog,
+            #[cfg(feature = "mqtt-tls")]
             tls_pending,
             ..
         } = &mut *tx;
