@@ -192,7 +192,7 @@ impl Broker {
 
     /// The `ferry-mqtt` thread: connect, serve, reconnect with backoff
     /// (100 ms doubling to 5 s, ±20 % jitter; at once after a connection
-    /// that worked) until `shutdown`.
+    /// that lasted a second or more) until `shutdown`.
     pub(super) fn run(&self, mut poll: Poll) {
         let owner = super::wire::serve_here(self);
         let mut events = Events::with_capacity(64);
@@ -202,10 +202,14 @@ impl Broker {
             let why = match Wire::dial(&self.dial, &self.connect, owner) {
                 Ok((wire, ack, reader)) => match refused(&ack) {
                     None => {
-                        backoff = Duration::from_millis(100);
+                        let since = Instant::now();
                         match self.serve(&mut poll, &mut events, wire, &ack, reader) {
                             Ok(()) => break,
+                            // A broker that drops every connection at once
+                            // gets the backoff, not a reconnect loop.
+                            Err(why) if since.elapsed() < Duration::from_secs(1) => why,
                             Err(why) => {
+                                backoff = Duration::from_millis(100);
                                 self.on_failure(why);
                                 continue;
                             }
