@@ -418,3 +418,43 @@ fn a_refused_connection_says_why() {
     }
     t.join().unwrap();
 }
+
+#[test]
+fn a_request_cannot_point_replies_at_another_topic() {
+    let fake = Fake::new();
+    let n = node("service_side", config(fake.port, 30));
+    let mut c = fake.accept(Duration::from_secs(5)).expect("connects");
+    c.connack(None, false);
+    eventually("connected", || n.broker_state().unwrap().connected);
+    let me = n.broker_state().unwrap();
+    let garbage = me.garbage;
+    let request = |reply_to: &str| {
+        use rumqttc::v5::mqttbytes::v5::PublishProperties;
+        Packet::Publish(Publish {
+            dup: false,
+            qos: QoS::AtMostOnce,
+            retain: false,
+            topic: format!("ferry/{DOMAIN}/@req/ab/9").into(),
+            pkid: 0,
+            payload: bytes::Bytes::from_static(b"\0\x01\0\0"),
+            properties: Some(PublishProperties {
+                response_topic: Some(reply_to.into()),
+                correlation_data: Some(bytes::Bytes::from_static(&[1, 0, 0, 0, 0, 0, 0, 0])),
+                user_properties: vec![("ferry".into(), "cd.4".into())],
+                ..Default::default()
+            }),
+        })
+    };
+    // A response topic other than the client's own reply topic: refused,
+    // counted as garbage.
+    c.send(request(DATA));
+    eventually("counted as garbage", || {
+        n.broker_state().unwrap().garbage == garbage + 1
+    });
+    // The client's own reply topic is accepted (no such service here: no
+    // reply, and nothing counted).
+    c.send(request(&format!("ferry/{DOMAIN}/@rep/cd/4")));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(n.broker_state().unwrap().garbage, garbage + 1);
+    assert!(c.next_sample(Duration::from_millis(300)).is_none());
+}

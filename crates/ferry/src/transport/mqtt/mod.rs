@@ -575,7 +575,17 @@ impl Broker {
             let service = parse_path(to)?;
             let client = parse_endpoint(user_prop(props, meta::KEY)?)?;
             let pr = props.as_ref()?;
-            let reply_to = Bytes::from(pr.response_topic.clone()?);
+            // Replies go only to the calling client's own reply topic, never
+            // where a request's response topic points otherwise.
+            let reply_to = pr.response_topic.as_deref()?;
+            let own = reply_to
+                .strip_prefix(self.base.as_str())
+                .and_then(|t| t.strip_prefix("@rep/"))
+                .and_then(parse_path);
+            if own != Some(client) {
+                return None;
+            }
+            let reply_to = Bytes::copy_from_slice(reply_to.as_bytes());
             let id: [u8; 8] = pr.correlation_data.as_ref()?.as_ref().try_into().ok()?;
             Some((service, client, reply_to, u64::from_le_bytes(id)))
         })();
