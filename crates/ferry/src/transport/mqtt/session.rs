@@ -25,7 +25,7 @@ use rumqttc::v5::mqttbytes::v5::{
 use rumqttc::v5::mqttbytes::QoS;
 
 use super::outbox::{Outbox, Resend};
-use super::wire::{PacketReader, Wire};
+use super::wire::{packet_kind, PacketReader, Wire};
 use super::Broker;
 use crate::config::mqtt::MqttConfig;
 
@@ -549,26 +549,5 @@ fn lost(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::UnexpectedEof => "the broker closed the connection".into(),
         _ => format!("connection lost: {e}"),
-    }
-}
-
-/// A packet's type, for errors (not its contents).
-fn packet_kind(p: &Packet) -> &'static str {
-    match p {
-        Packet::Auth(_) => "AUTH",
-        Packet::Connect(..) => "CONNECT",
-        Packet::ConnAck(_) => "CONNACK",
-        Packet::Publish(_) => "PUBLISH",
-        Packet::PubAck(_) => "PUBACK",
-        Packet::PingReq(_) => "PINGREQ",
-        Packet::PingResp(_) => "PINGRESP",
-        Packet::Subscribe(_) => "SUBSCRIBE",
-        Packet::SubAck(_) => "SUBACK",
-        Packet::PubRec(_) => "PUBREC",
-        Packet::PubRel(_) => "PUBREL",
-        Packet::PubComp(_) => "PUBCOMP",
-        Packet::Unsubscribe(_) => "UNSUBSCRIBE",
-        Packet::UnsubAck(_) => "UNSUBACK",
-        Packet::Disconnect(_) => "DISCONNECT",
     }
 }

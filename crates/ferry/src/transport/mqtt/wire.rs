@@ -156,7 +156,7 @@ impl Wire {
             if let Some(p) = reader.next().map_err(|e| io("reading CONNACK", e))? {
                 break match p {
                     Packet::ConnAck(a) => a,
-                    other => return Err(format!("expected CONNACK, got {other:?}")),
+                    other => return Err(format!("expected CONNACK, got {}", packet_kind(&other))),
                 };
             }
             let n = crypto
@@ -409,6 +409,27 @@ impl Crypto {
             ));
         }
         Ok(n)
+    }
+}
+
+/// A packet's type, for errors (not its contents).
+pub(crate) fn packet_kind(p: &Packet) -> &'static str {
+    match p {
+        Packet::Auth(_) => "AUTH",
+        Packet::Connect(..) => "CONNECT",
+        Packet::ConnAck(_) => "CONNACK",
+        Packet::Publish(_) => "PUBLISH",
+        Packet::PubAck(_) => "PUBACK",
+        Packet::PingReq(_) => "PINGREQ",
+        Packet::PingResp(_) => "PINGRESP",
+        Packet::Subscribe(_) => "SUBSCRIBE",
+        Packet::SubAck(_) => "SUBACK",
+        Packet::PubRec(_) => "PUBREC",
+        Packet::PubRel(_) => "PUBREL",
+        Packet::PubComp(_) => "PUBCOMP",
+        Packet::Unsubscribe(_) => "UNSUBSCRIBE",
+        Packet::UnsubAck(_) => "UNSUBACK",
+        Packet::Disconnect(_) => "DISCONNECT",
     }
 }
 
