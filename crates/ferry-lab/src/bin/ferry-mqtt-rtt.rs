@@ -588,6 +588,9 @@ fn measure(configs: &[&str], port: u16, trials: usize, rate: f64, echoes: bool) 
         let _ = c.kill();
         let _ = c.wait();
     }
+    // The killed roles (the bridge and its robot use shared memory) could not unlink
+    // their segments; those of dead processes are swept, as `ferry shm gc` does.
+    ferry_shm::sweep_stale();
     out
 }
 
@@ -866,6 +869,7 @@ fn lab(
         let _ = p.kill();
         let _ = p.wait();
     }
+    ferry_shm::sweep_stale(); // the killed robot side's segments (see `measure`)
     let _ = std::fs::remove_dir_all(&dir);
     mosq_cleanup();
     drop(lab);
