@@ -65,6 +65,15 @@ impl Fake {
         }
         None
     }
+
+    /// Accepts `n`'s connection, answers CONNACK (with this Receive
+    /// Maximum, if any) and waits until `n` reports itself connected.
+    fn connected(&self, n: &Node, receive_max: Option<u16>) -> Conn {
+        let mut c = self.accept(Duration::from_secs(5)).expect("connects");
+        c.connack(receive_max, false);
+        eventually("connected", || n.broker_state().unwrap().connected);
+        c
+    }
 }
 
 impl Conn {
@@ -233,9 +242,7 @@ fn a_broker_that_stops_reading_never_blocks_a_publisher() {
     cfg.mqtt.as_mut().unwrap().offline_queue_bytes = 4 << 20;
     cfg.keep_all_block_ms = 200;
     let n = node("stuck", cfg);
-    let mut c = fake.accept(Duration::from_secs(5)).expect("connects");
-    c.connack(None, false);
-    eventually("connected", || n.broker_state().unwrap().connected);
+    let mut c = fake.connected(&n, None);
     // The broker reads nothing from now on: its socket buffers fill up.
     let best = n
         .publisher::<RawBytes>("/cloud/x")
@@ -291,9 +298,7 @@ fn a_broker_that_stops_reading_never_blocks_a_publisher() {
 fn the_brokers_receive_maximum_bounds_what_is_in_flight() {
     let fake = Fake::new();
     let n = node("window", config(fake.port, 30));
-    let mut c = fake.accept(Duration::from_secs(5)).expect("connects");
-    c.connack(Some(3), false);
-    eventually("connected", || n.broker_state().unwrap().connected);
+    let mut c = fake.connected(&n, Some(3));
     let p = n.publisher::<RawBytes>("/cloud/x").build().unwrap();
     for i in 0..20u8 {
         p.publish(RawBytes(vec![i].into())).unwrap();
@@ -362,9 +367,7 @@ fn a_silent_broker_is_noticed_by_keep_alive() {
 fn what_was_in_flight_is_resent_under_its_packet_ids_after_a_reconnect() {
     let fake = Fake::new();
     let n = node("resend", config(fake.port, 30));
-    let mut c = fake.accept(Duration::from_secs(5)).expect("connects");
-    c.connack(None, false);
-    eventually("connected", || n.broker_state().unwrap().connected);
+    let mut c = fake.connected(&n, None);
     let p = n.publisher::<RawBytes>("/cloud/x").build().unwrap();
     for i in 0..5u8 {
         p.publish(RawBytes(vec![i].into())).unwrap();
@@ -423,9 +426,7 @@ fn a_refused_connection_says_why() {
 fn a_request_cannot_point_replies_at_another_topic() {
     let fake = Fake::new();
     let n = node("service_side", config(fake.port, 30));
-    let mut c = fake.accept(Duration::from_secs(5)).expect("connects");
-    c.connack(None, false);
-    eventually("connected", || n.broker_state().unwrap().connected);
+    let mut c = fake.connected(&n, None);
     let me = n.broker_state().unwrap();
     let garbage = me.garbage;
     let request = |reply_to: &str| {
