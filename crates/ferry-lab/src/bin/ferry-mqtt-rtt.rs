@@ -869,7 +869,6 @@ fn lab(
         let _ = p.kill();
         let _ = p.wait();
     }
-    ferry_shm::sweep_stale(); // the killed robot side's segments (see `measure`)
     let _ = std::fs::remove_dir_all(&dir);
     mosq_cleanup();
     drop(lab);
