@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use ferry_discovery::matching::{match_endpoints, Incompatibility, MatchOutcome};
+use ferry_conn::{Action, LocalOptions, Table};
 use ferry_discovery::{Discovery, Event as DiscEvent, LeaveReason};
 use ferry_wire::beacon::{EndpointRecord, NodeRecord, ParticipantInfo, Record};
 use ferry_wire::{EndpointId, EndpointKind, Locator, ParticipantId, TransportKind};
@@ -17,12 +17,12 @@ use parking_lot::Mutex;
 
 use crate::config::Config;
 use crate::error::BuildError;
-use crate::event::{EventQueue, PortEvent, UnmatchReason};
+use crate::event::{EventQueue, PortEvent};
 use crate::graph::{Graph, GraphEndpoint, GraphNode};
 use crate::transport::intra::IntraTransport;
 use crate::transport::tcp::TcpTransport;
 use crate::transport::udp::{UdpSettings, UdpShared, UdpTransport};
-use crate::transport::{self, ConnectRequest, Link, PeerInfo, ReplySink, Transport};
+use crate::transport::{ConnectRequest, Link, PeerInfo, ReplySink, RouteOf, Transport};
 
 /// A local writer (publisher or client) as the runtime sees it.
 pub(crate) trait WriterPort: Send + Sync {
@@ -53,24 +53,9 @@ struct LocalReader {
     port: Weak<dyn ReaderPort>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PairState {
-    Connecting,
-    Connected(TransportKind),
-    /// Connect failed; retry after this instant.
-    Failed(Instant),
-    /// Remote writer → local reader: nothing to do but remember.
-    Matched,
-    Incompatible,
-    /// The reader's lease expired but the link is a datagram stream that
-    /// survives outages: kept (silent, probing, history bounded) until this
-    /// instant; resumes if the same reader comes back.
-    Suspended(Instant),
-}
-
 /// How long a UDP connection outlives its reader's lease, waiting for the
 /// link to come back (the seed paper's outages last 10–20 s).
-pub const OUTAGE_GRACE: Duration = Duration::from_secs(120);
+pub use ferry_conn::OUTAGE_GRACE;
 
 /// Mutable state under one lock.
 pub(crate) struct Core {
@@ -78,7 +63,8 @@ pub(crate) struct Core {
     nodes: BTreeMap<u32, NodeRecord>,
     writers: HashMap<u32, LocalWriter>,
     readers: HashMap<u32, LocalReader>,
-    pairs: HashMap<(EndpointId, EndpointId), PairState>,
+    /// Every pair of a local port with a peer: matching, paths, outages.
+    table: Table,
 }
 
 /// State shared by the API threads and the I/O thread.
@@ -282,6 +268,11 @@ impl Runtime {
             dcfg.static_peers.extend(cfg.peer_addrs_of(p)?);
         }
         let discovery = Discovery::new(dcfg, Instant::now());
+        let routes = transports
+            .iter()
+            .map(|t| Arc::new(RouteOf(t.clone())) as Arc<dyn ferry_conn::Route>)
+            .collect();
+        let table = Table::new(local.clone(), routes);
         let shared = Arc::new(Shared {
             id,
             cfg,
@@ -291,7 +282,7 @@ impl Runtime {
                 nodes: BTreeMap::new(),
                 writers: HashMap::new(),
                 readers: HashMap::new(),
-                pairs: HashMap::new(),
+                table,
             }),
             transports,
             shm,
@@ -383,21 +374,40 @@ impl Shared {
     pub fn add_writer(self: &Arc<Self>, record: EndpointRecord, port: Weak<dyn WriterPort>) {
         {
             let mut core = self.core.lock();
+            let opts = self.local_options(&record);
+            core.table.add_local(record.clone(), opts, Instant::now());
             core.writers
                 .insert(record.entity, LocalWriter { record, port });
             self.publish_records(&mut core);
         }
-        self.rematch(&HashSet::new());
+        self.drive();
     }
 
     pub fn add_reader(self: &Arc<Self>, record: EndpointRecord, port: Weak<dyn ReaderPort>) {
         {
             let mut core = self.core.lock();
-            core.readers
-                .insert(record.entity, LocalReader { record, port });
+            let opts = self.local_options(&record);
+            core.readers.insert(
+                record.entity,
+                LocalReader {
+                    record: record.clone(),
+                    port,
+                },
+            );
+            core.table.add_local(record, opts, Instant::now());
             self.publish_records(&mut core);
         }
-        self.rematch(&HashSet::new());
+        self.drive();
+    }
+
+    /// How the config lets a local port be connected: a `[[topics]]` pin,
+    /// and whether a publisher may reach broker-only readers (cloud scope).
+    fn local_options(&self, record: &EndpointRecord) -> LocalOptions {
+        LocalOptions {
+            pin: self.cfg.pinned_transport(&record.topic),
+            broker_ok: record.kind != EndpointKind::Publisher
+                || self.cfg.topic_scope(&record.topic) == crate::config::mqtt::Scope::Cloud,
+        }
     }
 
     pub fn remove_endpoint(self: &Arc<Self>, entity: u32) {
@@ -409,11 +419,12 @@ impl Shared {
         }
         {
             let mut core = self.core.lock();
+            core.table.remove_local(entity, Instant::now());
             core.writers.remove(&entity);
             core.readers.remove(&entity);
             self.publish_records(&mut core);
         }
-        self.rematch(&HashSet::new());
+        self.drive();
     }
 
     /// Whether source timestamps of `p` are from our clock (same host).
@@ -427,31 +438,14 @@ impl Shared {
                 .is_some_and(|rp| rp.info.host_id == self.local.host_id)
     }
 
-    /// A writer's connection broke: forget the pair so it reconnects if
-    /// the reader is still there.
-    pub fn link_lost(&self, writer: EndpointId, reader: EndpointId) {
-        let port = {
-            let mut core = self.core.lock();
-            // Only a connection that was live counts as lost; one closed on
-            // purpose (unmatched, port dropped) is already forgotten.
-            if !matches!(
-                core.pairs.get(&(writer, reader)),
-                Some(PairState::Connected(_))
-            ) {
-                return;
-            }
-            core.pairs.remove(&(writer, reader));
-            core.writers
-                .get(&writer.entity)
-                .and_then(|w| w.port.upgrade())
-        };
-        if let Some(p) = port {
-            p.remove_link(reader);
-            p.events().push(PortEvent::Unmatched {
-                remote: reader,
-                reason: UnmatchReason::ConnectionLost,
-            });
-        }
+    /// A writer's connection broke: the writer drops it and the pair
+    /// connects again if the reader is still there.
+    pub fn link_lost(self: &Arc<Self>, writer: EndpointId, reader: EndpointId) {
+        self.core
+            .lock()
+            .table
+            .link_lost(writer, reader, Instant::now());
+        self.drive();
     }
 
     /// Called by the I/O thread with new discovery events and on each tick.
@@ -461,32 +455,62 @@ impl Shared {
                 self.link_lost(w, r);
             }
         }
-        let mut expired = HashSet::new();
-        for e in &events {
-            match e {
-                DiscEvent::ParticipantLeft { id, reason }
-                    if *reason == LeaveReason::LeaseExpired =>
-                {
-                    expired.insert(*id);
-                    tracing::info!("participant {id} expired (silent past its lease)");
-                    #[cfg(feature = "mqtt")]
-                    if let Some(b) = &self.mqtt {
-                        b.forget(*id);
+        if !events.is_empty() || housekeeping {
+            let now = Instant::now();
+            let mut core = self.core.lock();
+            let core = &mut *core;
+            // Discovery says a departing peer's endpoints left before the
+            // peer itself: they leave with it, for its reason.
+            let leaving: HashSet<ParticipantId> = events
+                .iter()
+                .filter_map(|e| match e {
+                    DiscEvent::ParticipantLeft { id, .. } => Some(*id),
+                    _ => None,
+                })
+                .collect();
+            for e in events {
+                match e {
+                    DiscEvent::ParticipantJoined(id) => {
+                        tracing::debug!("participant {id} joined");
+                        if let Some(rp) = core.discovery.participant_info(id) {
+                            core.table.peer_up(peer_info(rp), now);
+                        }
                     }
-                }
-                DiscEvent::ParticipantJoined(id) => tracing::debug!("participant {id} joined"),
-                #[cfg(feature = "mqtt")]
-                DiscEvent::ParticipantLeft { id, .. } => {
-                    if let Some(b) = &self.mqtt {
-                        b.forget(*id);
+                    DiscEvent::ParticipantLeft { id, reason } => {
+                        if reason == LeaveReason::LeaseExpired {
+                            tracing::info!("participant {id} expired (silent past its lease)");
+                        }
+                        #[cfg(feature = "mqtt")]
+                        if let Some(b) = &self.mqtt {
+                            b.forget(id);
+                        }
+                        core.table.peer_left(id, reason, now);
                     }
+                    DiscEvent::EndpointJoined {
+                        participant,
+                        endpoint,
+                    } => {
+                        if core.table.peer(participant).is_none() {
+                            if let Some(rp) = core.discovery.participant_info(participant) {
+                                core.table.peer_up(peer_info(rp), now);
+                            }
+                        }
+                        core.table.endpoint_up(participant, endpoint, now);
+                    }
+                    DiscEvent::EndpointLeft {
+                        participant,
+                        endpoint,
+                    } if !leaving.contains(&participant) => {
+                        core.table.endpoint_left(participant, endpoint.entity, now);
+                    }
+                    DiscEvent::EndpointLeft { .. } => {}
                 }
-                _ => {}
+            }
+            if core.table.poll_timeout().is_some_and(|t| t <= now) {
+                core.table.handle_timeout(now);
             }
         }
-        if !events.is_empty() || housekeeping {
-            self.rematch(&expired);
-        }
+        self.drive();
         if housekeeping {
             let now = Instant::now();
             let (ws, rs): (Vec<_>, Vec<_>) = {
@@ -511,345 +535,161 @@ impl Shared {
         }
     }
 
-    /// Recomputes matches between every local port and every known endpoint,
-    /// opening connections for new matches and closing vanished ones.
-    fn rematch(self: &Arc<Self>, expired: &HashSet<ParticipantId>) {
-        let now = Instant::now();
-        let mut connects = Vec::new();
-        let mut notes: Vec<(PortRef, PortEvent)> = Vec::new();
-        let mut unlinks: Vec<(Arc<dyn WriterPort>, EndpointId)> = Vec::new();
-        let mut forget: Vec<EndpointId> = Vec::new();
-        {
-            let mut guard = self.core.lock();
-            let core = &mut *guard;
-            // Every endpoint we know: (id, record, peer info).
-            let mut all: Vec<(EndpointId, &EndpointRecord, PeerInfo)> = Vec::new();
-            for w in core.writers.values() {
-                all.push((self.eid(w.record.entity), &w.record, self.local.clone()));
-            }
-            for r in core.readers.values() {
-                all.push((self.eid(r.record.entity), &r.record, self.local.clone()));
-            }
-            for rp in core.discovery.participants() {
-                let peer = PeerInfo {
-                    participant: rp.id,
-                    host_id: rp.info.host_id,
-                    net_id: rp.info.net_id,
-                    pid: rp.info.pid,
-                    locators: rp.info.locators.clone(),
-                    direct: rp.direct,
-                };
-                for e in rp.endpoints.values() {
-                    all.push((
-                        EndpointId {
-                            participant: rp.id,
-                            entity: e.entity,
-                        },
-                        e,
-                        peer.clone(),
-                    ));
-                }
-            }
-            let mut live: HashSet<(EndpointId, EndpointId)> = HashSet::new();
-            for (wid, wrec, _) in all.iter().filter(|(_, r, _)| is_writer(r.kind)) {
-                for (rid, rrec, rpeer) in all.iter().filter(|(_, r, _)| !is_writer(r.kind)) {
-                    let local_w = wid.participant == self.id;
-                    let local_r = rid.participant == self.id;
-                    if !local_w && !local_r {
-                        continue;
-                    }
-                    let key = (*wid, *rid);
-                    let outcome = match_endpoints(wrec, rrec);
-                    if outcome == MatchOutcome::Unrelated {
-                        continue;
-                    }
-                    live.insert(key);
-                    let state = core.pairs.get(&key).copied();
-                    match outcome {
-                        MatchOutcome::Incompatible(why) => {
-                            if state != Some(PairState::Incompatible) {
-                                core.pairs.insert(key, PairState::Incompatible);
-                                tracing::warn!(
-                                    "{} → {} on `{}` not connected: {why}",
-                                    wid,
-                                    rid,
-                                    wrec.topic
-                                );
-                                let ev = |remote| incompat_event(remote, &why);
-                                if local_w {
-                                    notes.push((PortRef::W(wid.entity), ev(*rid)));
-                                }
-                                if local_r {
-                                    notes.push((PortRef::R(rid.entity), ev(*wid)));
-                                }
-                            }
-                        }
-                        MatchOutcome::Matched
-                            if local_w && matches!(state, Some(PairState::Suspended(_))) =>
-                        {
-                            // The reader is back after an outage: same stream, history flows.
-                            core.pairs
-                                .insert(key, PairState::Connected(TransportKind::Udp));
-                            notes.push((
-                                PortRef::W(wid.entity),
-                                PortEvent::Matched {
-                                    remote: *rid,
-                                    transport: Some(TransportKind::Udp),
-                                },
-                            ));
-                            tracing::info!("{wid} → {rid}: reader back; resuming the UDP stream");
-                        }
-                        MatchOutcome::Matched if local_w => {
-                            let retry = matches!(state, Some(PairState::Failed(t)) if t <= now);
-                            // Met through the broker first, heard directly
-                            // since: move to the direct path if there is one.
-                            let upgrade = state == Some(PairState::Connected(TransportKind::Mqtt))
-                                && rpeer.direct;
-                            if state.is_none()
-                                || state == Some(PairState::Incompatible)
-                                || retry
-                                || upgrade
-                            {
-                                let pin = wrec
-                                    .qos
-                                    .transport
-                                    .or(rrec.qos.transport)
-                                    .or_else(|| self.cfg.pinned_transport(&wrec.topic));
-                                let chosen = transport::select(
-                                    &self.transports,
-                                    pin,
-                                    wrec.kind,
-                                    &self.local,
-                                    rpeer,
-                                )
-                                .filter(|t| {
-                                    // Samples reach a broker-only reader on the
-                                    // writer's one broker link: cloud scope only.
-                                    t.kind() != TransportKind::Mqtt
-                                        || wrec.kind != EndpointKind::Publisher
-                                        || self.cfg.topic_scope(&wrec.topic)
-                                            == crate::config::mqtt::Scope::Cloud
-                                })
-                                .filter(|t| !upgrade || t.kind() != TransportKind::Mqtt);
-                                match chosen {
-                                    Some(t) => {
-                                        core.pairs.insert(key, PairState::Connecting);
-                                        let port = core
-                                            .writers
-                                            .get(&wid.entity)
-                                            .and_then(|w| w.port.upgrade());
-                                        if let Some(port) = port {
-                                            if upgrade {
-                                                tracing::info!(
-                                                    "{wid} → {rid}: peer now heard directly; leaving the broker for {}",
-                                                    t.kind()
-                                                );
-                                                unlinks.push((port.clone(), *rid));
-                                            }
-                                            connects.push((
-                                                t,
-                                                port,
-                                                *wid,
-                                                wrec.kind,
-                                                *rid,
-                                                wrec.topic.clone(),
-                                                wrec.qos,
-                                                rpeer.clone(),
-                                            ));
-                                        }
-                                    }
-                                    None if upgrade => {} // stays on the broker
-                                    None => {
-                                        if state.is_none() {
-                                            tracing::warn!("{wid} → {rid} on `{}`: no transport reaches the peer (pinned: {pin:?})", wrec.topic);
-                                        }
-                                        core.pairs.insert(
-                                            key,
-                                            PairState::Failed(now + Duration::from_secs(1)),
-                                        );
-                                    }
-                                }
-                            }
-                            if local_r && state.is_none() {
-                                // Reader side of a same-runtime pair.
-                                notes.push((
-                                    PortRef::Rm(rid.entity, *wid),
-                                    PortEvent::Matched {
-                                        remote: *wid,
-                                        transport: None,
-                                    },
-                                ));
-                            }
-                        }
-                        MatchOutcome::Matched => {
-                            // Remote writer, local reader.
-                            if state.is_none() || state == Some(PairState::Incompatible) {
-                                core.pairs.insert(key, PairState::Matched);
-                                notes.push((
-                                    PortRef::Rm(rid.entity, *wid),
-                                    PortEvent::Matched {
-                                        remote: *wid,
-                                        transport: None,
-                                    },
-                                ));
-                            }
-                        }
-                        MatchOutcome::Unrelated => {}
+    /// Carries out what the connection table decided: takes its actions out
+    /// under the lock, resolves the ports they name, and acts on them after
+    /// releasing it (port code never runs under the runtime lock).
+    fn drive(self: &Arc<Self>) {
+        loop {
+            let mut work = Vec::new();
+            {
+                let mut core = self.core.lock();
+                while let Some(action) = core.table.poll_action() {
+                    if let Some(w) = self.resolve(&core, action) {
+                        work.push(w);
                     }
                 }
             }
-            // Pairs whose endpoints are gone.
-            let gone: Vec<((EndpointId, EndpointId), PairState)> = core
-                .pairs
-                .iter()
-                .filter(|(k, _)| !live.contains(k))
-                .map(|(k, s)| (*k, *s))
-                .collect();
-            for ((w, r), state) in gone {
-                let reason_for = |p: ParticipantId| {
-                    if expired.contains(&p) {
-                        UnmatchReason::LeaseExpired
-                    } else {
-                        UnmatchReason::Withdrawn
-                    }
-                };
-                match state {
-                    PairState::Suspended(until) if until > now => continue,
-                    PairState::Connected(TransportKind::Udp)
-                        if w.participant == self.id
-                            && reason_for(r.participant) == UnmatchReason::LeaseExpired =>
-                    {
-                        // An outage, not a departure: keep the stream and its history.
-                        core.pairs
-                            .insert((w, r), PairState::Suspended(now + OUTAGE_GRACE));
-                        notes.push((
-                            PortRef::W(w.entity),
-                            PortEvent::Unmatched {
-                                remote: r,
-                                reason: UnmatchReason::LeaseExpired,
-                            },
-                        ));
-                        tracing::info!("{w} → {r}: reader unreachable; keeping the UDP stream for {OUTAGE_GRACE:?}");
-                        continue;
-                    }
+            if work.is_empty() {
+                return;
+            }
+            for w in work {
+                self.act(w);
+            }
+        }
+    }
+
+    /// What one table action needs from the runtime, found under the lock.
+    fn resolve(&self, core: &Core, action: Action) -> Option<Work> {
+        let writer_port = |w: EndpointId| {
+            core.writers
+                .get(&w.entity)
+                .filter(|_| w.participant == self.id)
+                .and_then(|x| x.port.upgrade())
+        };
+        Some(match action {
+            Action::Connect {
+                writer,
+                reader,
+                transport,
+                replaces,
+            } => {
+                let port = writer_port(writer)?;
+                let wrec = core.table.endpoint(writer)?;
+                let remote = core.table.peer(reader.participant)?.clone();
+                let t = self
+                    .transports
+                    .iter()
+                    .find(|t| t.kind() == transport)?
+                    .clone();
+                if let Some(old) = replaces {
+                    tracing::info!("{writer} → {reader}: peer now heard directly; leaving {old} for {transport}");
+                }
+                Work::Connect(
+                    t,
+                    ConnectRequest {
+                        writer,
+                        writer_kind: wrec.kind,
+                        reader,
+                        topic: wrec.topic.clone(),
+                        qos: wrec.qos,
+                        remote,
+                        reply_sink: port.clone().reply_sink(),
+                    },
+                    port,
+                )
+            }
+            Action::Unlink { writer, reader } => Work::Unlink(writer_port(writer)?, reader),
+            Action::Notify { port, event } => {
+                if let PortEvent::IncompatibleQos { remote, .. }
+                | PortEvent::IncompatibleType { remote, .. } = &event
+                {
+                    let topic = core.table.endpoint(port).map(|e| e.topic.as_str());
+                    tracing::warn!(
+                        "{port} and {remote} on `{}` not connected: {event:?}",
+                        topic.unwrap_or("?")
+                    );
+                }
+                if let Some(w) = writer_port(port) {
+                    Work::NotifyWriter(w, event)
+                } else {
+                    let r = core
+                        .readers
+                        .get(&port.entity)
+                        .filter(|_| port.participant == self.id)
+                        .and_then(|x| x.port.upgrade())?;
+                    Work::NotifyReader(r, event)
+                }
+            }
+            Action::ForgetWriter { writer } => Work::ForgetWriter(writer),
+            Action::NoPath {
+                writer,
+                reader,
+                pinned,
+            } => {
+                let topic = core.table.endpoint(writer).map(|e| e.topic.as_str());
+                tracing::warn!(
+                    "{writer} → {reader} on `{}`: no transport reaches the peer (pinned: {pinned:?})",
+                    topic.unwrap_or("?")
+                );
+                return None;
+            }
+            Action::Suspended { writer, reader, .. } => {
+                tracing::info!(
+                    "{writer} → {reader}: reader unreachable; keeping the UDP stream for {:?}",
+                    ferry_conn::OUTAGE_GRACE
+                );
+                return None;
+            }
+        })
+    }
+
+    fn act(self: &Arc<Self>, work: Work) {
+        match work {
+            Work::Unlink(port, reader) => port.remove_link(reader),
+            Work::NotifyWriter(port, event) => port.events().push(event),
+            Work::NotifyReader(port, event) => {
+                match &event {
+                    PortEvent::Matched { remote, .. } => port.set_matched(*remote, true),
+                    PortEvent::Unmatched { remote, .. } => port.set_matched(*remote, false),
                     _ => {}
                 }
-                core.pairs.remove(&(w, r));
-                if state == PairState::Incompatible
-                    || matches!(state, PairState::Suspended(_)) && w.participant != self.id
-                {
-                    continue;
-                }
-                if let PairState::Suspended(_) = state {
-                    // Grace over: the reader never came back.
-                    if let Some(port) = core.writers.get(&w.entity).and_then(|x| x.port.upgrade()) {
-                        unlinks.push((port, r));
-                    }
-                    continue;
-                }
-                if w.participant == self.id {
-                    if let Some(port) = core.writers.get(&w.entity).and_then(|x| x.port.upgrade()) {
-                        unlinks.push((port, r));
-                        notes.push((
-                            PortRef::W(w.entity),
-                            PortEvent::Unmatched {
-                                remote: r,
-                                reason: reason_for(r.participant),
-                            },
-                        ));
-                    }
-                }
-                // A writer that only went silent may come back on the same stream.
-                if r.participant == self.id
-                    && w.participant != self.id
-                    && reason_for(w.participant) == UnmatchReason::Withdrawn
-                {
-                    forget.push(w);
-                }
-                if r.participant == self.id {
-                    notes.push((
-                        PortRef::Ru(r.entity, w),
-                        PortEvent::Unmatched {
-                            remote: w,
-                            reason: reason_for(w.participant),
-                        },
-                    ));
-                }
+                port.events().push(event);
             }
-            // Deliver notes while we can still resolve ports.
-            for (target, ev) in notes.drain(..) {
-                match target {
-                    PortRef::W(e) => {
-                        if let Some(p) = core.writers.get(&e).and_then(|x| x.port.upgrade()) {
-                            p.events().push(ev);
+            Work::ForgetWriter(w) => self.udp.forget_writer(w),
+            Work::Connect(t, req, port) => {
+                let me = self.clone();
+                let in_process = t.kind() == TransportKind::InProcess;
+                let run = move || {
+                    let (wid, rid) = (req.writer, req.reader);
+                    let result = t.connect(req);
+                    let now = Instant::now();
+                    match result {
+                        Ok(link) => {
+                            let kind = link.transport();
+                            if me.core.lock().table.connected(wid, rid, kind) {
+                                tracing::debug!("{wid} → {rid} connected over {kind}");
+                                port.add_link(link);
+                            } else {
+                                link.close();
+                            }
                         }
-                    }
-                    PortRef::R(e) => {
-                        if let Some(p) = core.readers.get(&e).and_then(|x| x.port.upgrade()) {
-                            p.events().push(ev);
-                        }
-                    }
-                    PortRef::Rm(e, w) | PortRef::Ru(e, w) => {
-                        if let Some(p) = core.readers.get(&e).and_then(|x| x.port.upgrade()) {
-                            p.set_matched(w, matches!(target, PortRef::Rm(..)));
-                            p.events().push(ev);
-                        }
-                    }
-                }
-            }
-        }
-        for (port, r) in unlinks {
-            port.remove_link(r);
-        }
-        for w in forget {
-            self.udp.forget_writer(w);
-        }
-        for (t, port, wid, kind, rid, topic, qos, peer) in connects {
-            let me = self.clone();
-            let req = ConnectRequest {
-                writer: wid,
-                writer_kind: kind,
-                reader: rid,
-                topic,
-                qos,
-                remote: peer,
-                reply_sink: port.clone().reply_sink(),
-            };
-            let in_process = t.kind() == TransportKind::InProcess;
-            let run = move || {
-                let result = t.connect(req);
-                let mut core = me.core.lock();
-                let still = core.pairs.get(&(wid, rid)) == Some(&PairState::Connecting);
-                match result {
-                    Ok(link) if still => {
-                        let kind = link.transport();
-                        core.pairs.insert((wid, rid), PairState::Connected(kind));
-                        drop(core);
-                        tracing::debug!("{wid} → {rid} connected over {kind}");
-                        port.add_link(link);
-                        port.events().push(PortEvent::Matched {
-                            remote: rid,
-                            transport: Some(kind),
-                        });
-                    }
-                    Ok(link) => link.close(),
-                    Err(e) => {
-                        if still {
-                            tracing::warn!("{wid} → {rid}: {e}; retrying in 1 s");
-                            core.pairs.insert(
-                                (wid, rid),
-                                PairState::Failed(Instant::now() + Duration::from_secs(1)),
+                        Err(e) => {
+                            tracing::warn!(
+                                "{wid} → {rid}: {e}; retrying in {:?}",
+                                ferry_conn::RETRY_AFTER
                             );
+                            me.core.lock().table.connect_failed(wid, rid, now);
                         }
                     }
+                    me.drive();
+                };
+                if in_process {
+                    run(); // never blocks: connect synchronously so data flows at once
+                } else {
+                    let _ = std::thread::Builder::new()
+                        .name("ferry-connect".into())
+                        .spawn(run);
                 }
-            };
-            if in_process {
-                run(); // never blocks: connect synchronously so data flows at once
-            } else {
-                let _ = std::thread::Builder::new()
-                    .name("ferry-connect".into())
-                    .spawn(run);
             }
         }
     }
@@ -1032,30 +872,24 @@ impl Shared {
     }
 }
 
-enum PortRef {
-    W(u32),
-    R(u32),
-    /// Reader matched with writer.
-    Rm(u32, EndpointId),
-    /// Reader unmatched from writer.
-    Ru(u32, EndpointId),
+/// One table action, with the ports it names resolved.
+enum Work {
+    Connect(Arc<dyn Transport>, ConnectRequest, Arc<dyn WriterPort>),
+    Unlink(Arc<dyn WriterPort>, EndpointId),
+    NotifyWriter(Arc<dyn WriterPort>, PortEvent),
+    NotifyReader(Arc<dyn ReaderPort>, PortEvent),
+    ForgetWriter(EndpointId),
 }
 
-fn is_writer(k: EndpointKind) -> bool {
-    matches!(k, EndpointKind::Publisher | EndpointKind::Client)
-}
-
-fn incompat_event(remote: EndpointId, why: &Incompatibility) -> PortEvent {
-    match why {
-        Incompatibility::Qos(p) => PortEvent::IncompatibleQos {
-            remote,
-            policies: p.clone(),
-        },
-        Incompatibility::Type { offered, requested } => PortEvent::IncompatibleType {
-            remote,
-            offered: offered.clone(),
-            requested: requested.clone(),
-        },
+/// What path selection needs of a discovered runtime.
+fn peer_info(rp: &ferry_discovery::RemoteParticipant) -> PeerInfo {
+    PeerInfo {
+        participant: rp.id,
+        host_id: rp.info.host_id,
+        net_id: rp.info.net_id,
+        pid: rp.info.pid,
+        locators: rp.info.locators.clone(),
+        direct: rp.direct,
     }
 }
 

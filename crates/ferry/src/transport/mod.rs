@@ -1,10 +1,11 @@
 //! Transports and path selection.
 //!
 //! A match between a writer (publisher or client) and a reader (subscriber or
-//! service) becomes a *connection*: the writer's runtime asks path selection
-//! ([`select`]) for the most preferred transport that reaches the reader's
-//! runtime (or the one pinned by QoS/config), and that transport's
-//! [`Transport::connect`] returns a [`Link`] the writer sends on. The reader
+//! service) becomes a *connection*: the writer's runtime's connection table
+//! (`ferry_conn::Table`, path selection in `ferry_conn::select`) picks the
+//! most preferred transport that reaches the reader's runtime (or the one
+//! pinned by QoS/config), and that transport's [`Transport::connect`]
+//! returns a [`Link`] the writer sends on. The reader
 //! side receives through its [`Inbox`], whatever the transport.
 //!
 //! Preference follows [`TransportKind::ALL`]: in-process, shared memory, UDP,
@@ -46,31 +47,7 @@ pub struct Capabilities {
     pub request_reply: bool,
 }
 
-/// What path selection knows about a runtime (from discovery or itself).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PeerInfo {
-    /// Runtime id.
-    pub participant: ParticipantId,
-    /// Shared-memory identity of its host.
-    pub host_id: u64,
-    /// Network-stack identity.
-    pub net_id: u64,
-    /// Process id.
-    pub pid: u32,
-    /// Where its transports listen.
-    pub locators: Vec<Locator>,
-    /// Heard on the network itself (multicast, unicast), not only through
-    /// the MQTT broker: only then are UDP/TCP tried automatically (its
-    /// addresses may be private ones of another site).
-    pub direct: bool,
-}
-
-impl PeerInfo {
-    /// Same process (and the same host, so pids are comparable).
-    pub fn same_process(&self, other: &PeerInfo) -> bool {
-        self.host_id == other.host_id && self.net_id == other.net_id && self.pid == other.pid
-    }
-}
+pub use ferry_conn::PeerInfo;
 
 /// A request to connect a local writer to a reader.
 pub struct ConnectRequest {
@@ -177,30 +154,23 @@ pub trait Transport: Send + Sync {
     fn connect(&self, req: ConnectRequest) -> Result<Arc<dyn Link>, ConnectError>;
 }
 
-/// Picks the transport for one connection: the pinned kind if any,
-/// otherwise the most preferred transport that automatic selection allows
-/// for the pair. Clients only get transports that carry requests.
-pub fn select(
-    transports: &[Arc<dyn Transport>],
-    pin: Option<TransportKind>,
-    writer: EndpointKind,
-    local: &PeerInfo,
-    remote: &PeerInfo,
-) -> Option<Arc<dyn Transport>> {
-    let mut candidates: Vec<&Arc<dyn Transport>> = transports
-        .iter()
-        .filter(|t| writer != EndpointKind::Client || t.capabilities().request_reply)
-        .filter(|t| match pin {
-            Some(p) => t.kind() == p && t.reaches(local, remote),
-            None => {
-                t.automatic(local, remote)
-                    && (remote.direct
-                        || !matches!(t.kind(), TransportKind::Udp | TransportKind::Tcp))
-            }
-        })
-        .collect();
-    candidates.sort_by_key(|t| t.kind());
-    candidates.first().map(|t| (*t).clone())
+/// A transport as path selection sees it (the connection table decides
+/// which transport carries each pair from this alone).
+pub(crate) struct RouteOf(pub Arc<dyn Transport>);
+
+impl ferry_conn::Route for RouteOf {
+    fn kind(&self) -> TransportKind {
+        self.0.kind()
+    }
+    fn request_reply(&self) -> bool {
+        self.0.capabilities().request_reply
+    }
+    fn reaches(&self, local: &PeerInfo, remote: &PeerInfo) -> bool {
+        self.0.reaches(local, remote)
+    }
+    fn automatic(&self, local: &PeerInfo, remote: &PeerInfo) -> bool {
+        self.0.automatic(local, remote)
+    }
 }
 
 /// The peer's addresses for `kind`, best first: loopback when both share a
