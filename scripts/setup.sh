@@ -30,9 +30,13 @@ fi
 
 if ! command -v cargo >/dev/null 2>&1; then
   echo "setup: installing Rust with rustup"
-  curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+  curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c rustfmt -c clippy
   # shellcheck disable=SC1091
   . "$HOME/.cargo/env"
+fi
+# CI's guard rails (.ci/run) need rustfmt and clippy.
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  command -v rustup >/dev/null 2>&1 && rustup component add rustfmt clippy
 fi
 # Python bindings (crates/ferry-py): numpy + pytest for the tests, maturin
 # builds the abi3 wheel (CPython >= 3.10) into target/wheels, pip installs it.

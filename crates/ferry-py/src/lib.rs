@@ -7,7 +7,7 @@
 //! ports of the same type match and exchange byte-identical CDR.
 //!
 //! Threads: ferry's delivery threads never take the GIL; they push into
-//! bounded queues ([`exec::Queue`]) and bump the node's wake-up. Callbacks
+//! bounded queues (`exec::Queue`) and bump the node's wake-up. Callbacks
 //! run on the thread that calls `spin_once`, which waits with the GIL
 //! released.
 

@@ -46,7 +46,7 @@ pub struct SenderConfig {
     pub silence: Duration,
     /// Probe period while the peer is gone.
     pub probe_interval: Duration,
-    /// Forward error correction: samples of at least [`FEC_MIN_FRAGS`]
+    /// Forward error correction: samples of at least `FEC_MIN_FRAGS` (4)
     /// fragments get Reed–Solomon recovery shards sized to the loss the
     /// reader reports, so most losses are rebuilt without a repair round.
     pub fec: bool,

@@ -159,7 +159,7 @@ impl Node {
     pub fn resolve(&self, topic: &str) -> Result<String, BuildError> {
         crate::names::expand(topic, &self.inner.namespace, &self.inner.name)
     }
-    /// Starts building a publisher of `T` (a [`Message`] or [`crate::RawBytes`]).
+    /// Starts building a publisher of `T` (a [`crate::Message`] or [`crate::RawBytes`]).
     pub fn publisher<T: Codec>(&self, topic: &str) -> PublisherBuilder<T> {
         PublisherBuilder::new(self.inner.clone(), topic)
     }

@@ -1,6 +1,6 @@
 //! MQTT as one more path of the same ports, not a bridge.
 //!
-//! One [`Broker`] connection per runtime (the `[mqtt]` section), run by one
+//! One `Broker` connection per runtime (the `[mqtt]` section), run by one
 //! `ferry-mqtt` thread over rumqttc (MQTT 5). What goes through it:
 //!
 //! | MQTT topic | payload | what |
@@ -14,7 +14,7 @@
 //! (`/robot1/odom` in domain 0 → `ferry/0/robot1/odom`). Metadata travels as
 //! MQTT 5 properties, so plain clients see a clean payload: one user
 //! property `ferry` = `<writer> <seq> <source time ns> <type>` and the
-//! content type `application/cdr` or `application/json` ([`meta`]).
+//! content type `application/cdr` or `application/json` (`meta`).
 //!
 //! **No duplicates:** a cloud-scope writer publishes each sample to the
 //! broker once. A reader drops a broker sample from writer W that a
