@@ -14,8 +14,11 @@ use crate::sink::{on_command, SinkCounter};
 
 /// Reliable, keep_all: nothing is dropped silently; a full backlog blocks
 /// the publisher (up to `keep_all_block_ms`, then `PublishError::Blocked`).
+/// Between the two processes: reliable keep_all, pinned to TCP (on one
+/// host ferry would otherwise pick shared memory, and this bench compares
+/// TCP with Zenoh's TCP).
 fn qos() -> Qos {
-    Qos::default().keep_all()
+    Qos::default().keep_all().transport(TransportKind::Tcp)
 }
 
 /// In-process: publish → callback on the same node (the callback runs inline
@@ -32,8 +35,8 @@ pub fn intra(
     let s2 = stamp.clone();
     let _sub = node
         .subscriber::<RawBytes>("/bench/intra")
-        .qos(qos())
-        .callback(move |s| {
+        .qos(Qos::default().keep_all())
+        .inline_callback(move |s| {
             let now = base.elapsed().as_nanos() as u64;
             std::hint::black_box(s.len());
             s2.store(now, Ordering::Release);
@@ -41,7 +44,7 @@ pub fn intra(
         .build()?;
     let publ = node
         .publisher::<RawBytes>("/bench/intra")
-        .qos(qos())
+        .qos(Qos::default().keep_all())
         .build()?;
     if !publ.wait_for_subscribers(1, Duration::from_secs(5)) {
         return Err("in-process subscriber never connected".into());
@@ -101,7 +104,7 @@ pub fn serve(max: Duration) -> Res<()> {
     let _ping = node
         .subscriber::<RawBytes>("/bench/ping")
         .qos(qos())
-        .callback(move |s| {
+        .inline_callback(move |s| {
             // Same bytes back, no copy (the Arc is re-published).
             if let Err(e) = p2.publish(s.into_arc()) {
                 eprintln!("pong publish failed: {e}");
@@ -113,7 +116,7 @@ pub fn serve(max: Duration) -> Res<()> {
     let _tp = node
         .subscriber::<RawBytes>("/bench/tp")
         .qos(qos())
-        .callback(move |s| {
+        .inline_callback(move |s| {
             let line = c2.lock().unwrap().feed(&s, s.len());
             if let Some(v) = line {
                 proto::emit(&v);

@@ -274,7 +274,7 @@ pub fn make_subscription(
             .subscriber::<RawBytes>(topic)
             .qos(qos)
             .type_info(type_name, TypeHash(hash))
-            .callback(move |s| q.push((s.0.clone(), s.info)));
+            .inline_callback(move |s| q.push((s.0.clone(), s.info)));
         py.allow_threads(move || b.build()).map_err(build_err)
     })?;
     let core = Arc::new(SubCore {

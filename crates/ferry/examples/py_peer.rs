@@ -96,7 +96,7 @@ fn pong(node: &Node, ping: &str, pong: &str) -> Result<()> {
     let _sub = node
         .subscriber::<RawBytes>(ping)
         .qos(qos)
-        .callback(move |s| {
+        .inline_callback(move |s| {
             if let Err(e) = p.publish(s.into_arc()) {
                 eprintln!("pong: {e}");
             }

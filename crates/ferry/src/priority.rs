@@ -401,6 +401,51 @@ impl Drop for Lane {
     }
 }
 
+/// The scheduling a shared delivery thread (I/O, shared memory, MQTT)
+/// should run at: raised by subscribers from any thread, applied by the
+/// thread itself on its next turn. Only ever raised (it serves every
+/// subscriber of its path).
+#[derive(Debug, Default)]
+pub(crate) struct PolicyCell {
+    policy: parking_lot::Mutex<Option<ThreadPolicy>>,
+    dirty: std::sync::atomic::AtomicBool,
+}
+
+impl PolicyCell {
+    /// Asks for at least `p`; true if that raised it (wake the thread).
+    pub fn raise(&self, p: ThreadPolicy) -> bool {
+        let mut cur = self.policy.lock();
+        if cur.is_some_and(|c| policy_rank(p) <= policy_rank(c)) {
+            return false;
+        }
+        *cur = Some(p);
+        self.dirty.store(true, std::sync::atomic::Ordering::Release);
+        true
+    }
+
+    /// The policy asked for, if any.
+    pub fn get(&self) -> Option<ThreadPolicy> {
+        *self.policy.lock()
+    }
+
+    /// On the thread `name` itself: applies a raise that came since the
+    /// last call (one atomic load when nothing changed).
+    pub fn apply_if_raised(&self, name: &str) {
+        use std::sync::atomic::Ordering;
+        if !self.dirty.load(Ordering::Relaxed) || !self.dirty.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(p) = self.get() {
+            match apply_to_current_thread(p) {
+                Ok(()) => tracing::debug!("{name} now runs at {p}"),
+                Err(e) => tracing::warn!(
+                    "{name}: thread policy {p} refused ({e}); needs CAP_SYS_NICE or root"
+                ),
+            }
+        }
+    }
+}
+
 /// Orders thread policies: real-time above SCHED_OTHER, then by priority;
 /// among SCHED_OTHER a lower nice is higher.
 pub(crate) fn policy_rank(p: ThreadPolicy) -> i32 {

@@ -12,6 +12,8 @@ use parking_lot::{Condvar, Mutex};
 struct Inner<S> {
     items: VecDeque<S>,
     wakers: Vec<Waker>,
+    /// No more items will come: waiters return.
+    closed: bool,
 }
 
 /// Bounded FIFO: pushing into a full queue drops the oldest item.
@@ -27,15 +29,20 @@ impl<S> SampleQueue<S> {
             inner: Mutex::new(Inner {
                 items: VecDeque::new(),
                 wakers: Vec::new(),
+                closed: false,
             }),
             cv: Condvar::new(),
             depth: depth.max(1),
         }
     }
 
-    /// Pushes; returns true if an old item was dropped to make room.
+    /// Pushes; returns true if an old item was dropped to make room. A
+    /// closed queue takes nothing.
     pub fn push(&self, s: S) -> bool {
         let mut g = self.inner.lock();
+        if g.closed {
+            return false;
+        }
         let dropped = if g.items.len() >= self.depth {
             g.items.pop_front();
             true
@@ -67,6 +74,28 @@ impl<S> SampleQueue<S> {
                 return g.items.pop_front();
             }
         }
+    }
+
+    /// Waits for the next item; None once the queue is closed (what it
+    /// still holds then is dropped: nobody wants it any more).
+    pub fn pop_until_closed(&self) -> Option<S> {
+        let mut g = self.inner.lock();
+        loop {
+            if g.closed {
+                g.items.clear();
+                return None;
+            }
+            if let Some(s) = g.items.pop_front() {
+                return Some(s);
+            }
+            self.cv.wait(&mut g);
+        }
+    }
+
+    /// Ends [`SampleQueue::pop_until_closed`] waits.
+    pub fn close(&self) {
+        self.inner.lock().closed = true;
+        self.cv.notify_all();
     }
 
     pub fn len(&self) -> usize {
@@ -111,5 +140,19 @@ mod tests {
         assert_eq!(q.try_pop(), Some(2));
         assert_eq!(q.try_pop(), Some(3));
         assert_eq!(q.pop_timeout(Duration::from_millis(1)), None);
+    }
+
+    #[test]
+    fn closing_ends_the_wait_and_takes_nothing_more() {
+        let q = std::sync::Arc::new(SampleQueue::new(4));
+        q.push(1);
+        assert_eq!(q.pop_until_closed(), Some(1));
+        let q2 = q.clone();
+        let t = std::thread::spawn(move || q2.pop_until_closed());
+        std::thread::sleep(Duration::from_millis(20));
+        q.close();
+        assert_eq!(t.join().expect("waiter"), None);
+        assert!(!q.push(2));
+        assert_eq!(q.len(), 0);
     }
 }

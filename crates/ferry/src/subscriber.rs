@@ -23,12 +23,21 @@ use crate::transport::{InFrame, InboundConn, Inbox};
 
 type Callback<T> = Box<dyn Fn(Sample<T>) + Send + Sync>;
 
+/// Where a subscriber's callback runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// On the subscriber's own `ferry-cb` thread, fed by a queue.
+    Thread,
+    /// On the thread that delivers the sample.
+    Inline,
+}
+
 /// Builds a [`Subscriber`].
 pub struct SubscriberBuilder<T> {
     node: Arc<NodeInner>,
     topic: String,
     qos: Qos,
-    callback: Option<Callback<T>>,
+    callback: Option<(Callback<T>, Mode)>,
     type_name: Option<(String, TypeHash)>,
     thread: Option<ThreadPolicy>,
 }
@@ -44,12 +53,14 @@ impl<T: Codec> SubscriberBuilder<T> {
             thread: None,
         }
     }
-    /// The reader side of channel priority: network samples for this
-    /// subscriber are delivered (callbacks run) by the runtime's I/O thread,
-    /// which then runs at least at `policy` (SCHED_FIFO/RR need
-    /// CAP_SYS_NICE; refused → one warning). That thread serves every
-    /// inbound connection of the process, so the raise is shared and lasts
-    /// as long as the runtime. Default: the config's `[[topics]]` `sched`.
+    /// The reader side of channel priority: this subscriber's callback
+    /// thread runs at `policy`, and so do — at least — the threads that
+    /// deliver its samples on every path (the runtime's I/O thread for TCP
+    /// and UDP, the shared-memory delivery thread, the MQTT thread), which
+    /// serve every inbound connection of the process, so that raise is
+    /// shared and lasts as long as the runtime. SCHED_FIFO/RR need
+    /// CAP_SYS_NICE; refused → one warning. Default: the config's
+    /// `[[topics]]` `sched`.
     pub fn thread_priority(mut self, policy: ThreadPolicy) -> Self {
         self.thread = Some(policy);
         self
@@ -61,12 +72,28 @@ impl<T: Codec> SubscriberBuilder<T> {
     }
     /// Delivers every sample to `f` instead of queueing it for `recv`.
     ///
-    /// The callback runs on the delivering thread: the publisher's own thread
-    /// on the in-process path (that is what makes it a ~1 µs hop), ferry's I/O
-    /// thread on network paths. Keep it short; hand heavy work to your own
-    /// thread, or use `recv` there. A panic in it is caught and logged.
+    /// The callback runs on this subscriber's own thread (`ferry-cb`), in
+    /// order, one sample at a time, fed by the subscriber's queue (bounded
+    /// by its history depth, like `recv`): it may block, sleep, publish,
+    /// call services, create or drop ports — its own subscriber included —
+    /// without holding up any other subscriber or ferry itself. The cost is
+    /// one thread wake-up per sample; [`SubscriberBuilder::inline_callback`]
+    /// saves it where every microsecond counts. A panic in it is caught and
+    /// logged. Dropping the subscriber waits for a running callback to
+    /// return (except from inside the callback itself).
     pub fn callback(mut self, f: impl Fn(Sample<T>) + Send + Sync + 'static) -> Self {
-        self.callback = Some(Box::new(f));
+        self.callback = Some((Box::new(f), Mode::Thread));
+        self
+    }
+    /// Delivers every sample to `f` on the thread that delivers it, with no
+    /// hop: the publisher's own thread in-process (a ~1 µs path), the
+    /// shared-memory delivery thread, the I/O thread for TCP and UDP, the
+    /// MQTT thread. No ferry lock is held while it runs, but that thread
+    /// serves every other subscriber of the process on that path: `f` must
+    /// return quickly and must not wait for ferry (a blocking service call
+    /// from it waits for a reply that the same thread would deliver).
+    pub fn inline_callback(mut self, f: impl Fn(Sample<T>) + Send + Sync + 'static) -> Self {
+        self.callback = Some((Box::new(f), Mode::Inline));
         self
     }
     /// For raw-byte subscribers: announce this type instead of matching any.
@@ -87,19 +114,25 @@ impl<T: Codec> SubscriberBuilder<T> {
             self.qos,
         )?;
         let rt = self.node.rt.clone();
-        if let Some(p) = self.thread.or_else(|| {
+        let policy = self.thread.or_else(|| {
             rt.shared
                 .cfg
                 .topic_priority(&record.topic)
                 .and_then(|p| p.thread)
-        }) {
-            rt.shared.raise_io_thread(p);
+        });
+        if let Some(p) = policy {
+            rt.shared.raise_delivery_threads(p);
         }
+        let (callback, mode) = match self.callback {
+            Some((f, m)) => (Some(f), m),
+            None => (None, Mode::Thread),
+        };
         let shared = Arc::new(SubShared::<T> {
             id,
             topic: record.topic.clone(),
             qos: self.qos,
-            callback: self.callback,
+            callback,
+            inline: mode == Mode::Inline,
             queue: SampleQueue::new(self.qos.history.depth(1 << 16)),
             conns: Inbound::default(),
             matched: Mutex::new(HashSet::new()),
@@ -114,11 +147,27 @@ impl<T: Codec> SubscriberBuilder<T> {
                 b.subscribe(&record.topic, id);
             }
         }
+        let thread = match (&shared.callback, mode) {
+            (Some(_), Mode::Thread) => {
+                let s = shared.clone();
+                Some(
+                    std::thread::Builder::new()
+                        .name(format!("ferry-cb{}", id.entity))
+                        .spawn(move || s.run_callbacks(policy))
+                        .map_err(|source| BuildError::Io {
+                            what: "callback thread".into(),
+                            source,
+                        })?,
+                )
+            }
+            _ => None,
+        };
         let port: Arc<dyn ReaderPort> = shared.clone();
         rt.shared.add_reader(record, Arc::downgrade(&port));
         Ok(Subscriber {
             shared,
             node: self.node,
+            thread,
         })
     }
 }
@@ -128,6 +177,8 @@ pub(crate) struct SubShared<T> {
     topic: String,
     qos: Qos,
     callback: Option<Callback<T>>,
+    /// The callback runs on the delivering thread (else on `ferry-cb`).
+    inline: bool,
     queue: SampleQueue<Sample<T>>,
     conns: Inbound,
     matched: Mutex<HashSet<EndpointId>>,
@@ -200,16 +251,50 @@ impl<T: Codec> Inbox for SubShared<T> {
                 transport: conn.transport,
             },
         );
-        if let Some(cb) = &self.callback {
-            if catch_unwind(AssertUnwindSafe(|| cb(sample))).is_err() {
-                conn.stats.errors.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(
-                    "`{}`: subscriber callback panicked; sample dropped, node keeps running",
+        match &self.callback {
+            Some(cb) if self.inline => {
+                if !self.call(cb, sample) {
+                    conn.stats.errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            _ => {
+                if self.queue.push(sample) {
+                    conn.stats.drops.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
+impl<T: Codec> SubShared<T> {
+    /// Runs the callback; false if it panicked (caught, logged).
+    fn call(&self, cb: &Callback<T>, sample: Sample<T>) -> bool {
+        let ok = catch_unwind(AssertUnwindSafe(|| cb(sample))).is_ok();
+        if !ok {
+            tracing::error!(
+                "`{}`: subscriber callback panicked; sample dropped, node keeps running",
+                self.topic
+            );
+        }
+        ok
+    }
+
+    /// The `ferry-cb` thread: the callback for every queued sample, in
+    /// order, until the subscriber is dropped.
+    fn run_callbacks(self: Arc<Self>, policy: Option<ThreadPolicy>) {
+        if let Some(p) = policy {
+            if let Err(e) = crate::priority::apply_to_current_thread(p) {
+                tracing::warn!(
+                    "`{}`: callback thread stays at normal priority ({p:?} refused: {e})",
                     self.topic
                 );
             }
-        } else if self.queue.push(sample) {
-            conn.stats.drops.fetch_add(1, Ordering::Relaxed);
+        }
+        let Some(cb) = &self.callback else {
+            return;
+        };
+        while let Some(sample) = self.queue.pop_until_closed() {
+            self.call(cb, sample);
         }
     }
 }
@@ -238,6 +323,8 @@ impl<T: Codec> ReaderPort for SubShared<T> {
 pub struct Subscriber<T: Codec> {
     shared: Arc<SubShared<T>>,
     node: Arc<NodeInner>,
+    /// The `ferry-cb` thread of a (non-inline) callback.
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl<T: Codec> Subscriber<T> {
@@ -335,5 +422,12 @@ impl<T: Codec> Drop for Subscriber<T> {
             b.unsubscribe(self.shared.id);
         }
         self.node.rt.shared.remove_endpoint(self.shared.id.entity);
+        self.shared.queue.close();
+        if let Some(t) = self.thread.take() {
+            // From inside its own callback the thread ends when it returns.
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
     }
 }

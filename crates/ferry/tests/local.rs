@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ferry::msgs::{example_interfaces::*, std_msgs};
 use ferry::{CallError, Config, DiscoveryRange, Node, PortEvent, Qos, QosPolicy, TransportKind};
@@ -52,11 +52,27 @@ fn callback_and_async_receive() {
         })
         .build()
         .unwrap();
+    // An inline callback runs on the publishing thread: done when publish returns.
+    let inline = Arc::new(AtomicUsize::new(0));
+    let i2 = inline.clone();
+    let _inline = n
+        .subscriber::<std_msgs::Int32>("/n")
+        .inline_callback(move |s| {
+            i2.fetch_add(s.data as usize, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
     let q = n.subscriber::<std_msgs::Int32>("/n").build().unwrap();
     let p = n.publisher::<std_msgs::Int32>("/n").build().unwrap();
-    assert!(p.wait_for_subscribers(2, T));
+    assert!(p.wait_for_subscribers(3, T));
     for i in 1..=10 {
         p.publish(std_msgs::Int32 { data: i }).unwrap();
+    }
+    assert_eq!(inline.load(Ordering::SeqCst), 55);
+    // The default callback runs on the subscriber's own thread, soon after.
+    let end = Instant::now() + T;
+    while count.load(Ordering::SeqCst) < 55 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(count.load(Ordering::SeqCst), 55);
     // Async receive on a tiny hand-rolled executor: poll with a no-op waker.

@@ -193,7 +193,7 @@ fn role(role: &str, port: u16) {
                 let p = n.publisher::<RawBytes>(pong).build().unwrap();
                 keep.push(
                     n.subscriber::<RawBytes>(ping)
-                        .callback(move |s| {
+                        .inline_callback(move |s| {
                             let _ = p.publish(RawBytes(s.0.clone()));
                         })
                         .build()
@@ -217,7 +217,7 @@ fn role(role: &str, port: u16) {
             let c2 = client.clone();
             let _s = n
                 .subscriber::<RawBytes>("/rtt/bping")
-                .callback(move |s| {
+                .inline_callback(move |s| {
                     let _ = c2.publish(
                         mqtt_topic("/rtt/bping"),
                         QoS::AtLeastOnce,
@@ -489,7 +489,7 @@ fn robot(config: &str, port: u16, children: &mut Vec<Child>) -> Robot {
             let s = n
                 .subscriber::<RawBytes>(pong)
                 .qos(Qos::default().keep_last(100))
-                .callback(move |s| {
+                .inline_callback(move |s| {
                     let _ = tx.send(Pong::At(seq_of(&s), Instant::now()));
                 })
                 .build()

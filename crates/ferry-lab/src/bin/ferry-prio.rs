@@ -110,7 +110,7 @@ fn ping(size: usize, count: u32, prio: bool) {
     let mut sb = n
         .subscriber::<RawBytes>("/m/pong")
         .qos(Qos::default().keep_last(100))
-        .callback(move |s| {
+        .inline_callback(move |s| {
             let seq = s
                 .get(..8)
                 .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
@@ -184,7 +184,7 @@ fn echo(prio: bool) {
     let mut sb = n
         .subscriber::<RawBytes>("/m/ping")
         .qos(Qos::default().keep_last(10))
-        .callback(move |s| {
+        .inline_callback(move |s| {
             let _ = publ.publish(RawBytes::new(s.0.clone()));
         });
     if prio {
@@ -220,7 +220,7 @@ fn sink() {
     let _sub = n
         .subscriber::<RawBytes>("/l/load")
         .qos(Qos::default().keep_last(50))
-        .callback(|_| {})
+        .inline_callback(|_| {})
         .build()
         .expect("load subscriber");
     park();

@@ -201,7 +201,7 @@ fn echo(mode: &str, domain: u16, cpu: Option<usize>) {
     let _ping = node
         .subscriber::<RawBytes>("/rtt/ping")
         .qos(Qos::default().keep_last(16))
-        .callback({
+        .inline_callback({
             let loan = mode.ends_with("-loan");
             move |s| {
                 if loan {
@@ -259,7 +259,7 @@ fn measure_ferry(mode: &str, domain: u16, count: usize) -> Vec<(f64, f64)> {
     let _pong = node
         .subscriber::<RawBytes>("/rtt/pong")
         .qos(Qos::default().keep_last(16))
-        .callback({
+        .inline_callback({
             // Weak: the callback must not keep its own node alive (the
             // runtime, and its /dev/shm files, go when this function ends).
             let (state, ping) = (state.clone(), Arc::downgrade(&ping));

@@ -405,16 +405,7 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
         .map(|i| std::net::IpAddr::V4(i.addr))
         .collect();
     loop {
-        if shared.io_policy_dirty.swap(false, Ordering::AcqRel) {
-            if let Some(p) = shared.io_policy() {
-                match crate::priority::apply_to_current_thread(p) {
-                    Ok(()) => tracing::debug!("ferry-io now runs at {p}"),
-                    Err(e) => tracing::warn!(
-                        "ferry-io: thread policy {p} refused ({e}); needs CAP_SYS_NICE or root"
-                    ),
-                }
-            }
-        }
+        shared.io_policy.apply_if_raised("ferry-io");
         let now = Instant::now();
         let mut timeout = next_housekeeping.saturating_duration_since(now);
         if let Some(t) = shared.udp.service(now) {

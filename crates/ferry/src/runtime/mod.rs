@@ -84,9 +84,7 @@ pub(crate) struct Shared {
     next_entity: AtomicU32,
     /// Scheduling the I/O thread should run at (it delivers every inbound
     /// network connection): the highest any subscriber asked for.
-    io_policy: Mutex<Option<crate::priority::ThreadPolicy>>,
-    /// `io_policy` changed; the I/O thread applies it on its next turn.
-    pub io_policy_dirty: std::sync::atomic::AtomicBool,
+    pub io_policy: crate::priority::PolicyCell,
 }
 
 /// Handle that keeps a runtime alive; the last one stops it.
@@ -291,8 +289,7 @@ impl Runtime {
             udp,
             io: sockets.handle.clone(),
             next_entity: AtomicU32::new(1),
-            io_policy: Mutex::new(None),
-            io_policy_dirty: std::sync::atomic::AtomicBool::new(false),
+            io_policy: Default::default(),
         });
         #[cfg(feature = "mqtt")]
         if let Some(b) = &shared.mqtt {
@@ -794,23 +791,22 @@ impl Shared {
             .collect()
     }
 
-    /// Raises the I/O thread to `p` unless it already runs at least as high
-    /// (it serves every inbound connection of the runtime: the raise is
-    /// shared and lasts for the runtime's life).
-    pub fn raise_io_thread(&self, p: crate::priority::ThreadPolicy) {
-        let mut cur = self.io_policy.lock();
-        if cur.is_none_or(|c| crate::priority::policy_rank(p) > crate::priority::policy_rank(c)) {
-            *cur = Some(p);
-            self.io_policy_dirty
-                .store(true, std::sync::atomic::Ordering::Release);
-            drop(cur);
+    /// Raises the threads that deliver samples — the I/O thread (TCP, UDP),
+    /// the shared-memory delivery thread and the MQTT thread — to `p` unless
+    /// they already run at least as high (they serve every inbound
+    /// connection of the runtime: the raise is shared and lasts for the
+    /// runtime's life).
+    pub fn raise_delivery_threads(&self, p: crate::priority::ThreadPolicy) {
+        if self.io_policy.raise(p) {
             self.io.kick();
         }
-    }
-
-    /// The policy the I/O thread should run at now.
-    pub fn io_policy(&self) -> Option<crate::priority::ThreadPolicy> {
-        *self.io_policy.lock()
+        if let Some(shm) = &self.shm {
+            shm.raise(p);
+        }
+        #[cfg(feature = "mqtt")]
+        if let Some(b) = &self.mqtt {
+            b.raise(p);
+        }
     }
 
     /// A snapshot of everything known: local and remote nodes and endpoints.

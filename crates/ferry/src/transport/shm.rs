@@ -102,9 +102,10 @@ struct Receiving {
     socket_name: String,
     listener: UnixListener,
     bell: Doorbell,
-    inbound: Mutex<Vec<Inbound>>,
     wake: Wake,
     stop: AtomicBool,
+    /// Scheduling asked for by subscribers (`thread_priority`).
+    policy: crate::priority::PolicyCell,
 }
 
 /// How the delivery thread waits for samples.
@@ -178,7 +179,7 @@ impl SpinWindow {
 }
 
 impl Receiving {
-    fn accept(&self, local: ParticipantId) {
+    fn accept(&self, local: ParticipantId, list: &mut Vec<Inbound>) {
         while let Ok((stream, _)) = self.listener.accept() {
             let _ = stream.set_nonblocking(false);
             let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
@@ -186,7 +187,7 @@ impl Receiving {
                 Ok(inb) => {
                     let _ = (&stream).write_all(b"OK\n");
                     inb.reader.attach(inb.inbound.clone());
-                    self.inbound.lock().push(inb);
+                    list.push(inb);
                 }
                 Err(why) => {
                     tracing::debug!("shared-memory attach refused: {why}");
@@ -237,8 +238,7 @@ impl Receiving {
     /// the subscriber reads the clock); returns how many samples and the
     /// earliest source time among them (ns since the epoch; `u64::MAX` if
     /// none).
-    fn drain(&self, arrival_ns: u64) -> (usize, u64) {
-        let list = self.inbound.lock();
+    fn drain(list: &[Inbound], arrival_ns: u64) -> (usize, u64) {
         let mut n = 0;
         let mut earliest = u64::MAX;
         for inb in list.iter() {
@@ -280,10 +280,9 @@ impl Receiving {
     }
 
     /// Ends connections whose writer went away; counts ring overflows.
-    fn housekeeping(&self) {
+    fn housekeeping(list: &mut Vec<Inbound>) {
         let mut gone = Vec::new();
         {
-            let mut list = self.inbound.lock();
             list.retain_mut(|inb| {
                 let d = inb.conn.dropped();
                 if d > inb.dropped {
@@ -311,11 +310,16 @@ impl Receiving {
         }
     }
 
-    fn has_data(&self) -> bool {
-        self.inbound.lock().iter().any(|i| i.conn.has_data())
+    fn has_data(list: &[Inbound]) -> bool {
+        list.iter().any(|i| i.conn.has_data())
     }
 
-    fn run(self: Arc<Self>, local: ParticipantId) {
+    /// The `ferry-shm` thread. It alone owns the list of inbound
+    /// connections (no lock on the delivery path, none held while a
+    /// subscriber's inline callback runs); it hands the list back when it
+    /// stops.
+    fn run(self: Arc<Self>, local: ParticipantId) -> Vec<Inbound> {
+        let mut list: Vec<Inbound> = Vec::new();
         let busy_poll = self.wake == Wake::BusyPoll;
         let mut spin = SpinWindow::new(match self.wake {
             Wake::Event { max_spin } => max_spin,
@@ -329,7 +333,7 @@ impl Receiving {
             rounds = rounds.wrapping_add(1);
             // Busy-polling reads the clock every 256 rounds only.
             if busy_poll && !rounds.is_multiple_of(256) {
-                if self.drain(0).0 == 0 {
+                if Self::drain(&list, 0).0 == 0 {
                     std::hint::spin_loop();
                 }
                 continue;
@@ -338,13 +342,14 @@ impl Receiving {
             // arrival time of what this round delivers.
             let now = Instant::now();
             let at_ns = wall.at(now);
-            let (n, earliest) = self.drain(at_ns);
+            let (n, earliest) = Self::drain(&list, at_ns);
             if self.bell.take_attach() {
-                self.accept(local);
+                self.accept(local, &mut list);
             }
             if now.saturating_duration_since(last_house) >= HOUSEKEEPING {
-                self.accept(local);
-                self.housekeeping();
+                self.policy.apply_if_raised("ferry-shm");
+                self.accept(local, &mut list);
+                Self::housekeeping(&mut list);
                 last_house = now;
                 wall = WallClock::new();
             }
@@ -365,8 +370,9 @@ impl Receiving {
             }
             // A writer's connection request rings too: the next round
             // accepts it (`take_attach`), without a syscall per sample.
-            self.bell.sleep(HOUSEKEEPING, || self.has_data());
+            self.bell.sleep(HOUSEKEEPING, || Self::has_data(&list));
         }
+        list
     }
 }
 
@@ -520,7 +526,7 @@ type LostLinks = Arc<Mutex<Vec<(EndpointId, EndpointId)>>>;
 /// The shared-memory transport of one runtime.
 pub struct ShmTransport {
     receiving: Arc<Receiving>,
-    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<Vec<Inbound>>>>,
     writers: Mutex<HashMap<EndpointId, WriterPool>>,
     budget: usize,
     keep_all_block: Duration,
@@ -563,9 +569,9 @@ impl ShmTransport {
             socket_name,
             listener,
             bell,
-            inbound: Mutex::new(Vec::new()),
             wake,
             stop: AtomicBool::new(false),
+            policy: Default::default(),
         });
         let r = receiving.clone();
         let thread = std::thread::Builder::new()
@@ -586,6 +592,12 @@ impl ShmTransport {
         })
     }
 
+    /// Raises the delivery thread to at least `p` (within one housekeeping
+    /// period, 50 ms).
+    pub(crate) fn raise(&self, p: crate::priority::ThreadPolicy) {
+        self.receiving.policy.raise(p);
+    }
+
     /// Connections that ended by themselves since the last call.
     pub(crate) fn take_lost(&self) -> Vec<(EndpointId, EndpointId)> {
         std::mem::take(&mut *self.lost.lock())
@@ -595,11 +607,11 @@ impl ShmTransport {
     pub(crate) fn shutdown(&self) {
         self.receiving.stop.store(true, Ordering::Relaxed);
         self.receiving.bell.ring();
-        if let Some(t) = self.thread.lock().take() {
-            let _ = t.join();
-        }
+        let gone = match self.thread.lock().take() {
+            Some(t) => t.join().unwrap_or_default(),
+            None => Vec::new(),
+        };
         let _ = std::fs::remove_file(path_of(&self.receiving.socket_name));
-        let gone: Vec<Inbound> = self.receiving.inbound.lock().drain(..).collect();
         for inb in gone {
             inb.conn.close();
             inb.reader.detach(inb.inbound.remote);

@@ -81,6 +81,33 @@ struct TxStream {
     lane_active: AtomicBool,
 }
 
+/// Samples taken out of streams under the `rx` lock, delivered after it
+/// is released: no subscriber code runs under a ferry lock.
+#[derive(Default)]
+struct Ready(Vec<(Arc<dyn Inbox>, Arc<InboundConn>, ferry_rudp::Sample)>);
+
+impl Ready {
+    fn deliver(self) {
+        for (reader, conn, s) in self.0 {
+            let data = s.data;
+            let bytes = move || Ok(data.clone());
+            reader.deliver(
+                &conn,
+                &InFrame {
+                    kind: FrameKind::Data,
+                    seq: s.seq,
+                    stamp_ns: s.stamp_ns,
+                    arrival_ns: 0,
+                    payload: Payload {
+                        typed: None,
+                        bytes: &bytes,
+                    },
+                },
+            );
+        }
+    }
+}
+
 struct RxStream {
     receiver: Receiver,
     reader: Weak<dyn Inbox>,
@@ -183,35 +210,21 @@ impl UdpShared {
         d
     }
 
-    fn pump_rx(&self, peer: SocketAddr, rx: &mut RxStream, now: Instant) {
+    /// Sends a stream's feedback and takes its completed samples out into
+    /// `ready` (delivered once the `rx` lock is released).
+    fn pump_rx(&self, peer: SocketAddr, rx: &mut RxStream, ready: &mut Ready) {
         while let Some(d) = rx.receiver.poll_transmit() {
             self.send(&d, peer);
         }
-        let Some(reader) = rx.reader.upgrade() else {
-            return;
-        };
-        while let Some(s) = rx.receiver.poll_sample() {
-            rx.conn.stats.message(s.data.len());
-            let data = s.data;
-            let bytes = move || Ok(data.clone());
-            reader.deliver(
-                &rx.conn,
-                &InFrame {
-                    kind: FrameKind::Data,
-                    seq: s.seq,
-                    stamp_ns: s.stamp_ns,
-                    arrival_ns: 0,
-                    payload: Payload {
-                        typed: None,
-                        bytes: &bytes,
-                    },
-                },
-            );
+        if let Some(reader) = rx.reader.upgrade() {
+            while let Some(s) = rx.receiver.poll_sample() {
+                rx.conn.stats.message(s.data.len());
+                ready.0.push((reader.clone(), rx.conn.clone(), s));
+            }
         }
         let rs = rx.receiver.stats();
         rx.conn.stats.lost.store(rs.lost, Ordering::Relaxed);
         rx.conn.stats.fec.store(rs.fec_recovered, Ordering::Relaxed);
-        let _ = now;
     }
 
     /// Reads every pending datagram (I/O thread).
@@ -286,14 +299,19 @@ impl UdpShared {
                 Some(tx.reader.participant)
             }
             Datagram::Data(_) | Datagram::Heartbeat(_) | Datagram::Fec(_) => {
-                let mut rx = self.rx.lock();
-                let s = rx.get_mut(&key)?;
-                s.last_rx = now;
-                if s.receiver.handle_datagram_at(now, arrived, bytes).is_err() {
-                    s.conn.stats.errors.fetch_add(1, Ordering::Relaxed);
-                }
-                self.pump_rx(from, s, now);
-                Some(s.conn.remote.participant)
+                let mut ready = Ready::default();
+                let alive = {
+                    let mut rx = self.rx.lock();
+                    let s = rx.get_mut(&key)?;
+                    s.last_rx = now;
+                    if s.receiver.handle_datagram_at(now, arrived, bytes).is_err() {
+                        s.conn.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.pump_rx(from, s, &mut ready);
+                    s.conn.remote.participant
+                };
+                ready.deliver();
+                Some(alive)
             }
         }
     }
@@ -340,7 +358,10 @@ impl UdpShared {
         let s = rx.get_mut(&key).expect("inserted above");
         s.last_rx = now;
         s.receiver.acknowledge(now);
-        self.pump_rx(key.0, s, now);
+        let mut ready = Ready::default();
+        self.pump_rx(key.0, s, &mut ready);
+        drop(rx);
+        ready.deliver();
     }
 
     /// Runs every stream's timers (I/O thread); returns the next deadline.
@@ -388,13 +409,13 @@ impl UdpShared {
             let _ = key;
             true
         });
-        let keys: Vec<(SocketAddr, u32)> = rx.keys().copied().collect();
-        for key in keys {
-            if let Some(s) = rx.get_mut(&key) {
-                self.pump_rx(key.0, s, now);
-                min(s.receiver.poll_timeout());
-            }
+        let mut ready = Ready::default();
+        for (key, s) in rx.iter_mut() {
+            self.pump_rx(key.0, s, &mut ready);
+            min(s.receiver.poll_timeout());
         }
+        drop(rx);
+        ready.deliver();
         next
     }
 

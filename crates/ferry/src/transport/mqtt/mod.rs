@@ -192,9 +192,20 @@ pub(crate) struct Broker {
     closing: AtomicBool,
     done: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
     keep_all_block: Duration,
+    /// Scheduling asked for by subscribers (`thread_priority`): the
+    /// `ferry-mqtt` thread runs their cloud-scope callbacks.
+    pub(super) policy: crate::priority::PolicyCell,
 }
 
 impl Broker {
+    /// Raises the `ferry-mqtt` thread to at least `p` (applied on its next
+    /// turn; woken for it).
+    pub(crate) fn raise(&self, p: crate::priority::ThreadPolicy) {
+        if self.policy.raise(p) {
+            let _ = self.waker.wake();
+        }
+    }
+
     /// Starts the `ferry-mqtt` thread, which connects (after starting the
     /// embedded broker for `mqtt://embedded`) and reconnects with backoff.
     /// With `on_unreachable = "fail"`, waits for the first connection and
@@ -254,6 +265,7 @@ impl Broker {
             closing: AtomicBool::new(false),
             done: Mutex::new(Some(done_rx)),
             keep_all_block,
+            policy: Default::default(),
         });
         let b2 = b.clone();
         std::thread::Builder::new()

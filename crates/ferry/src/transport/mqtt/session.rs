@@ -317,6 +317,7 @@ impl Broker {
         let mut more = true; // bytes may wait (the CONNACK's batch)
         let mut acks = BytesMut::with_capacity(256);
         loop {
+            self.policy.apply_if_raised("ferry-mqtt");
             let timeout = if more {
                 Duration::ZERO
             } else {
