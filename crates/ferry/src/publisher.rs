@@ -112,6 +112,7 @@ impl<T: Codec> PublisherBuilder<T> {
         Ok(Publisher {
             shared,
             node: self.node,
+            heap_spare: Mutex::new(None),
         })
     }
 }
@@ -289,6 +290,9 @@ impl<T: Codec> WriterPort for PubShared<T> {
 pub struct Publisher<T: Codec> {
     shared: Arc<PubShared<T>>,
     node: Arc<NodeInner>,
+    /// The last heap-loaned sample's bytes: the next heap loan reuses them
+    /// once every path let go, so a loan costs no allocation or memset.
+    heap_spare: Mutex<Option<Bytes>>,
 }
 
 impl<T: Codec> Publisher<T> {
@@ -410,16 +414,36 @@ impl Publisher<RawBytes> {
                 Ok(loan) => LoanBuf::Shm(loan),
                 Err(e) => {
                     tracing::debug!("{}: no shared-memory loan ({e}); heap buffer", self.topic());
-                    LoanBuf::Heap(vec![0; len])
+                    LoanBuf::Heap(self.heap_buffer(len))
                 }
             },
-            None => LoanBuf::Heap(vec![0; len]),
+            None => LoanBuf::Heap(self.heap_buffer(len)),
         };
         SampleMut {
             publisher: self,
             buf,
             len,
         }
+    }
+}
+
+impl Publisher<RawBytes> {
+    /// A heap buffer of `len` bytes: the last loan's, if no path holds it
+    /// any more and it is large enough (its old bytes stay: a loan is not
+    /// cleared), else a new one.
+    fn heap_buffer(&self, len: usize) -> Vec<u8> {
+        let spare = self.heap_spare.lock().take();
+        if let Some(mut v) = spare.and_then(|b| b.try_into_mut().ok()).map(Vec::from) {
+            if v.capacity() >= len {
+                if v.len() >= len {
+                    v.truncate(len);
+                } else {
+                    v.resize(len, 0); // only the part never written before
+                }
+                return v;
+            }
+        }
+        vec![0; len]
     }
 }
 
@@ -459,7 +483,11 @@ impl SampleMut<'_> {
                 Ok(b) => b,
                 Err(e) => unreachable!("len <= capacity by construction: {e}"),
             },
-            LoanBuf::Heap(v) => Bytes::from(v),
+            LoanBuf::Heap(v) => {
+                let b = Bytes::from(v);
+                *publisher.heap_spare.lock() = Some(b.clone());
+                b
+            }
         };
         let value = Arc::new(RawBytes(bytes.clone()));
         shared.deliver(seq, value, |_, _| Some(bytes))

@@ -468,3 +468,40 @@ fn a_loan_without_shared_memory_is_a_heap_buffer_with_the_same_api() {
     drop(p.loan(10));
     assert!(s.recv_timeout(Duration::from_millis(100)).is_err());
 }
+
+#[test]
+fn a_heap_loan_reuses_the_last_buffer_once_every_path_let_go() {
+    let n = node("a", 116);
+    let p = n
+        .publisher::<ferry::RawBytes>("/loan/heap")
+        .build()
+        .unwrap();
+    let mut first = p.loan(1 << 20);
+    assert!(!first.is_shared_memory());
+    first.fill(7);
+    let at = first.as_ptr();
+    first.publish().unwrap();
+    // Nobody holds the last sample: the next loan is the same memory, as
+    // it was (a loan is not cleared), with no allocation and no memset.
+    let second = p.loan(1 << 20);
+    assert_eq!(second.as_ptr(), at);
+    assert!(second.iter().all(|b| *b == 7));
+    second.publish().unwrap();
+    // A subscriber that keeps the sample keeps its buffer: a new one.
+    let s = n
+        .subscriber::<ferry::RawBytes>("/loan/heap")
+        .build()
+        .unwrap();
+    assert!(p.wait_for_subscribers(1, T));
+    let mut third = p.loan(1 << 20);
+    third.fill(9);
+    third.publish().unwrap();
+    let kept = s.recv_timeout(T).unwrap();
+    let fourth = p.loan(1 << 20);
+    assert_ne!(
+        fourth.as_ptr(),
+        kept.as_ptr(),
+        "a held sample was lent again"
+    );
+    assert!(kept.iter().all(|b| *b == 9));
+}
