@@ -6,9 +6,10 @@
 //! **doorbell** segment of the same tag. A writer connecting to a reader:
 //! 1. takes its pool (one per writer endpoint, shared by its connections)
 //!    and creates a connection segment with rings sized from the QoS;
-//! 2. connects to the reader runtime's control socket, sends
-//!    `ATTACH <writer> <reader> <connection segment> <data prefix>`, rings
-//!    the doorbell and waits for `OK`;
+//! 2. connects to the reader runtime's control socket, sends an `Attach`
+//!    (writer, reader, connection segment, data prefix:
+//!    `ferry_wire::shm`, a checked binary format), rings the doorbell and
+//!    waits for `Accepted` (or `Refused` with a typed reason);
 //! 3. keeps the socket open: it is the liveness of the pair. Either side
 //!    seeing it close (a clean exit or `kill -9`) ends the connection,
 //!    takes back the slots the reader held and sweeps the dead process's
@@ -25,7 +26,7 @@
 //! on the doorbell (futex); with `shm_busy_poll` it never sleeps.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -35,6 +36,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use ferry_shm::{Doorbell, Published, ReaderConn, Writer, WriterConn};
 use ferry_wire::frame::FrameKind;
+use ferry_wire::shm::{read_message, Attach, Control, RefuseReason};
+use ferry_wire::WireError;
 use ferry_wire::{EndpointId, History, Locator, ParticipantId, Reliability, TransportKind};
 use parking_lot::Mutex;
 
@@ -60,13 +63,6 @@ fn bell_of(socket: &str) -> Option<String> {
     socket
         .strip_prefix("ferry.s.")
         .map(|rest| format!("ferry.b.{rest}"))
-}
-
-fn endpoint(p: &str, e: &str) -> Option<EndpointId> {
-    Some(EndpointId {
-        participant: ParticipantId(u64::from_str_radix(p, 16).ok()?),
-        entity: e.parse().ok()?,
-    })
 }
 
 /// Whether the peer closed `stream` (EOF or error), without blocking. The
@@ -185,37 +181,53 @@ impl Receiving {
             let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
             match self.attach(local, &stream) {
                 Ok(inb) => {
-                    let _ = (&stream).write_all(b"OK\n");
+                    let _ = (&stream).write_all(&Control::Accepted.encode());
                     inb.reader.attach(inb.inbound.clone());
                     list.push(inb);
                 }
-                Err(why) => {
-                    tracing::debug!("shared-memory attach refused: {why}");
-                    let _ = (&stream).write_all(format!("ERR {why}\n").as_bytes());
+                Err((reason, detail)) => {
+                    tracing::debug!("shared-memory attach refused ({reason:?}): {detail}");
+                    let _ = (&stream).write_all(&Control::Refused { reason, detail }.encode());
                 }
             }
         }
     }
 
-    fn attach(&self, local: ParticipantId, stream: &UnixStream) -> Result<Inbound, String> {
-        let mut line = String::new();
-        BufReader::new(stream)
-            .take(4096)
-            .read_line(&mut line)
-            .map_err(|e| e.to_string())?;
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let ["ATTACH", wp, we, rp, re, conn, prefix] = f[..] else {
-            return Err(format!("malformed attach line `{}`", line.trim()));
+    fn attach(
+        &self,
+        local: ParticipantId,
+        stream: &UnixStream,
+    ) -> Result<Inbound, (RefuseReason, String)> {
+        let malformed = |e: WireError| (RefuseReason::Malformed, e.to_string());
+        let msg = read_message(|buf| {
+            (&*stream)
+                .read_exact(buf)
+                .map_err(|_| WireError::Truncated {
+                    offset: 0,
+                    needed: buf.len(),
+                })
+        })
+        .map_err(malformed)?;
+        let Control::Attach(Attach {
+            writer,
+            reader: reader_id,
+            connection: conn,
+            data_prefix: prefix,
+        }) = msg
+        else {
+            return Err((RefuseReason::Malformed, "expected an attach request".into()));
         };
-        let writer = endpoint(wp, we).ok_or("bad writer id")?;
-        let reader_id = endpoint(rp, re).ok_or("bad reader id")?;
         if reader_id.participant != local {
-            return Err(format!("reader {reader_id} is not in this runtime"));
+            return Err((
+                RefuseReason::WrongRuntime,
+                format!("reader {reader_id} is not in this runtime"),
+            ));
         }
         let reader = super::intra::lookup_reader(reader_id)
-            .ok_or_else(|| format!("no reader {reader_id}"))?;
+            .ok_or_else(|| (RefuseReason::NoReader, format!("no reader {reader_id}")))?;
         let locator = format!("shm/{conn}");
-        let conn = ReaderConn::open(conn, prefix).map_err(|e| e.to_string())?;
+        let conn =
+            ReaderConn::open(&conn, &prefix).map_err(|e| (RefuseReason::Segment, e.to_string()))?;
         let inbound = Arc::new(InboundConn {
             remote: writer,
             transport: TransportKind::SharedMemory,
@@ -229,7 +241,9 @@ impl Receiving {
             conn,
             reader,
             inbound,
-            stream: stream.try_clone().map_err(|e| e.to_string())?,
+            stream: stream
+                .try_clone()
+                .map_err(|e| (RefuseReason::Segment, e.to_string()))?,
             dropped: 0,
         })
     }
@@ -721,30 +735,30 @@ impl Transport for ShmTransport {
             .map_err(|e| unreachable(e.to_string(), &tried))?;
         let _ = stream.set_read_timeout(Some(ATTACH_TIMEOUT));
         let bell = Doorbell::open(&bell_name).map_err(|e| unreachable(e.to_string(), &tried))?;
-        let line = format!(
-            "ATTACH {} {} {} {} {} {}\n",
-            req.writer.participant,
-            req.writer.entity,
-            req.reader.participant,
-            req.reader.entity,
-            conn.name(),
-            pool.writer.data_prefix()
-        );
+        let attach = Control::Attach(Attach {
+            writer: req.writer,
+            reader: req.reader,
+            connection: conn.name().to_string(),
+            data_prefix: pool.writer.data_prefix().to_string(),
+        });
         (&stream)
-            .write_all(line.as_bytes())
+            .write_all(&attach.encode())
             .map_err(|e| unreachable(e.to_string(), &tried))?;
         bell.ring_attach();
-        let mut reply = String::new();
-        BufReader::new(&stream)
-            .take(4096)
-            .read_line(&mut reply)
-            .map_err(|e| unreachable(format!("no answer: {e}"), &tried))?;
-        if reply.trim() != "OK" {
-            return Err(if reply.contains("no reader") {
-                ConnectError::NoReader(req.reader)
-            } else {
-                unreachable(format!("refused: {}", reply.trim()), &tried)
-            });
+        let reply = read_message(|buf| {
+            (&stream).read_exact(buf).map_err(|_| WireError::Truncated {
+                offset: 0,
+                needed: buf.len(),
+            })
+        })
+        .map_err(|e| unreachable(format!("no answer: {e}"), &tried))?;
+        match reply {
+            Control::Accepted => {}
+            Control::Refused {
+                reason: RefuseReason::NoReader,
+                ..
+            } => return Err(ConnectError::NoReader(req.reader)),
+            other => return Err(unreachable(format!("refused: {other:?}"), &tried)),
         }
         Ok(Arc::new(ShmLink {
             writer: req.writer,
