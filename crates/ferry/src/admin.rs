@@ -54,18 +54,7 @@ impl AdminRequest {
     }
 }
 
-/// The outcome of `set` on one connection.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SetOutcome {
-    /// The subscriber.
-    pub remote: String,
-    /// Its node, when known.
-    pub remote_node: String,
-    /// The priority now in effect.
-    pub priority: String,
-    /// What took effect, or why not.
-    pub result: Result<String, String>,
-}
+pub use crate::priority::SetOutcome;
 
 /// Parses a `set` reply.
 pub fn parse_set(reply: &AdminReply) -> Result<Vec<SetOutcome>, serde_json::Error> {

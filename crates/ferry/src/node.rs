@@ -9,6 +9,7 @@ use crate::admin::{AdminReply, AdminRequest};
 use crate::config::{AdminAccess, Config};
 use crate::error::BuildError;
 use crate::graph::Graph;
+use crate::membership::NodeInner;
 use crate::message::Codec;
 use crate::publisher::PublisherBuilder;
 use crate::runtime::{full_name, Runtime};
@@ -99,19 +100,6 @@ impl NodeBuilder {
             inner,
             _admin: admin,
         })
-    }
-}
-
-pub(crate) struct NodeInner {
-    pub rt: Arc<Runtime>,
-    pub id: u32,
-    pub name: String,
-    pub namespace: String,
-}
-
-impl Drop for NodeInner {
-    fn drop(&mut self) {
-        self.rt.shared.remove_node(self.id);
     }
 }
 

@@ -401,6 +401,19 @@ impl Drop for Lane {
     }
 }
 
+/// The outcome of `set` on one connection.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SetOutcome {
+    /// The subscriber.
+    pub remote: String,
+    /// Its node, when known.
+    pub remote_node: String,
+    /// The priority now in effect.
+    pub priority: String,
+    /// What took effect, or why not.
+    pub result: Result<String, String>,
+}
+
 /// The scheduling a shared delivery thread (I/O, shared memory, MQTT)
 /// should run at: raised by subscribers from any thread, applied by the
 /// thread itself on its next turn. Only ever raised (it serves every

@@ -14,13 +14,14 @@ use parking_lot::Mutex;
 
 use crate::error::{BuildError, EncodeError, PublishError};
 use crate::event::{EventQueue, PortEvent};
+use crate::membership::NodeInner;
 use crate::message::{Codec, Payload, RawBytes};
-use crate::node::NodeInner;
-use crate::port::{declare, DeadlineWatch, Links};
+use crate::port::DeadlineWatch;
 use crate::priority::{Priority, PriorityError};
 use crate::runtime::WriterPort;
 use crate::stats::{now_ns, ConnectionInfo};
 use crate::transport::shm::{ShmLoan, ShmWriter};
+use crate::transport::Links;
 use crate::transport::{Link, OutFrame, ReplySink, SendError};
 
 /// Builds a [`Publisher`].
@@ -68,13 +69,9 @@ impl<T: Codec> PublisherBuilder<T> {
         let ty = self
             .type_name
             .unwrap_or_else(|| (T::type_name().to_string(), T::type_hash()));
-        let (id, record) = declare(
-            &self.node,
-            &self.topic,
-            EndpointKind::Publisher,
-            ty,
-            self.qos,
-        )?;
+        let (id, record) = self
+            .node
+            .declare(&self.topic, EndpointKind::Publisher, ty, self.qos)?;
         let rt = self.node.rt.clone();
         let shared = Arc::new(PubShared::<T> {
             id,

@@ -16,11 +16,12 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::error::{BuildError, CallError};
 use crate::event::{EventQueue, PortEvent};
+use crate::membership::NodeInner;
 use crate::message::{Codec, Payload};
-use crate::node::NodeInner;
-use crate::port::{declare, Inbound, Links};
+use crate::port::Inbound;
 use crate::runtime::{ReaderPort, WriterPort};
 use crate::stats::{now_ns, ConnectionInfo};
+use crate::transport::Links;
 use crate::transport::{InFrame, InboundConn, Inbox, Link, OutFrame, ReplyBody, ReplySink};
 
 /// A request handler; the second argument is the calling client.
@@ -82,13 +83,9 @@ impl<Req: Codec, Resp: Codec> ServiceBuilder<Req, Resp> {
     /// time on the service's own thread, so a slow handler never stalls
     /// other traffic.
     pub fn build(self) -> Result<Service<Req, Resp>, BuildError> {
-        let (id, record) = declare(
-            &self.node,
-            &self.name,
-            EndpointKind::Service,
-            self.type_info,
-            self.qos,
-        )?;
+        let (id, record) =
+            self.node
+                .declare(&self.name, EndpointKind::Service, self.type_info, self.qos)?;
         let rt = self.node.rt.clone();
         let topic = record.topic.clone();
         let (tx, rx) = mpsc::channel::<Job<Req>>();
@@ -271,13 +268,9 @@ impl<Req: Codec, Resp: Codec> ClientBuilder<Req, Resp> {
     }
     /// Creates the client and announces it.
     pub fn build(self) -> Result<Client<Req, Resp>, BuildError> {
-        let (id, record) = declare(
-            &self.node,
-            &self.name,
-            EndpointKind::Client,
-            self.type_info,
-            self.qos,
-        )?;
+        let (id, record) =
+            self.node
+                .declare(&self.name, EndpointKind::Client, self.type_info, self.qos)?;
         let rt = self.node.rt.clone();
         let topic = record.topic.clone();
         let shared = Arc::new(CliShared::<Resp> {

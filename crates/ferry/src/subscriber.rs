@@ -12,9 +12,9 @@ use parking_lot::Mutex;
 
 use crate::error::{BuildError, RecvError};
 use crate::event::{EventQueue, PortEvent};
+use crate::membership::NodeInner;
 use crate::message::{Codec, Sample, SampleInfo};
-use crate::node::NodeInner;
-use crate::port::{declare, DeadlineWatch, Inbound};
+use crate::port::{DeadlineWatch, Inbound};
 use crate::priority::ThreadPolicy;
 use crate::queue::SampleQueue;
 use crate::runtime::ReaderPort;
@@ -106,13 +106,9 @@ impl<T: Codec> SubscriberBuilder<T> {
         let ty = self
             .type_name
             .unwrap_or_else(|| (T::type_name().to_string(), T::type_hash()));
-        let (id, record) = declare(
-            &self.node,
-            &self.topic,
-            EndpointKind::Subscriber,
-            ty,
-            self.qos,
-        )?;
+        let (id, record) =
+            self.node
+                .declare(&self.topic, EndpointKind::Subscriber, ty, self.qos)?;
         let rt = self.node.rt.clone();
         let policy = self.thread.or_else(|| {
             rt.shared

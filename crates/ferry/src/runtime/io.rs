@@ -1,81 +1,34 @@
 //! The I/O thread of a runtime: one `mio` poll loop for the discovery
-//! sockets, the TCP listener and every TCP connection, plus the timers of
-//! discovery and housekeeping. No thread per connection.
+//! sockets, the TCP listener, the UDP data socket and every source a
+//! transport hands it (`reactor::Source`: each TCP connection), plus the
+//! timers of discovery and housekeeping. No thread per connection.
 
 use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferry_discovery::{Destination, Via};
 use mio::net::{TcpListener, UdpSocket};
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Events, Interest, Poll, Token};
 use parking_lot::Mutex;
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use super::Shared;
 use crate::config::DiscoveryRange;
-use crate::transport::tcp::{self, FrameReader, QueuePolicy, Role, TcpConn};
+use crate::reactor::{self, Command, IoHandle, LoopContext, Readiness, Served, Source, WAKER};
+use crate::transport::tcp::{QueuePolicy, Role, TcpConn, TcpSource};
 
 /// Multicast group of ferry discovery (administratively scoped).
 pub const DISCOVERY_GROUP: Ipv4Addr = Ipv4Addr::new(239, 255, 70, 1);
 
-const WAKER: Token = Token(0);
 const MCAST: Token = Token(1);
 const UCAST: Token = Token(2);
 const LISTENER: Token = Token(3);
 const UDP: Token = Token(4);
 const FIRST_CONN: usize = 16;
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
-
-pub(crate) enum Command {
-    AddConn(Arc<TcpConn>),
-    Kick,
-    Shutdown,
-}
-
-/// Lets other threads hand work to the I/O thread.
-#[derive(Clone)]
-pub(crate) struct IoHandle {
-    waker: Arc<Waker>,
-    cmds: Arc<Mutex<Vec<Command>>>,
-    /// A kick is queued and not yet taken: further kicks add nothing (a
-    /// fast publisher in batch mode would otherwise wake the loop per batch).
-    kicked: Arc<AtomicBool>,
-}
-
-impl IoHandle {
-    /// A handle whose loop is the caller's own `poll` (unit tests of the
-    /// transports drive flushing themselves).
-    #[cfg(test)]
-    pub fn detached(poll: &Poll) -> Self {
-        IoHandle {
-            waker: Arc::new(Waker::new(poll.registry(), WAKER).expect("waker")),
-            cmds: Arc::new(Mutex::new(Vec::new())),
-            kicked: Arc::new(AtomicBool::new(false)),
-        }
-    }
-    fn push(&self, c: Command) {
-        self.cmds.lock().push(c);
-        let _ = self.waker.wake();
-    }
-    /// Registers a connection made by a connect thread.
-    pub fn add_conn(&self, c: Arc<TcpConn>) {
-        self.push(Command::AddConn(c));
-    }
-    /// Discovery has something to send now.
-    pub fn kick(&self) {
-        if !self.kicked.swap(true, Ordering::AcqRel) {
-            self.push(Command::Kick);
-        }
-    }
-    /// Stops the loop after sending the goodbye.
-    pub fn shutdown(&self) {
-        self.push(Command::Shutdown);
-    }
-}
 
 /// Sockets opened before the thread starts (so errors reach the builder).
 pub(crate) struct Sockets {
@@ -103,7 +56,7 @@ impl Sockets {
         ifaces: &[crate::host::Interface],
     ) -> Result<Self, crate::error::BuildError> {
         let poll = Poll::new().map_err(io_err("epoll"))?;
-        let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(io_err("waker"))?);
+        let handle = IoHandle::new(&poll).map_err(io_err("waker"))?;
         let local_only = cfg.discovery == DiscoveryRange::Localhost;
         let bind_ip = if local_only {
             Ipv4Addr::LOCALHOST
@@ -213,55 +166,59 @@ impl Sockets {
             udp_port,
             mcast_ifaces,
             mcast_port: port,
-            handle: IoHandle {
-                waker,
-                cmds: Arc::new(Mutex::new(Vec::new())),
-                kicked: Arc::new(AtomicBool::new(false)),
-            },
+            handle,
         })
     }
 }
 
-struct ConnEntry {
-    conn: Arc<TcpConn>,
-    reader: FrameReader,
+/// The sources transports handed the loop, by token.
+struct Sources {
+    map: HashMap<Token, Box<dyn Source>>,
+    next: usize,
 }
 
-fn register(
-    poll: &Poll,
-    conns: &mut HashMap<Token, ConnEntry>,
-    next: &mut usize,
-    conn: Arc<TcpConn>,
-    max_frame: usize,
-) {
-    let t = Token(*next);
-    *next += 1;
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&conn.stream);
-    match poll.registry().register(
-        &mut mio::unix::SourceFd(&fd),
-        t,
-        Interest::READABLE | Interest::WRITABLE,
-    ) {
-        Ok(()) => {
-            conns.insert(
-                t,
-                ConnEntry {
-                    conn,
-                    reader: FrameReader::new(max_frame),
-                },
-            );
-        }
-        Err(e) => {
-            tracing::warn!("cannot watch connection to {}: {e}", conn.peer);
-            tcp::on_closed(&conn);
+impl Sources {
+    fn add(&mut self, poll: &Poll, mut src: Box<dyn Source>, ctx: &mut dyn LoopContext) {
+        let t = Token(self.next);
+        self.next += 1;
+        match poll.registry().register(
+            &mut mio::unix::SourceFd(&src.fd()),
+            t,
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            Ok(()) => {
+                self.map.insert(t, src);
+            }
+            Err(e) => {
+                tracing::warn!("cannot watch a connection: {e}");
+                src.removed(ctx);
+            }
         }
     }
-}
 
-fn deregister(poll: &Poll, entry: &ConnEntry) {
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&entry.conn.stream);
-    let _ = poll.registry().deregister(&mut mio::unix::SourceFd(&fd));
-    tcp::on_closed(&entry.conn);
+    fn remove(&mut self, poll: &Poll, t: Token, ctx: &mut dyn LoopContext) {
+        if let Some(mut src) = self.map.remove(&t) {
+            let _ = poll
+                .registry()
+                .deregister(&mut mio::unix::SourceFd(&src.fd()));
+            src.removed(ctx);
+        }
+    }
+
+    /// Serves one event; true when it wants to be served again next turn.
+    fn serve(&mut self, poll: &Poll, t: Token, r: Readiness, ctx: &mut dyn LoopContext) -> bool {
+        let Some(src) = self.map.get_mut(&t) else {
+            return false;
+        };
+        match src.ready(r, ctx) {
+            Served::Idle => false,
+            Served::More => true,
+            Served::Done => {
+                self.remove(poll, t, ctx);
+                false
+            }
+        }
+    }
 }
 
 /// Renews the discovery lease of peers that the data plane shows alive, at
@@ -288,111 +245,40 @@ impl Alive {
     }
 }
 
-thread_local! {
-    static IO_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+/// What the loop offers its sources: the runtime, seen through
+/// `reactor::LoopContext`.
+struct Ctx<'a> {
+    shared: &'a Arc<Shared>,
+    local_ips: &'a [std::net::IpAddr],
+    alive: &'a mut Alive,
 }
 
-/// True on a runtime's I/O thread (where callbacks of network paths run):
-/// code that would wait for the I/O thread must not wait there.
-pub(crate) fn on_io_thread() -> bool {
-    IO_THREAD.with(|c| c.get())
-}
-
-/// Most bytes read from one connection per loop turn.
-const READ_BUDGET: usize = 4 << 20;
-
-/// Serves one connection event; returns true when its read budget ran out
-/// (more may be waiting: serve it again next turn).
-#[allow(clippy::too_many_arguments)]
-fn serve_conn(
-    conns: &mut HashMap<Token, ConnEntry>,
-    t: Token,
-    readable: bool,
-    writable: bool,
-    error: bool,
-    poll: &Poll,
-    shared: &Arc<Shared>,
-    local_ips: &[std::net::IpAddr],
-    alive: &mut Alive,
-) -> bool {
-    let Some(entry) = conns.get_mut(&t) else {
-        return false;
-    };
-    let mut ok = !entry.conn.is_closed();
-    let mut more = false;
-    if ok && writable {
-        ok = entry.conn.flush().is_ok();
+impl LoopContext for Ctx<'_> {
+    fn local(&self) -> ferry_wire::ParticipantId {
+        self.shared.id
     }
-    if ok && readable {
-        let peer_ip = entry.conn.peer.ip();
-        let same_clock = |id: ferry_wire::EndpointId| {
-            peer_ip.is_loopback()
-                || local_ips.contains(&peer_ip)
-                || shared.same_clock(id.participant)
-        };
-        let mut ctx = tcp::DispatchCtx {
-            local: shared.id,
-            same_clock: &same_clock,
-            arrival_ns: 0,
-            bound: None,
-        };
-        // Read and dispatch one `read` at a time, up to the budget.
-        let mut frames = Vec::new();
-        let mut total = 0usize;
-        let mut any = false;
-        while ok {
-            let r = entry.reader.read_once(&entry.conn.stream, &mut frames);
-            if !frames.is_empty() {
-                any = true;
-                ctx.arrival_ns = crate::stats::now_ns();
-            }
-            for f in frames.drain(..) {
-                if !tcp::dispatch(&entry.conn, f, &mut ctx) {
-                    ok = false;
-                    break;
-                }
-            }
-            match r {
-                Ok(0) => break,
-                Ok(n) => {
-                    total += n;
-                    if total >= READ_BUDGET {
-                        more = true;
-                        break;
-                    }
-                }
-                Err(e) => {
-                    if e.kind() == io::ErrorKind::InvalidData {
-                        tracing::warn!("closing connection from {}: {e}", entry.conn.peer);
-                    }
-                    ok = false;
-                }
-            }
-        }
-        if ok && any {
-            if let Some(p) = entry.conn.peer_participant() {
-                alive.saw(shared, p);
-            }
-        }
+    fn same_clock(&self, p: ferry_wire::ParticipantId) -> bool {
+        self.shared.same_clock(p)
     }
-    if !ok || error {
-        if let Some(entry) = conns.remove(&t) {
-            deregister(poll, &entry);
-            if let Role::Outgoing { writer, .. } = &entry.conn.role {
-                shared.link_lost(*writer, entry.conn.remote);
-            }
-        }
-        return false;
+    fn local_ips(&self) -> &[std::net::IpAddr] {
+        self.local_ips
     }
-    ok && more
+    fn alive(&mut self, p: ferry_wire::ParticipantId) {
+        self.alive.saw(self.shared, p);
+    }
+    fn link_lost(&mut self, writer: ferry_wire::EndpointId, reader: ferry_wire::EndpointId) {
+        self.shared.link_lost(writer, reader);
+    }
 }
 
 /// Runs the loop until shutdown.
 pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
-    IO_THREAD.with(|c| c.set(true));
+    reactor::enter_io_thread();
     let mut events = Events::with_capacity(256);
-    let mut conns: HashMap<Token, ConnEntry> = HashMap::new();
-    let mut next_token = FIRST_CONN;
+    let mut sources = Sources {
+        map: HashMap::new(),
+        next: FIRST_CONN,
+    };
     let mut buf = vec![0u8; 65536];
     let mut next_housekeeping = Instant::now();
     let max_frame = shared.cfg.max_frame_bytes;
@@ -428,20 +314,19 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
         for ev in events.iter() {
             match ev.token() {
                 WAKER => {
-                    let cmds = std::mem::take(&mut *s.handle.cmds.lock());
-                    // Taken: the next kick must wake the loop again.
-                    s.handle.kicked.store(false, Ordering::Release);
-                    for c in cmds {
+                    for c in s.handle.take() {
                         match c {
-                            Command::AddConn(conn) => {
-                                register(&s.poll, &mut conns, &mut next_token, conn, max_frame);
+                            Command::Add(src) => {
+                                let mut ctx = Ctx {
+                                    shared: &shared,
+                                    local_ips: &local_ips,
+                                    alive: &mut alive,
+                                };
+                                sources.add(&s.poll, src, &mut ctx);
                             }
                             Command::Kick => {
-                                // Batching connections queue frames and kick.
-                                for e in conns.values() {
-                                    if e.conn.has_backlog() && e.conn.flush().is_err() {
-                                        e.conn.mark_closed();
-                                    }
+                                for src in sources.map.values_mut() {
+                                    src.kicked();
                                 }
                             }
                             Command::Shutdown => shutdown = true,
@@ -497,7 +382,16 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                                 },
                                 s.handle.clone(),
                             ));
-                            register(&s.poll, &mut conns, &mut next_token, conn, max_frame);
+                            let mut ctx = Ctx {
+                                shared: &shared,
+                                local_ips: &local_ips,
+                                alive: &mut alive,
+                            };
+                            sources.add(
+                                &s.poll,
+                                Box::new(TcpSource::new(conn, max_frame)),
+                                &mut ctx,
+                            );
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) => {
@@ -507,46 +401,46 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                     }
                 },
                 t => {
-                    let readable = ev.is_readable() || ev.is_read_closed();
-                    let more = serve_conn(
-                        &mut conns,
-                        t,
-                        readable,
-                        ev.is_writable(),
-                        ev.is_error(),
-                        &s.poll,
-                        &shared,
-                        &local_ips,
-                        &mut alive,
-                    );
-                    if more && !again.contains(&t) {
+                    let r = Readiness {
+                        readable: ev.is_readable() || ev.is_read_closed(),
+                        writable: ev.is_writable(),
+                        error: ev.is_error(),
+                    };
+                    let mut ctx = Ctx {
+                        shared: &shared,
+                        local_ips: &local_ips,
+                        alive: &mut alive,
+                    };
+                    if sources.serve(&s.poll, t, r, &mut ctx) && !again.contains(&t) {
                         again.push(t);
                     }
                 }
             }
         }
-        // Connections whose read budget ran out last turn: read on.
+        let mut ctx = Ctx {
+            shared: &shared,
+            local_ips: &local_ips,
+            alive: &mut alive,
+        };
+        // Sources whose read budget ran out last turn: read on.
         for t in retry {
-            if serve_conn(
-                &mut conns, t, true, false, false, &s.poll, &shared, &local_ips, &mut alive,
-            ) && !again.contains(&t)
-            {
+            let r = Readiness {
+                readable: true,
+                ..Readiness::default()
+            };
+            if sources.serve(&s.poll, t, r, &mut ctx) && !again.contains(&t) {
                 again.push(t);
             }
         }
-        // Drop connections closed by their owners (unmatched, port dropped).
-        let closed: Vec<Token> = conns
+        // Drop sources closed by their owners (unmatched, port dropped).
+        let closed: Vec<Token> = sources
+            .map
             .iter()
-            .filter(|(_, e)| e.conn.is_closed())
+            .filter(|(_, src)| src.is_closed())
             .map(|(t, _)| *t)
             .collect();
         for t in closed {
-            if let Some(entry) = conns.remove(&t) {
-                deregister(&s.poll, &entry);
-                if let Role::Outgoing { writer, .. } = &entry.conn.role {
-                    shared.link_lost(*writer, entry.conn.remote);
-                }
-            }
+            sources.remove(&s.poll, t, &mut ctx);
         }
         let now = Instant::now();
         if shutdown {
@@ -584,8 +478,8 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
             }
         }
         if shutdown {
-            for (_, e) in conns.drain() {
-                e.conn.mark_closed();
+            for (_, mut src) in sources.map.drain() {
+                src.shutdown();
             }
             return;
         }

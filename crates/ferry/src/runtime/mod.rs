@@ -27,7 +27,7 @@ use crate::transport::{ConnectRequest, Link, PeerInfo, ReplySink, RouteOf, Trans
 /// A local writer (publisher or client) as the runtime sees it.
 pub(crate) trait WriterPort: Send + Sync {
     fn connections(&self) -> Vec<crate::stats::ConnectionInfo>;
-    fn links(&self) -> &crate::port::Links;
+    fn links(&self) -> &crate::transport::Links;
     fn add_link(&self, link: Arc<dyn Link>);
     fn remove_link(&self, reader: EndpointId);
     fn events(&self) -> &EventQueue;
@@ -53,10 +53,6 @@ struct LocalReader {
     port: Weak<dyn ReaderPort>,
 }
 
-/// How long a UDP connection outlives its reader's lease, waiting for the
-/// link to come back (the seed paper's outages last 10–20 s).
-pub use ferry_conn::OUTAGE_GRACE;
-
 /// Mutable state under one lock.
 pub(crate) struct Core {
     pub discovery: Discovery,
@@ -80,7 +76,7 @@ pub(crate) struct Shared {
     #[cfg(feature = "mqtt")]
     pub mqtt: Option<Arc<crate::transport::mqtt::Broker>>,
     pub udp: Arc<UdpShared>,
-    pub io: io::IoHandle,
+    pub io: crate::reactor::IoHandle,
     next_entity: AtomicU32,
     /// Scheduling the I/O thread should run at (it delivers every inbound
     /// network connection): the highest any subscriber asked for.
@@ -293,7 +289,8 @@ impl Runtime {
         });
         #[cfg(feature = "mqtt")]
         if let Some(b) = &shared.mqtt {
-            b.bind(Arc::downgrade(&shared));
+            let host: Arc<dyn crate::transport::mqtt::BrokerHost> = shared.clone();
+            b.bind(Arc::downgrade(&host));
         }
         let s2 = shared.clone();
         let thread = std::thread::Builder::new()
@@ -346,13 +343,6 @@ impl Shared {
         let now = Instant::now();
         core.discovery.set_lease(lease, now);
         core.discovery.set_records(recs, now);
-        self.io.kick();
-    }
-
-    /// Announces this runtime at once (a broker connection came up).
-    #[cfg(feature = "mqtt")]
-    pub fn announce_soon(&self) {
-        self.core.lock().discovery.announce_now(Instant::now());
         self.io.kick();
     }
 
@@ -737,7 +727,7 @@ impl Shared {
         to: &str,
         class: crate::priority::PacketClass,
         sched: Option<Option<crate::priority::ThreadPolicy>>,
-    ) -> Result<Vec<crate::admin::SetOutcome>, crate::priority::PriorityError> {
+    ) -> Result<Vec<crate::priority::SetOutcome>, crate::priority::PriorityError> {
         let ports: Vec<_> = {
             let core = self.core.lock();
             core.writers
@@ -764,7 +754,7 @@ impl Shared {
                     thread: sched.unwrap_or(l.priority().thread),
                 };
                 let result = l.set_priority(p).map_err(|e| e.to_string());
-                out.push(crate::admin::SetOutcome {
+                out.push(crate::priority::SetOutcome {
                     remote: l.remote().to_string(),
                     remote_node: node_of(l.remote()),
                     priority: l.priority().to_string(),
@@ -865,6 +855,31 @@ impl Shared {
         g.endpoints
             .sort_by(|a, b| a.topic.cmp(&b.topic).then(a.id.cmp(&b.id)));
         g
+    }
+}
+
+#[cfg(feature = "mqtt")]
+impl crate::transport::mqtt::BrokerHost for Shared {
+    fn domain_id(&self) -> u16 {
+        self.cfg.domain_id
+    }
+    fn broker_beacon(&self, bytes: &[u8]) -> Result<(), ferry_discovery::DatagramError> {
+        let from = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
+        let r = self.core.lock().discovery.handle_datagram(
+            Instant::now(),
+            from,
+            ferry_discovery::Via::Broker,
+            bytes,
+        );
+        self.io.kick();
+        r
+    }
+    fn same_clock(&self, p: ParticipantId) -> bool {
+        Shared::same_clock(self, p)
+    }
+    fn announce_soon(&self) {
+        self.core.lock().discovery.announce_now(Instant::now());
+        self.io.kick();
     }
 }
 

@@ -13,6 +13,7 @@
 //! being registered with the runtime; nothing else changes.
 
 pub mod intra;
+mod links;
 #[cfg(feature = "mqtt")]
 pub mod mqtt;
 pub mod shm;
@@ -26,6 +27,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ferry_wire::frame::FrameKind;
 use ferry_wire::{EndpointId, EndpointKind, Locator, ParticipantId, Qos, TransportKind};
+
+pub(crate) use links::Links;
 
 use crate::error::EncodeError;
 use crate::message::Payload;

@@ -30,12 +30,12 @@ use crate::error::EncodeError;
 use crate::host::Interface;
 use crate::message::Payload;
 use crate::priority::{Lane, LaneTurn, PacketClass, Priority, PriorityError};
-use crate::runtime::io::IoHandle;
+use crate::reactor::IoHandle;
 use crate::stats::ConnStats;
 
 /// A reader-side stream idle this long is dropped (its writer is gone); as
 /// long as a writer keeps its side through an outage.
-const RX_IDLE: Duration = crate::runtime::OUTAGE_GRACE;
+const RX_IDLE: Duration = ferry_conn::OUTAGE_GRACE;
 /// HELLO is repeated this often until answered.
 const HELLO_EVERY: Duration = Duration::from_millis(100);
 
@@ -469,7 +469,7 @@ impl Link for UdpLink {
                 Err(WriteError::Full { .. }) => {
                     // On the I/O thread (a callback publishing) nobody else
                     // would process the acknowledgements we wait for.
-                    if crate::runtime::io::on_io_thread() {
+                    if crate::reactor::on_io_thread() {
                         return Err(SendError::Blocked(Duration::ZERO));
                     }
                     let Some(limit) = self.tx.block else {

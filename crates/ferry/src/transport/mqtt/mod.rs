@@ -58,7 +58,6 @@ use super::{
 use crate::config::mqtt::{BrokerUrl, MqttConfig, OnUnreachable};
 use crate::error::BuildError;
 use crate::message::Payload;
-use crate::runtime::Shared;
 use crate::stats::ConnStats;
 
 pub(crate) use link::WriterLink;
@@ -152,6 +151,20 @@ struct LinkState {
 }
 
 /// A runtime's connection to its MQTT broker.
+/// What the broker connection needs of its runtime (implemented by the
+/// runtime; the transport does not know the runtime's type).
+pub(crate) trait BrokerHost: Send + Sync {
+    /// The runtime's domain id.
+    fn domain_id(&self) -> u16;
+    /// A discovery beacon that came through the broker: handled as if heard
+    /// (the I/O thread is woken for what follows).
+    fn broker_beacon(&self, bytes: &[u8]) -> Result<(), ferry_discovery::DatagramError>;
+    /// Whether source timestamps of `p` are from our clock.
+    fn same_clock(&self, p: ParticipantId) -> bool;
+    /// The connection came up: announce this runtime at once.
+    fn announce_soon(&self);
+}
+
 pub(crate) struct Broker {
     me: ParticipantId,
     /// `<prefix>/<domain>/`.
@@ -185,7 +198,9 @@ pub(crate) struct Broker {
     clients: Mutex<HashMap<u32, Weak<dyn super::ReplySink>>>,
     duplicates: AtomicU64,
     garbage: AtomicU64,
-    rt: OnceLock<Weak<Shared>>,
+    rt: OnceLock<Weak<dyn BrokerHost>>,
+    /// This connection itself (for the repliers it hands out).
+    this: Weak<Broker>,
     /// `shutdown` was called (once).
     stop: AtomicBool,
     /// The DISCONNECT is written: the `ferry-mqtt` thread ends.
@@ -232,7 +247,8 @@ impl Broker {
         let poll = mio::Poll::new().map_err(io)?;
         let waker = mio::Waker::new(poll.registry(), session::WAKE).map_err(io)?;
         let (done_tx, done_rx) = std::sync::mpsc::channel();
-        let b = Arc::new(Broker {
+        let b = Arc::new_cyclic(|this| Broker {
+            this: this.clone(),
             me,
             disc_topic: Bytes::from(format!("{base}@disc/{me}")),
             connect: session::connect_packet(cfg, &base, me),
@@ -294,12 +310,12 @@ impl Broker {
         Ok(b)
     }
 
-    /// Lets the connection reach its runtime (discovery, readers).
-    pub fn bind(&self, rt: Weak<Shared>) {
+    /// Lets the connection reach its runtime (discovery, clocks).
+    pub fn bind(&self, rt: Weak<dyn BrokerHost>) {
         let _ = self.rt.set(rt);
     }
 
-    fn runtime(&self) -> Option<Arc<Shared>> {
+    fn runtime(&self) -> Option<Arc<dyn BrokerHost>> {
         self.rt.get().and_then(Weak::upgrade)
     }
 
@@ -478,7 +494,7 @@ impl Broker {
         let bytes = if payload.is_empty() {
             // The last will of a runtime that vanished: a goodbye.
             bye = ferry_wire::beacon::Beacon {
-                domain: rt.cfg.domain_id,
+                domain: rt.domain_id(),
                 participant: pid,
                 body: ferry_wire::beacon::BeaconBody::Bye,
             }
@@ -487,13 +503,7 @@ impl Broker {
         } else {
             payload
         };
-        let from = SocketAddr::from(([0, 0, 0, 0], 0));
-        let r = rt.core.lock().discovery.handle_datagram(
-            Instant::now(),
-            from,
-            ferry_discovery::Via::Broker,
-            bytes,
-        );
+        let r = rt.broker_beacon(bytes);
         match r {
             Ok(()) if !payload.is_empty() => {
                 self.heard.lock().insert(pid);
@@ -504,7 +514,6 @@ impl Broker {
                 tracing::debug!("broker announcement from {who} ignored: {e}");
             }
         }
-        rt.io.kick();
     }
 
     /// The inbound connection of `reader` from `writer` over the broker.
@@ -605,7 +614,7 @@ impl Broker {
             self.garbage.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        let me = self.runtime().and_then(|rt| rt.mqtt.clone());
+        let me = self.this.upgrade();
         let Some((inbox, conn)) = self.rx_conn(service, client, || {
             me.map(|b| {
                 Arc::new(link::Replier {

@@ -19,7 +19,9 @@ use ferry_wire::{EndpointId, History, Locator, Reliability, TransportKind};
 use parking_lot::{Condvar, Mutex};
 
 mod reader;
+mod source;
 pub(crate) use reader::{FrameReader, RawFrame};
+pub(crate) use source::TcpSource;
 
 use super::{
     Capabilities, ConnectError, ConnectRequest, InFrame, InboundConn, Inbox, Link, OutFrame,
@@ -28,7 +30,7 @@ use super::{
 use crate::host::Interface;
 use crate::message::Payload;
 use crate::priority::{Lane, LaneTurn, Priority, PriorityError};
-use crate::runtime::io::IoHandle;
+use crate::reactor::IoHandle;
 use crate::stats::ConnStats;
 
 /// Queue policy of a connection's backlog.
@@ -282,7 +284,7 @@ impl TcpConn {
                 // keep_all: wait for the I/O thread to drain — unless we are
                 // the I/O thread (a callback publishing), which would wait
                 // for itself: flush what the socket takes and otherwise fail.
-                Some(_) if crate::runtime::io::on_io_thread() => {
+                Some(_) if crate::reactor::on_io_thread() => {
                     drop(out);
                     let _ = self.flush();
                     out = self.out.lock();
@@ -763,7 +765,8 @@ impl Transport for TcpTransport {
                         policy,
                         self.io.clone(),
                     ));
-                    self.io.add_conn(conn.clone());
+                    self.io
+                        .add(Box::new(TcpSource::new(conn.clone(), self.max_frame)));
                     return Ok(Arc::new(TcpLink {
                         conn,
                         remote: req.reader,

@@ -290,7 +290,7 @@ mod tests {
                 depth: usize::MAX,
                 block: None,
             },
-            crate::runtime::io::IoHandle::detached(&poll),
+            crate::reactor::IoHandle::new(&poll).expect("waker"),
         );
         let size = |i: u64| {
             if i % 50 == 49 {

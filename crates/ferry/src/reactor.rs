@@ -1,0 +1,141 @@
+//! The reactor API between a runtime's I/O thread and the transports.
+//!
+//! The I/O thread (`runtime/io.rs`) runs one `mio` poll. A transport hands
+//! it a [`Source`] — a socket and the code that serves it — through an
+//! [`IoHandle`] from any thread; from then on the I/O thread calls the
+//! source on every event and asks it each turn whether its owner closed it.
+//! The loop knows no transport: what a source needs of the runtime it gets
+//! through [`LoopContext`]. This module depends on neither, so transports
+//! and the runtime both build on it.
+
+use std::net::IpAddr;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use ferry_wire::{EndpointId, ParticipantId};
+use mio::{Poll, Token, Waker};
+use parking_lot::Mutex;
+
+/// The waker's token in every I/O loop.
+pub(crate) const WAKER: Token = Token(0);
+
+/// What happened on a source's socket.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Readiness {
+    /// Bytes (or the peer's close) can be read.
+    pub readable: bool,
+    /// The socket has room to write.
+    pub writable: bool,
+    /// The socket reported an error.
+    pub error: bool,
+}
+
+/// What a served source wants next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Served {
+    /// Wait for the next event.
+    Idle,
+    /// Its read budget ran out: serve it again next turn.
+    More,
+    /// It is finished (the peer closed, an error, a bad frame): remove it.
+    Done,
+}
+
+/// What the I/O thread offers the sources it serves.
+pub(crate) trait LoopContext {
+    /// This runtime.
+    fn local(&self) -> ParticipantId;
+    /// Whether source timestamps of `p` are from our clock (same host).
+    fn same_clock(&self, p: ParticipantId) -> bool;
+    /// This host's addresses (a peer at one of them shares our clock).
+    fn local_ips(&self) -> &[IpAddr];
+    /// Data from `p` arrived: it is alive whatever discovery lost.
+    fn alive(&mut self, p: ParticipantId);
+    /// A writer's connection to `reader` ended by itself.
+    fn link_lost(&mut self, writer: EndpointId, reader: EndpointId);
+}
+
+/// A socket the I/O thread watches, with the code that serves it.
+pub(crate) trait Source: Send {
+    /// The file descriptor to watch (readable and writable).
+    fn fd(&self) -> RawFd;
+    /// Serves one event (I/O thread).
+    fn ready(&mut self, ready: Readiness, ctx: &mut dyn LoopContext) -> Served;
+    /// Output was queued for the I/O thread to write (a kick).
+    fn kicked(&mut self) {}
+    /// Whether its owner closed it (asked every turn; closed ones go).
+    fn is_closed(&self) -> bool;
+    /// It left the loop: it closed, its owner closed it, or it could not
+    /// be watched.
+    fn removed(&mut self, ctx: &mut dyn LoopContext);
+    /// The runtime stops: close without reporting anything.
+    fn shutdown(&mut self);
+}
+
+pub(crate) enum Command {
+    Add(Box<dyn Source>),
+    Kick,
+    Shutdown,
+}
+
+/// Lets other threads hand work to the I/O thread.
+#[derive(Clone)]
+pub(crate) struct IoHandle {
+    waker: Arc<Waker>,
+    cmds: Arc<Mutex<Vec<Command>>>,
+    /// A kick is queued and not yet taken: further kicks add nothing (a
+    /// fast publisher in batch mode would otherwise wake the loop per batch).
+    kicked: Arc<AtomicBool>,
+}
+
+impl IoHandle {
+    /// A handle that wakes `poll` (the I/O loop's, or a unit test's own).
+    pub fn new(poll: &Poll) -> std::io::Result<Self> {
+        Ok(IoHandle {
+            waker: Arc::new(Waker::new(poll.registry(), WAKER)?),
+            cmds: Arc::new(Mutex::new(Vec::new())),
+            kicked: Arc::new(AtomicBool::new(false)),
+        })
+    }
+    fn push(&self, c: Command) {
+        self.cmds.lock().push(c);
+        let _ = self.waker.wake();
+    }
+    /// Hands a source to the I/O thread (from any thread).
+    pub fn add(&self, s: Box<dyn Source>) {
+        self.push(Command::Add(s));
+    }
+    /// Something is queued for the I/O thread (discovery, batched output).
+    pub fn kick(&self) {
+        if !self.kicked.swap(true, Ordering::AcqRel) {
+            self.push(Command::Kick);
+        }
+    }
+    /// Stops the loop after sending the goodbye.
+    pub fn shutdown(&self) {
+        self.push(Command::Shutdown);
+    }
+    /// The commands queued since the last call (I/O thread); the next kick
+    /// wakes the loop again.
+    pub fn take(&self) -> Vec<Command> {
+        let cmds = std::mem::take(&mut *self.cmds.lock());
+        self.kicked.store(false, Ordering::Release);
+        cmds
+    }
+}
+
+thread_local! {
+    static IO_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread as a runtime's I/O thread.
+pub(crate) fn enter_io_thread() {
+    IO_THREAD.with(|c| c.set(true));
+}
+
+/// True on a runtime's I/O thread (where inline callbacks of network paths
+/// run): code that would wait for the I/O thread must not wait there.
+pub(crate) fn on_io_thread() -> bool {
+    IO_THREAD.with(|c| c.get())
+}

@@ -1,0 +1,117 @@
+//! A writer's set of links.
+
+use std::sync::Arc;
+
+use ferry_wire::EndpointId;
+use parking_lot::{Mutex, RwLock};
+
+use super::Link;
+use crate::priority::{Priority, PriorityError};
+use crate::stats::{ConnectionInfo, Side};
+
+/// A writer's connections, one link per matched reader. Copy-on-write:
+/// publishing takes a snapshot (one atomic increment) and sends without
+/// holding any lock, so a publisher blocked on a keep_all link never blocks
+/// the I/O thread that adds, removes or prunes links.
+///
+/// Links are kept in priority order, highest first: a sample goes to the
+/// prioritized connections before the others.
+#[derive(Default)]
+pub(crate) struct Links(RwLock<Arc<Vec<Arc<dyn Link>>>>, Mutex<Priority>);
+
+impl Links {
+    /// The links now, for sending.
+    pub fn snapshot(&self) -> Arc<Vec<Arc<dyn Link>>> {
+        self.0.read().clone()
+    }
+    fn update(&self, f: impl FnOnce(&mut Vec<Arc<dyn Link>>)) {
+        let mut g = self.0.write();
+        let mut v = (**g).clone();
+        f(&mut v);
+        v.sort_by_key(|l| std::cmp::Reverse(l.priority().rank()));
+        *g = Arc::new(v);
+    }
+    /// The priority new connections start with (QoS/config at creation).
+    pub fn set_default_priority(&self, p: Priority) {
+        *self.1.lock() = p;
+    }
+    /// Adds a new connection with the port's starting priority.
+    pub fn push(&self, link: Arc<dyn Link>) {
+        let p = *self.1.lock();
+        if p != Priority::default() {
+            match link.set_priority(p) {
+                Ok(note) => tracing::debug!("{} priority {p}: {note}", link.remote()),
+                Err(e) => tracing::warn!(
+                    "connection to {}: priority {p} not applied: {e}",
+                    link.remote()
+                ),
+            }
+        }
+        self.update(|v| v.push(link));
+    }
+    /// Changes the priority of the live connections whose reader `to`
+    /// accepts; returns each one's reader and outcome.
+    pub fn set_priority(
+        &self,
+        to: impl Fn(EndpointId) -> bool,
+        p: Priority,
+    ) -> Vec<(EndpointId, Result<String, PriorityError>)> {
+        let out: Vec<_> = self
+            .snapshot()
+            .iter()
+            .filter(|l| !l.is_closed() && to(l.remote()))
+            .map(|l| (l.remote(), l.set_priority(p)))
+            .collect();
+        self.update(|_| {}); // re-sort
+        out
+    }
+    /// Closes and forgets the link to `reader`.
+    pub fn remove(&self, reader: EndpointId) {
+        self.update(|v| {
+            v.retain(|l| {
+                if l.remote() == reader {
+                    l.close();
+                    false
+                } else {
+                    true
+                }
+            })
+        });
+    }
+    pub fn prune_closed(&self) {
+        if self.0.read().iter().any(|l| l.is_closed()) {
+            self.update(|v| v.retain(|l| !l.is_closed()));
+        }
+    }
+    pub fn close_all(&self) {
+        let old = std::mem::take(&mut *self.0.write());
+        for l in old.iter() {
+            l.close();
+        }
+    }
+    pub fn live(&self) -> usize {
+        self.0.read().iter().filter(|l| !l.is_closed()).count()
+    }
+    pub fn first_live(&self) -> Option<Arc<dyn Link>> {
+        self.0.read().iter().find(|l| !l.is_closed()).cloned()
+    }
+    pub fn connections(&self, topic: &str, id: EndpointId) -> Vec<ConnectionInfo> {
+        self.0
+            .read()
+            .iter()
+            .map(|l| {
+                let mut c = ConnectionInfo::new(
+                    topic,
+                    id,
+                    l.remote(),
+                    Side::Writer,
+                    l.transport(),
+                    &l.locator(),
+                    l.stats(),
+                );
+                c.priority = l.priority().to_string();
+                c
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,130 @@
+//! A TCP connection as the I/O thread serves it: flush the backlog when the
+//! socket has room, read and dispatch frames up to a budget, and report
+//! the end of the connection.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+
+use super::{dispatch, on_closed, DispatchCtx, FrameReader, Role, TcpConn};
+use crate::reactor::{LoopContext, Readiness, Served, Source};
+
+/// Most bytes read from one connection per loop turn (a saturated
+/// connection must not starve the I/O thread's timers).
+const READ_BUDGET: usize = 4 << 20;
+
+/// One TCP connection in the I/O loop: the connection and its reader.
+pub(crate) struct TcpSource {
+    conn: Arc<TcpConn>,
+    reader: FrameReader,
+}
+
+impl TcpSource {
+    pub fn new(conn: Arc<TcpConn>, max_frame: usize) -> TcpSource {
+        TcpSource {
+            conn,
+            reader: FrameReader::new(max_frame),
+        }
+    }
+
+    /// Reads and dispatches one `read` at a time, up to the budget: false
+    /// when the connection is finished; `more` when the budget ran out.
+    fn read(&mut self, ctx: &mut dyn LoopContext, more: &mut bool) -> bool {
+        let peer_ip = self.conn.peer.ip();
+        let local_peer = peer_ip.is_loopback() || ctx.local_ips().contains(&peer_ip);
+        let mut frames = Vec::new();
+        let mut total = 0usize;
+        let mut any = false;
+        let mut ok = true;
+        {
+            let view: &dyn LoopContext = &*ctx;
+            let same_clock =
+                |id: ferry_wire::EndpointId| local_peer || view.same_clock(id.participant);
+            let mut dctx = DispatchCtx {
+                local: view.local(),
+                same_clock: &same_clock,
+                arrival_ns: 0,
+                bound: None,
+            };
+            while ok {
+                let r = self.reader.read_once(&self.conn.stream, &mut frames);
+                if !frames.is_empty() {
+                    any = true;
+                    dctx.arrival_ns = crate::stats::now_ns();
+                }
+                for f in frames.drain(..) {
+                    if !dispatch(&self.conn, f, &mut dctx) {
+                        ok = false;
+                        break;
+                    }
+                }
+                match r {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        total += n;
+                        if total >= READ_BUDGET {
+                            *more = true;
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        if e.kind() == io::ErrorKind::InvalidData {
+                            tracing::warn!("closing connection from {}: {e}", self.conn.peer);
+                        }
+                        ok = false;
+                    }
+                }
+            }
+        }
+        if ok && any {
+            if let Some(p) = self.conn.peer_participant() {
+                ctx.alive(p);
+            }
+        }
+        ok
+    }
+}
+
+impl Source for TcpSource {
+    fn fd(&self) -> RawFd {
+        self.conn.stream.as_raw_fd()
+    }
+
+    fn ready(&mut self, ready: Readiness, ctx: &mut dyn LoopContext) -> Served {
+        let mut ok = !self.conn.is_closed();
+        let mut more = false;
+        if ok && ready.writable {
+            ok = self.conn.flush().is_ok();
+        }
+        if ok && ready.readable {
+            ok = self.read(ctx, &mut more);
+        }
+        match (ok && !ready.error, more) {
+            (false, _) => Served::Done,
+            (true, true) => Served::More,
+            (true, false) => Served::Idle,
+        }
+    }
+
+    fn kicked(&mut self) {
+        // Batching connections queue frames and kick.
+        if self.conn.has_backlog() && self.conn.flush().is_err() {
+            self.conn.mark_closed();
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.conn.is_closed()
+    }
+
+    fn removed(&mut self, ctx: &mut dyn LoopContext) {
+        on_closed(&self.conn);
+        if let Role::Outgoing { writer, .. } = &self.conn.role {
+            ctx.link_lost(*writer, self.conn.remote);
+        }
+    }
+
+    fn shutdown(&mut self) {
+        self.conn.mark_closed();
+    }
+}
