@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Quick modes of ferry's experiments, as CI runs them (root needed for the
-# lab; without root they are skipped with a message). Full runs and the
-# Zenoh comparison (bench/Cargo.toml, ~10 min cold build) are run by hand:
-# see bench/results/*.md for the commands.
+# lab; without root they are skipped with a message), the Zenoh comparison
+# (bench/Cargo.toml) included, so none of them can rot unseen. Full runs are
+# made by hand: see bench/results/*.md and bench/README.md for the commands.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then
@@ -50,6 +50,15 @@ python3 bench/python/pyrtt.py run --quick --out "$out/python" 2>&1 | tee "$out/p
 if [ "$(grep -cE '^\| [0-9]+ \| ferry \|' "$out/python.md")" != 2 ] \
   || grep -E '^\| [0-9]+ \| ferry \|' "$out/python.md" | grep -vq '| 200 | 0 |$'; then
   echo "bench smoke: a Python round-trip cell lost replies" >&2
+  exit 1
+fi
+echo "== ferry-bench --quick (ferry in-process and TCP beside Zenoh over TCP; its own workspace, Zenoh's release build ~5 min cold)"
+(cd bench && cargo build --release -q && ./target/release/ferry-bench --quick --out "$out/zenoh") | tee "$out/z.txt"
+# It pins ferry's path to TCP itself and fails if it gets another one; here:
+# every TCP cell of both measured, and no keep_all run stalled.
+if [ "$(grep -cE '^\| [0-9]+ (B|KiB|MiB) \| [0-9.]+ / [0-9.]+ \| [0-9.]+ / [0-9.]+ \| [0-9.]+ / [0-9.]+ \|' "$out/zenoh.md")" != 4 ] \
+  || ! grep -q '^Notes: 0 ferry keep_all throughput run(s) stalled' "$out/zenoh.md"; then
+  echo "bench smoke: the ferry/Zenoh comparison is incomplete" >&2
   exit 1
 fi
 echo "== discovery storm --quick"
