@@ -13,9 +13,12 @@
 //! bytes and hand back datagrams and deadlines; no socket, clock or thread.
 //!
 //! The paced rate follows the path (`rate.rs`): the configured link rate is
-//! the ceiling, a queue seen in the echoed RTT cuts it towards the reader's
-//! receive rate, and it grows back while the pacer is the limit. Random loss
-//! is not taken for congestion.
+//! the ceiling and the start; when the reader's busy-time receive rate (in
+//! every ACKNACK, corrected for plausibly random loss) falls below 0.35× the
+//! paced rate, the rate drops to it and then follows at most 1.25× the
+//! largest receive rate of the last 10 s, growing ×1.125 per SRTT while the
+//! pacer is the limit. Neither random loss nor queueing delay is taken for
+//! congestion (`docs/ARCHITECTURE.md` §5c says why).
 
 mod pacer;
 mod rate;

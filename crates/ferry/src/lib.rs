@@ -2,8 +2,13 @@
 //!
 //! A robotics communication middleware: nodes, publishers, subscribers and
 //! services whose every connection takes the best path for the pair — a
-//! shared pointer inside a process, TCP between processes and hosts (shared
-//! memory, wireless-grade UDP, MQTT and Zenoh plug into the same selection).
+//! shared pointer inside a process, shared memory between processes on a
+//! host, ferry's reliable UDP (built for lossy wireless links) between
+//! hosts, TCP when pinned, and MQTT through a broker for cloud-scoped
+//! topics. Path selection is the connection table's (`ferry-conn`); which
+//! thread runs a subscriber's callback is the subscriber's choice
+//! ([`SubscriberBuilder::callback`] on its own thread,
+//! [`SubscriberBuilder::inline_callback`] on the delivering one).
 //!
 //! ```no_run
 //! use ferry::{msgs::std_msgs, Node, Qos};
