@@ -9,8 +9,8 @@ Reads result files that two builds wrote in one session, alternating
     zenoh-{before,after}-N.json       bench/ferry-bench --quick --rounds 2
     mqtt-{before,after}.md            ferry-mqtt-rtt run --quick
     wireless-{before,after}.md        ferry-wireless run --quick   (root: the lab)
-    py64-{before,after}-N.json        bench/python/pyrtt.py run --quick --impl ferry --sizes 64
-    python-{before,after}.json        bench/python/pyrtt.py run --quick --impl ferry
+    tp-{old,before,after}-N.json      bench/ferry-bench --sizes 64 --secs 1 --rounds 3
+    py*-{before,after}*.json          bench/python/pyrtt.py run [--quick|--trials 1000] --impl ferry
 
 and writes OUT.md and OUT.png (ratios per measurement, median over the
 alternating runs; every ratio is of two things measured side by side in
@@ -131,6 +131,25 @@ def main():
             md.append(f"| {s} | {g(lat,'before'):.2f} | {g(lat,'after'):.2f} | {g(thr,'before'):.2f} | {g(thr,'after'):.2f} |")
             plots.append((f"tcp thr {s}", g(thr, "before"), g(thr, "after")))
         md.append("")
+    tp = {}
+    for side in ("old", "before", "after"):
+        for f in sorted(glob.glob(f"{d}/tp-{side}-*.json")):
+            T = {(x["transport"], x["size"]): x["msgs_per_s"] for x in json.load(open(f))["throughput"]}
+            tp.setdefault(side, []).append((T[("ferry-tcp", 64)], T[("zenoh-tcp", 64)]))
+    if tp:
+        md.append("## 64 B TCP throughput, longer runs (`bench/ferry-bench --sizes 64 --secs 1 --rounds 3`, builds alternating)")
+        md.append("")
+        md.append("`old` is 0f090c7, the commit whose 64 B figure the issue quotes (1.00×), built the same way.")
+        md.append("")
+        md.append("| build | runs | ferry M msg/s (median) | Zenoh M msg/s (median) | ferry/Zenoh median | every run's ferry/Zenoh |")
+        md.append("|---|---:|---:|---:|---:|---|")
+        for side in ("old", "before", "after"):
+            v = tp.get(side, [])
+            if v:
+                ratios = [f / z for f, z in v]
+                md.append(f"| {side} | {len(v)} | {med([f for f, _ in v]) / 1e6:.2f} | {med([z for _, z in v]) / 1e6:.2f} | "
+                          f"{med(ratios):.2f} | {', '.join(f'{r:.2f}' for r in ratios)} |")
+        md.append("")
     head_b, rows_b = md_rows(f"{d}/mqtt-before.md", "size")
     head_a, rows_a = md_rows(f"{d}/mqtt-after.md", "size")
     if rows_b and rows_a:
@@ -155,16 +174,17 @@ def main():
         md.append("")
     py = python_p50(d, "py*-{side}*.json")
     if py:
-        md.append("## Python publish → Python callback (`bench/python/pyrtt.py run --quick --impl ferry`, two processes, shared memory)")
+        md.append("## Python publish → Python callback (`bench/python/pyrtt.py run --impl ferry`, two processes, shared memory)")
         md.append("")
-        md.append("One-way p50 in µs of every run (200 round trips each; these cells swing between")
-        md.append("scheduler placements run to run, so every run is listed):")
+        md.append("One-way p50 in µs (runs of 200 and 1,000 round trips; the 64 B cells swing between ~5 and")
+        md.append("~15 µs with the scheduler's placement on both builds, so every run is listed):")
         md.append("")
-        md.append("| implementation | size | before | after |")
-        md.append("|---|---:|---|---|")
+        md.append("| implementation | size | median before | median after | every run before | every run after |")
+        md.append("|---|---:|---:|---:|---|---|")
         for (impl, size), v in sorted(py.items()):
             fmt = lambda xs: ", ".join(f"{x:.1f}" for x in xs)
-            md.append(f"| {impl} | {size} | {fmt(v.get('before', []))} | {fmt(v.get('after', []))} |")
+            b, a = v.get("before", []), v.get("after", [])
+            md.append(f"| {impl} | {size} | {med(b):.1f} | {med(a):.1f} | {fmt(b)} | {fmt(a)} |")
         md.append("")
     with open(out + ".md", "w") as f:
         f.write("\n".join(md) + "\n")
