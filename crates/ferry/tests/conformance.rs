@@ -110,12 +110,16 @@ fn keep_last_bounds_the_queue_and_counts_drops(path: TransportKind, domain: u16)
         Some(&200),
         "{path}: the newest sample is the one kept"
     );
-    // Every sample that reached the queue and is not in it was counted dropped.
+    // Every sample that reached the queue and is not in it was counted
+    // dropped. (Samples a path drops before the queue are counted where it
+    // drops them: shared memory's ring overflow on the reader's connection,
+    // a TCP backlog's on the writer's; the two ends' counters do not yet mean
+    // the same on every transport — UDP's writer counts history evictions of
+    // samples it delivered — so only the queue's own accounting is held here.)
     let drops: u64 = s.connections().iter().map(|c| c.stats.drops).sum();
-    assert_eq!(
-        drops,
-        seen - got.len() as u64,
-        "{path}: {seen} reached the queue, {} kept, {drops} counted dropped",
+    assert!(
+        drops >= seen - got.len() as u64,
+        "{path}: {seen} reached the queue, {} kept, only {drops} counted dropped",
         got.len()
     );
 }
@@ -235,10 +239,16 @@ fn a_missed_deadline_is_reported(path: TransportKind, domain: u16) {
     assert!(missed, "{path}: no DeadlineMissed after the stream stopped");
 }
 
-fn services_answer(path: TransportKind, domain: u16) {
-    let n = node("conf", domain);
+/// An adder service and a client of it, both pinned to `path`.
+fn adder(
+    n: &Node,
+    path: TransportKind,
+) -> (
+    ferry::Service<AddTwoIntsRequest, AddTwoIntsResponse>,
+    ferry::Client<AddTwoIntsRequest, AddTwoIntsResponse>,
+) {
     let qos = Qos::default().transport(path);
-    let _srv = n
+    let srv = n
         .service::<AddTwoIntsRequest, AddTwoIntsResponse, _>("/conf/add", |r| AddTwoIntsResponse {
             sum: r.a + r.b,
         })
@@ -250,6 +260,12 @@ fn services_answer(path: TransportKind, domain: u16) {
         .qos(qos)
         .build()
         .unwrap();
+    (srv, c)
+}
+
+fn services_answer(path: TransportKind, domain: u16) {
+    let n = node("conf", domain);
+    let (_srv, c) = adder(&n, path);
     assert!(c.wait_for_service(T), "{path}: no service");
     for i in 0..100 {
         let r = c.call(AddTwoIntsRequest { a: i, b: 1 }, T).unwrap();
@@ -262,19 +278,7 @@ fn services_answer(path: TransportKind, domain: u16) {
 /// rather than hanging. Flip its `Caps` when it learns to.
 fn services_are_refused_not_hung(path: TransportKind, domain: u16) {
     let n = node("conf", domain);
-    let qos = Qos::default().transport(path);
-    let _srv = n
-        .service::<AddTwoIntsRequest, AddTwoIntsResponse, _>("/conf/add", |r| AddTwoIntsResponse {
-            sum: r.a + r.b,
-        })
-        .qos(qos)
-        .build()
-        .unwrap();
-    let c = n
-        .client::<AddTwoIntsRequest, AddTwoIntsResponse>("/conf/add")
-        .qos(qos)
-        .build()
-        .unwrap();
+    let (_srv, c) = adder(&n, path);
     assert!(
         !c.wait_for_service(Duration::from_millis(500)),
         "{path}: carries services now: set its Caps"
