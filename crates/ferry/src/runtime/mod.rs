@@ -530,10 +530,22 @@ impl Shared {
             let mut work = Vec::new();
             {
                 let mut core = self.core.lock();
+                let mut unresolved = Vec::new();
                 while let Some(action) = core.table.poll_action() {
-                    if let Some(w) = self.resolve(&core, action) {
-                        work.push(w);
+                    let connect = match &action {
+                        Action::Connect { writer, reader, .. } => Some((*writer, *reader)),
+                        _ => None,
+                    };
+                    match self.resolve(&core, action) {
+                        Some(w) => work.push(w),
+                        // A connect whose port or peer is gone meanwhile:
+                        // the pair must not stay Connecting.
+                        None => unresolved.extend(connect),
                     }
+                }
+                let now = Instant::now();
+                for (w, r) in unresolved {
+                    core.table.connect_failed(w, r, now);
                 }
             }
             if work.is_empty() {
