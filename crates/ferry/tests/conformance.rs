@@ -30,6 +30,19 @@ fn node(name: &str, domain: u16) -> Node {
         .expect("node")
 }
 
+/// A subscriber and a publisher of `topic` with `qos` on `n`, matched.
+fn matched<M: ferry::Codec>(
+    n: &Node,
+    topic: &str,
+    qos: Qos,
+) -> (ferry::Subscriber<M>, ferry::Publisher<M>) {
+    let s = n.subscriber::<M>(topic).qos(qos).build().unwrap();
+    let p = n.publisher::<M>(topic).qos(qos).build().unwrap();
+    let path = qos.transport.expect("pinned");
+    assert!(p.wait_for_subscribers(1, T), "{path}: no match on {topic}");
+    (s, p)
+}
+
 /// What a transport is asked to do beyond pub/sub.
 #[derive(Clone, Copy)]
 struct Caps {
@@ -39,17 +52,7 @@ struct Caps {
 fn reliable_ordered_delivery(path: TransportKind, domain: u16) {
     let n = node("conf", domain);
     let qos = Qos::default().keep_all().transport(path);
-    let s = n
-        .subscriber::<std_msgs::Int64>("/conf/ordered")
-        .qos(qos)
-        .build()
-        .unwrap();
-    let p = n
-        .publisher::<std_msgs::Int64>("/conf/ordered")
-        .qos(qos)
-        .build()
-        .unwrap();
-    assert!(p.wait_for_subscribers(1, T), "{path}: no match");
+    let (s, p) = matched::<std_msgs::Int64>(&n, "/conf/ordered", qos);
     for i in 0..2000 {
         p.publish(std_msgs::Int64 { data: i }).unwrap();
     }
@@ -65,17 +68,7 @@ fn reliable_ordered_delivery(path: TransportKind, domain: u16) {
 fn keep_last_bounds_the_queue_and_counts_drops(path: TransportKind, domain: u16) {
     let n = node("conf", domain);
     let qos = Qos::default().keep_last(5).transport(path);
-    let s = n
-        .subscriber::<std_msgs::Int64>("/conf/last")
-        .qos(qos)
-        .build()
-        .unwrap();
-    let p = n
-        .publisher::<std_msgs::Int64>("/conf/last")
-        .qos(qos)
-        .build()
-        .unwrap();
-    assert!(p.wait_for_subscribers(1, T), "{path}: no match");
+    let (s, p) = matched::<std_msgs::Int64>(&n, "/conf/last", qos);
     for i in 1..=200 {
         p.publish(std_msgs::Int64 { data: i }).unwrap();
     }
@@ -165,17 +158,7 @@ fn transient_local_late_joiner_gets_the_last_samples(path: TransportKind, domain
 fn sixteen_mib_samples_arrive_intact(path: TransportKind, domain: u16) {
     let n = node("conf", domain);
     let qos = Qos::default().keep_last(2).transport(path);
-    let s = n
-        .subscriber::<RawBytes>("/conf/big")
-        .qos(qos)
-        .build()
-        .unwrap();
-    let p = n
-        .publisher::<RawBytes>("/conf/big")
-        .qos(qos)
-        .build()
-        .unwrap();
-    assert!(p.wait_for_subscribers(1, T), "{path}: no match");
+    let (s, p) = matched::<RawBytes>(&n, "/conf/big", qos);
     for round in 0..2u8 {
         let len = 16 << 20;
         let mut v = vec![0u8; len];
@@ -210,17 +193,7 @@ fn a_missed_deadline_is_reported(path: TransportKind, domain: u16) {
     let qos = Qos::default()
         .deadline(Duration::from_millis(50))
         .transport(path);
-    let s = n
-        .subscriber::<std_msgs::Int64>("/conf/deadline")
-        .qos(qos)
-        .build()
-        .unwrap();
-    let p = n
-        .publisher::<std_msgs::Int64>("/conf/deadline")
-        .qos(qos)
-        .build()
-        .unwrap();
-    assert!(p.wait_for_subscribers(1, T), "{path}: no match");
+    let (s, p) = matched::<std_msgs::Int64>(&n, "/conf/deadline", qos);
     for i in 0..3 {
         p.publish(std_msgs::Int64 { data: i }).unwrap();
         std::thread::sleep(Duration::from_millis(10));
