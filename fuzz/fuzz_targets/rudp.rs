@@ -5,12 +5,14 @@
 //! Receiver (as if from a writer) and a Sender (as if from a reader), with
 //! time advancing 1 ms per step. Properties: nothing panics; every parsed
 //! datagram re-encodes (heartbeats); the receiver's memory stays within its
-//! configured bound; everything either emits parses.
+//! configured bound; everything either emits parses. Every datagram also
+//! goes through an `Endpoint` (from one of 4 source addresses) that
+//! accepts every HELLO it can: its reader streams stay within its bounds.
 #![no_main]
 
 use std::time::{Duration, Instant};
 
-use ferry_rudp::{Receiver, ReceiverConfig, Sender, SenderConfig};
+use ferry_rudp::{Endpoint, EndpointConfig, Receiver, ReceiverConfig, Routed, Sender, SenderConfig};
 use ferry_wire::rudp::{self, Datagram, Packet};
 use libfuzzer_sys::fuzz_target;
 
@@ -30,11 +32,31 @@ fuzz_target!(|data: &[u8]| {
     let mut rest = data;
     let mut now = t0;
     let mut i = 0u32;
+    let mut buf = Vec::new();
+    let mut ecfg = EndpointConfig::new(ferry_wire::ParticipantId(0));
+    ecfg.max_incoming = 8;
+    ecfg.max_incoming_per_peer = 3;
+    let mut ep = Endpoint::new(ecfg);
+    ep.open(t0, "10.0.0.1:1".parse().unwrap(), 0, rudp::Hello {
+        from: ferry_wire::EndpointId { participant: ferry_wire::ParticipantId(1), entity: 1 },
+        to: ferry_wire::EndpointId { participant: ferry_wire::ParticipantId(2), entity: 1 },
+        reliable: true,
+    });
     while let Some((&len, tail)) = rest.split_first() {
         let n = (len as usize).min(tail.len());
         let (dgram, tail) = tail.split_at(n);
         rest = tail;
         now += Duration::from_millis(1);
+        let from = std::net::SocketAddr::from(([10, 0, 0, (i % 4) as u8], 1));
+        if let Routed::Incoming(inc) = ep.handle(now, from, dgram) {
+            let _ = ep.accept(now, &inc);
+        }
+        ep.handle_timeout(now);
+        while ep.poll_transmit(now, &mut buf).is_some() {
+            assert!(Packet::parse(&buf).is_ok());
+        }
+        while ep.poll_event().is_some() {}
+        assert!(ep.stats().readers <= 8, "{:?}", ep.stats());
         if i % 2 == 0 {
             let _ = rx.handle_datagram(now, dgram);
             rx.handle_timeout(now);
@@ -44,14 +66,14 @@ fuzz_target!(|data: &[u8]| {
         }
         i += 1;
         assert!(rx.pending_bytes() <= 1 << 20, "receiver holds {} bytes", rx.pending_bytes());
-        while let Some(d) = rx.poll_transmit() {
-            assert!(Packet::parse(&d).is_ok());
+        while rx.poll_transmit(&mut buf) {
+            assert!(Packet::parse(&buf).is_ok());
         }
         for _ in 0..64 {
-            match tx.poll_transmit(now) {
-                Some(d) => assert!(Packet::parse(&d).is_ok()),
-                None => break,
+            if !tx.poll_transmit(now, &mut buf) {
+                break;
             }
+            assert!(Packet::parse(&buf).is_ok());
         }
         while rx.poll_sample().is_some() {}
     }

@@ -11,6 +11,11 @@
 //!
 //! [`Sender`] and [`Receiver`] are pure state machines: they take `now` and
 //! bytes and hand back datagrams and deadlines; no socket, clock or thread.
+//! An [`Endpoint`] sits in front of them for one socket: it parses each
+//! datagram once, routes it to its stream, opens streams (HELLO, repeated
+//! until answered) and bounds the streams the network can create; its
+//! module docs give the call order a driver follows. Every `poll_transmit`
+//! writes into a buffer the caller owns.
 //!
 //! The paced rate follows the path (`rate.rs`): the configured link rate is
 //! the ceiling and the start; when the reader's busy-time receive rate (in
@@ -20,11 +25,16 @@
 //! pacer is the limit. Neither random loss nor queueing delay is taken for
 //! congestion (`docs/ARCHITECTURE.md` §5c says why).
 
+mod endpoint;
 mod pacer;
 mod rate;
 mod receiver;
 mod sender;
 
+pub use endpoint::{
+    AcceptError, CloseReason, Dropped, Endpoint, EndpointConfig, EndpointEvent, EndpointStats,
+    Incoming, Routed, StreamHandle, Transmit,
+};
 pub use receiver::{Receiver, ReceiverConfig, ReceiverStats, Sample};
 pub use sender::{Sender, SenderConfig, SenderEvent, SenderStats, WriteError};
 

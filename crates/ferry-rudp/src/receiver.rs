@@ -137,7 +137,10 @@ pub struct Receiver {
     last_nack: Option<Instant>,
     ack_count: u32,
     out: VecDeque<Sample>,
-    transmits: VecDeque<Vec<u8>>,
+    /// The ACKNACK to send (an ACKNACK is a cumulative snapshot: a newer
+    /// one replaces one not yet sent) and whether it is due.
+    ack: Vec<u8>,
+    ack_due: bool,
     stats: ReceiverStats,
     /// Receive rate while data flows: bytes and time between arrivals no
     /// more than [`BUSY_GAP`] apart: idle time between bursts and repair
@@ -174,7 +177,8 @@ impl Receiver {
             last_nack: None,
             ack_count: 0,
             out: VecDeque::new(),
-            transmits: VecDeque::new(),
+            ack: Vec::new(),
+            ack_due: false,
             stats: ReceiverStats::default(),
             rate_bytes: 0,
             rate_busy: Duration::ZERO,
@@ -222,7 +226,6 @@ impl Receiver {
         arrived: Instant,
         bytes: &[u8],
     ) -> Result<(), WireError> {
-        let arrived = arrived.min(now);
         let p = match Packet::parse(bytes) {
             Ok(p) => p,
             Err(e) => {
@@ -230,12 +233,27 @@ impl Receiver {
                 return Err(e);
             }
         };
+        self.handle_packet_at(now, arrived, bytes.len(), &p)
+    }
+
+    /// Feeds a parsed datagram of `len` bytes that reached the host at
+    /// `arrived` (see [`Receiver::handle_datagram_at`]); a driver that
+    /// already parsed it (an [`crate::Endpoint`] routes parsed packets)
+    /// calls this. Errors are fragments inconsistent with the stream.
+    pub fn handle_packet_at(
+        &mut self,
+        now: Instant,
+        arrived: Instant,
+        len: usize,
+        p: &Packet<'_>,
+    ) -> Result<(), WireError> {
+        let arrived = arrived.min(now);
         if p.stream != self.cfg.stream {
             return Ok(());
         }
-        self.measure_rate(arrived, bytes.len());
-        match p.body {
-            Datagram::Data(d) => self.on_data(now, d),
+        self.measure_rate(arrived, len);
+        match &p.body {
+            Datagram::Data(d) => self.on_data(now, *d),
             Datagram::Heartbeat(h) => {
                 self.writer_last = self.writer_last.max(h.last);
                 self.highest = self.highest.max(h.last);
@@ -249,7 +267,7 @@ impl Receiver {
                 }
                 Ok(())
             }
-            Datagram::Fec(f) => self.on_fec(now, f),
+            Datagram::Fec(f) => self.on_fec(now, *f),
             Datagram::AckNack(_) | Datagram::Hello(_) => Ok(()),
         }
     }
@@ -591,9 +609,9 @@ impl Receiver {
             loss_permille: (self.loss * 1000.0).round().clamp(0.0, 1000.0) as u16,
             ..a
         };
-        let (b, _) = rudp::encode_acknack(self.cfg.stream, &a, self.cfg.mtu);
+        rudp::encode_acknack_into(&mut self.ack, self.cfg.stream, &a, self.cfg.mtu);
+        self.ack_due = true;
         self.stats.acknacks += 1;
-        self.transmits.push_back(b);
         self.nack_due = None;
         self.last_nack = Some(now);
     }
@@ -650,9 +668,16 @@ impl Receiver {
         }
     }
 
-    /// A datagram to send to the writer.
-    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-        self.transmits.pop_front()
+    /// Writes the datagram to send to the writer, if any, into `out`
+    /// (cleared first; its capacity is reused). Returns false when there is
+    /// nothing to send.
+    pub fn poll_transmit(&mut self, out: &mut Vec<u8>) -> bool {
+        if !std::mem::take(&mut self.ack_due) {
+            return false;
+        }
+        out.clear();
+        out.extend_from_slice(&self.ack);
+        true
     }
 
     /// The next delivered sample.

@@ -217,7 +217,6 @@ pub struct Sender {
     last_write: Option<Instant>,
     events: VecDeque<SenderEvent>,
     stats: SenderStats,
-    buf: Vec<u8>,
     /// Loss of first transmissions, as the reader last reported it.
     loss: f64,
 }
@@ -251,7 +250,6 @@ impl Sender {
             last_write: None,
             events: VecDeque::new(),
             stats: SenderStats::default(),
-            buf: Vec::with_capacity(crate::DEFAULT_MTU),
             loss: 0.0,
         }
     }
@@ -380,17 +378,25 @@ impl Sender {
     }
 
     /// Feeds a datagram from the reader (ACKNACK). Errors are malformed input.
+    /// Parses it; a driver that already parsed it (an [`crate::Endpoint`]
+    /// routes parsed packets) calls [`Sender::handle_packet`].
     pub fn handle_datagram(
         &mut self,
         now: Instant,
         bytes: &[u8],
     ) -> Result<(), ferry_wire::WireError> {
-        let p = Packet::parse(bytes)?;
+        self.handle_packet(now, &Packet::parse(bytes)?);
+        Ok(())
+    }
+
+    /// Feeds a parsed datagram from the reader; anything but an ACKNACK of
+    /// this stream is ignored.
+    pub fn handle_packet(&mut self, now: Instant, p: &Packet<'_>) {
         if p.stream != self.cfg.stream {
-            return Ok(());
+            return;
         }
-        let Datagram::AckNack(a) = p.body else {
-            return Ok(());
+        let Datagram::AckNack(a) = &p.body else {
+            return;
         };
         self.stats.acknacks += 1;
         self.last_feedback = now;
@@ -428,7 +434,7 @@ impl Sender {
             }
         }
         if !self.cfg.reliable {
-            return Ok(());
+            return;
         }
         // A fragment sent within the last RTT may still be in flight: don't
         // repeat it for a NACK that crossed it.
@@ -468,7 +474,6 @@ impl Sender {
                 }
             }
         }
-        Ok(())
     }
 
     /// Advances time: lifespan expiry and outage detection.
@@ -486,8 +491,15 @@ impl Sender {
         }
     }
 
-    /// The next datagram to send now, if any (paced).
-    pub fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+    /// Writes the next datagram to send now, if any (paced), into `out`
+    /// (cleared first; its capacity is reused, so a driver that keeps one
+    /// buffer allocates nothing per datagram). Returns false when there is
+    /// nothing to send now; `out` is then unspecified.
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        self.next_datagram(now, out).is_some()
+    }
+
+    fn next_datagram(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<()> {
         if self.cfg.reliable && now >= self.next_heartbeat {
             let period = if self.silent {
                 self.cfg.probe_interval
@@ -504,9 +516,9 @@ impl Sender {
                 count: self.hb_count,
                 sent_us: micros(self.epoch, now),
             };
-            let b = rudp::encode_heartbeat(self.cfg.stream, &hb);
-            self.stats.bytes += b.len() as u64;
-            return Some(b);
+            rudp::encode_heartbeat_into(out, self.cfg.stream, &hb);
+            self.stats.bytes += out.len() as u64;
+            return Some(());
         }
         if self.silent {
             return None;
@@ -524,10 +536,8 @@ impl Sender {
             self.rate.limited(now);
             return None;
         }
-        if !is_repair {
-            if let Some(b) = self.send_shard(now, seq, frag) {
-                return Some(b);
-            }
+        if !is_repair && self.send_shard(now, seq, frag, out).is_some() {
+            return Some(());
         }
         let now_us = micros(self.epoch, now);
         let stream = self.cfg.stream;
@@ -542,7 +552,7 @@ impl Sender {
             frags: e.frags,
             payload: e.fragment(frag),
         };
-        rudp::encode_data(&mut self.buf, stream, &d);
+        rudp::encode_data(out, stream, &d);
         let last_of_sample = frag + 1 == e.frags + e.recovery;
         if is_repair {
             self.repair.remove(&(seq, frag));
@@ -558,13 +568,14 @@ impl Sender {
                 self.sample_out(now, seq);
             }
         }
-        self.stats.bytes += self.buf.len() as u64;
-        Some(self.buf.clone())
+        self.stats.bytes += out.len() as u64;
+        Some(())
     }
 
-    /// The next fresh datagram when it is a recovery shard (after the data
-    /// fragments of its sample); None for a data fragment.
-    fn send_shard(&mut self, now: Instant, seq: u64, frag: u16) -> Option<Vec<u8>> {
+    /// Writes the next fresh datagram into `out` when it is a recovery
+    /// shard (after the data fragments of its sample); None for a data
+    /// fragment.
+    fn send_shard(&mut self, now: Instant, seq: u64, frag: u16, out: &mut Vec<u8>) -> Option<()> {
         let first = self.first_seq();
         let stream = self.cfg.stream;
         let e = self.history.get_mut((seq - first) as usize)?;
@@ -581,15 +592,15 @@ impl Sender {
             recovery: e.recovery,
             payload: e.fec.get(index as usize).map_or(&[][..], Vec::as_slice),
         };
-        rudp::encode_fec(&mut self.buf, stream, &f);
+        rudp::encode_fec(out, stream, &f);
         self.stats.fec_shards += 1;
         self.fresh_frag += 1;
         if index + 1 == e.recovery {
             e.fec = Vec::new(); // sent: shards are not kept for repair
             self.sample_out(now, seq);
         }
-        self.stats.bytes += self.buf.len() as u64;
-        Some(self.buf.clone())
+        self.stats.bytes += out.len() as u64;
+        Some(())
     }
 
     /// The last datagram of fresh sample `seq` (fragment or recovery shard)

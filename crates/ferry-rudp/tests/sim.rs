@@ -87,6 +87,7 @@ fn run(s: &Scenario) -> Outcome {
     let mut written_at = Vec::new();
     let mut o = Outcome::default();
     let mut steps = 0u64;
+    let mut buf = Vec::new();
     while now < end {
         steps += 1;
         assert!(steps < 20_000_000, "simulation does not progress");
@@ -97,16 +98,16 @@ fn run(s: &Scenario) -> Outcome {
             next_write += period;
         }
         tx.handle_timeout(now);
-        while let Some(d) = tx.poll_transmit(now) {
-            fwd.send(now, d);
+        while tx.poll_transmit(now, &mut buf) {
+            fwd.send(now, buf.clone());
         }
         while let Some(d) = fwd.recv(now) {
             rx.handle_datagram(now, &d)
                 .expect("sender produced a malformed datagram");
         }
         rx.handle_timeout(now);
-        while let Some(d) = rx.poll_transmit() {
-            back.send(now, d);
+        while rx.poll_transmit(&mut buf) {
+            back.send(now, buf.clone());
         }
         while let Some(d) = back.recv(now) {
             tx.handle_datagram(now, &d)

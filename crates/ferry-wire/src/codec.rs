@@ -143,6 +143,13 @@ impl Writer {
     pub fn new() -> Self {
         Self::default()
     }
+    /// A writer that appends to `buf` after clearing it: its capacity is
+    /// reused, so encoding into a caller's buffer allocates nothing once
+    /// the buffer has grown. Take it back with [`Writer::into_vec`].
+    pub fn reuse(mut buf: Vec<u8>) -> Self {
+        buf.clear();
+        Writer { buf }
+    }
     /// Bytes written so far.
     pub fn len(&self) -> usize {
         self.buf.len()

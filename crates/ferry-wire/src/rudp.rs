@@ -61,12 +61,19 @@ pub struct Hello {
 
 /// Encodes a HELLO.
 pub fn encode_hello(stream: u32, h: &Hello) -> Vec<u8> {
-    let mut w = Writer::new();
+    let mut out = Vec::with_capacity(HELLO_LEN);
+    encode_hello_into(&mut out, stream, h);
+    out
+}
+
+/// Encodes a HELLO into `out` (cleared first; its capacity is reused).
+pub fn encode_hello_into(out: &mut Vec<u8>, stream: u32, h: &Hello) {
+    let mut w = Writer::reuse(std::mem::take(out));
     header(&mut w, KIND_HELLO, stream);
     h.from.write(&mut w);
     h.to.write(&mut w);
     w.u8(h.reliable as u8);
-    w.into_vec()
+    *out = w.into_vec();
 }
 
 /// One fragment of a sample.
@@ -341,23 +348,22 @@ impl Packet<'_> {
     }
 }
 
-/// Encodes a DATA fragment into `out` (cleared first).
+/// Encodes a DATA fragment into `out` (cleared first; its capacity is reused).
 pub fn encode_data(out: &mut Vec<u8>, stream: u32, d: &Data<'_>) {
-    let mut w = Writer::new();
+    let mut w = Writer::reuse(std::mem::take(out));
     header(&mut w, KIND_DATA, stream);
     w.u64(d.seq);
     w.u64(d.stamp_ns);
     w.u32(d.sample_len);
     w.u16(d.frag);
     w.u16(d.frags);
-    out.clear();
-    out.extend_from_slice(&w.into_vec());
-    out.extend_from_slice(d.payload);
+    w.bytes(d.payload);
+    *out = w.into_vec();
 }
 
-/// Encodes a FEC shard into `out` (cleared first).
+/// Encodes a FEC shard into `out` (cleared first; its capacity is reused).
 pub fn encode_fec(out: &mut Vec<u8>, stream: u32, f: &Fec<'_>) {
-    let mut w = Writer::new();
+    let mut w = Writer::reuse(std::mem::take(out));
     header(&mut w, KIND_FEC, stream);
     w.u64(f.seq);
     w.u64(f.stamp_ns);
@@ -365,26 +371,40 @@ pub fn encode_fec(out: &mut Vec<u8>, stream: u32, f: &Fec<'_>) {
     w.u16(f.index);
     w.u16(f.frags);
     w.u16(f.recovery);
-    out.clear();
-    out.extend_from_slice(&w.into_vec());
-    out.extend_from_slice(f.payload);
+    w.bytes(f.payload);
+    *out = w.into_vec();
 }
 
 /// Encodes a heartbeat.
 pub fn encode_heartbeat(stream: u32, h: &Heartbeat) -> Vec<u8> {
-    let mut w = Writer::new();
+    let mut out = Vec::with_capacity(HEARTBEAT_LEN);
+    encode_heartbeat_into(&mut out, stream, h);
+    out
+}
+
+/// Encodes a heartbeat into `out` (cleared first; its capacity is reused).
+pub fn encode_heartbeat_into(out: &mut Vec<u8>, stream: u32, h: &Heartbeat) {
+    let mut w = Writer::reuse(std::mem::take(out));
     header(&mut w, KIND_HEARTBEAT, stream);
     w.u64(h.first);
     w.u64(h.last);
     w.u32(h.count);
     w.u32(h.sent_us);
-    w.into_vec()
+    *out = w.into_vec();
 }
 
 /// Encodes an ACKNACK, listing as many missing entries as fit in `mtu`.
 /// Returns the bytes and how many entries were included.
 pub fn encode_acknack(stream: u32, a: &AckNack, mtu: usize) -> (Vec<u8>, usize) {
-    let mut w = Writer::new();
+    let mut out = Vec::new();
+    let n = encode_acknack_into(&mut out, stream, a, mtu);
+    (out, n)
+}
+
+/// Encodes an ACKNACK into `out` (cleared first; its capacity is reused);
+/// returns how many missing entries fit in `mtu`.
+pub fn encode_acknack_into(out: &mut Vec<u8>, stream: u32, a: &AckNack, mtu: usize) -> usize {
+    let mut w = Writer::reuse(std::mem::take(out));
     header(&mut w, KIND_ACKNACK, stream);
     w.u64(a.base);
     w.u32(a.count);
@@ -392,7 +412,7 @@ pub fn encode_acknack(stream: u32, a: &AckNack, mtu: usize) -> (Vec<u8>, usize) 
     w.u32(a.hold_us);
     w.u32(a.rate_kbps);
     w.u16(a.loss_permille);
-    let mut entries = Writer::new();
+    w.u16(0); // entry count, filled in below
     let mut n = 0usize;
     for m in &a.missing {
         let offset = m.seq().saturating_sub(a.base).min(u32::MAX as u64) as u32;
@@ -400,26 +420,26 @@ pub fn encode_acknack(stream: u32, a: &AckNack, mtu: usize) -> (Vec<u8>, usize) 
             Missing::Sample(_) => 5,
             Missing::Fragments { bitmap, .. } => 7 + bitmap.len().min(MAX_BITMAP),
         };
-        if ACKNACK_HEADER + entries.len() + size > mtu || n == u16::MAX as usize {
+        if w.len() + size > mtu || n == u16::MAX as usize {
             break;
         }
-        entries.u32(offset);
+        w.u32(offset);
         match m {
-            Missing::Sample(_) => entries.u8(0),
+            Missing::Sample(_) => w.u8(0),
             Missing::Fragments {
                 frag_base, bitmap, ..
             } => {
                 let b = &bitmap[..bitmap.len().min(MAX_BITMAP)];
-                entries.u8(b.len() as u8);
-                entries.u16(*frag_base);
-                entries.bytes(b);
+                w.u8(b.len() as u8);
+                w.u16(*frag_base);
+                w.bytes(b);
             }
         }
         n += 1;
     }
-    w.u16(n as u16);
-    w.bytes(&entries.into_vec());
-    (w.into_vec(), n)
+    *out = w.into_vec();
+    out[ACKNACK_HEADER - 2..ACKNACK_HEADER].copy_from_slice(&(n as u16).to_le_bytes());
+    n
 }
 
 #[cfg(test)]

@@ -20,8 +20,8 @@ impl Inbound {
     pub fn attach(&self, conn: Arc<InboundConn>) {
         self.0.lock().push(conn);
     }
-    pub fn detach(&self, remote: EndpointId) {
-        self.0.lock().retain(|c| c.remote != remote);
+    pub fn detach(&self, conn: &Arc<InboundConn>) {
+        self.0.lock().retain(|c| !Arc::ptr_eq(c, conn));
     }
     pub fn len(&self) -> usize {
         self.0.lock().len()

@@ -163,8 +163,8 @@ impl<Req: Codec> Inbox for SrvShared<Req> {
     fn attach(&self, conn: Arc<InboundConn>) {
         self.conns.attach(conn);
     }
-    fn detach(&self, remote: EndpointId) {
-        self.conns.detach(remote);
+    fn detach(&self, conn: &Arc<InboundConn>) {
+        self.conns.detach(conn);
     }
     fn deliver(&self, conn: &Arc<InboundConn>, frame: &InFrame<'_>) {
         if frame.kind != FrameKind::Request {

@@ -189,8 +189,8 @@ impl<T: Codec> Inbox for SubShared<T> {
     fn attach(&self, conn: Arc<InboundConn>) {
         self.conns.attach(conn);
     }
-    fn detach(&self, remote: EndpointId) {
-        self.conns.detach(remote);
+    fn detach(&self, conn: &Arc<InboundConn>) {
+        self.conns.detach(conn);
     }
     fn broker_sample(&self, conn: &InboundConn, seq: u64) -> bool {
         self.conns.broker_sample(conn, seq)

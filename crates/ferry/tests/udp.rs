@@ -111,3 +111,94 @@ fn services_never_pick_udp() {
         .call(AddTwoIntsRequest { a: 1, b: 2 }, Duration::from_millis(300))
         .is_err());
 }
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/self/status")
+}
+
+/// An attacker on the same host floods the subscriber's UDP port with
+/// forged HELLOs (random stream ids and writer ids, from 41 addresses, its
+/// own included) naming the real reader, while a real writer streams to it.
+/// Memory stays flat, the reader never holds more streams than the bound,
+/// and the real stream delivers every sample in order.
+#[test]
+fn a_forged_hello_flood_holds_memory_and_spares_the_real_stream() {
+    use ferry_wire::rudp::{encode_hello, Hello};
+    use ferry_wire::{EndpointId, ParticipantId};
+    use std::net::UdpSocket;
+
+    let n = node(124);
+    let q = Qos::default().keep_all().transport(TransportKind::Udp);
+    let p = n
+        .publisher::<std_msgs::Int64>("/flood")
+        .qos(q)
+        .build()
+        .unwrap();
+    let s = n
+        .subscriber::<std_msgs::Int64>("/flood")
+        .qos(Qos::default().keep_all())
+        .build()
+        .unwrap();
+    assert!(p.wait_for_subscribers(1, T));
+    p.publish(std_msgs::Int64 { data: 0 }).unwrap();
+    assert_eq!(s.recv_timeout(T).unwrap().data, 0);
+    let target = p.connections()[0]
+        .locator
+        .strip_prefix("udp/")
+        .unwrap()
+        .to_string();
+    let reader = s.id();
+    let before = rss_kib();
+
+    const SAMPLES: i64 = 600;
+    let writer = std::thread::spawn(move || {
+        for i in 1..=SAMPLES {
+            p.publish(std_msgs::Int64 { data: i }).unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        p
+    });
+    let attackers: Vec<UdpSocket> = (1..=41u8)
+        .map(|h| UdpSocket::bind(format!("127.0.0.{h}:0")).unwrap())
+        .collect();
+    let mut x = 0x9e37_79b9u32;
+    let start = std::time::Instant::now();
+    let mut sent = 0u32;
+    while sent < 200_000 && start.elapsed() < Duration::from_secs(10) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let hello = Hello {
+            from: EndpointId {
+                participant: ParticipantId(u64::from(x) << 7),
+                entity: x,
+            },
+            to: reader,
+            reliable: true,
+        };
+        let a = &attackers[(sent % 41) as usize];
+        let _ = a.send_to(&encode_hello(x, &hello), &target);
+        sent += 1;
+        if sent.is_multiple_of(2000) {
+            std::thread::sleep(Duration::from_millis(1)); // let the socket drain
+        }
+    }
+    for i in 1..=SAMPLES {
+        assert_eq!(s.recv_timeout(T).expect("the real stream stalled").data, i);
+    }
+    let _p = writer.join().unwrap();
+    let conns = s.connections().len();
+    let grew = rss_kib().saturating_sub(before);
+    eprintln!("{sent} forged HELLOs: reader holds {conns} streams, RSS +{grew} KiB");
+    assert!(conns <= 4097, "{conns} streams: the bound does not hold");
+    assert!(
+        conns > 256,
+        "{conns} streams: the flood never reached the reader"
+    );
+    assert!(grew < 64 << 10, "RSS grew by {grew} KiB");
+}

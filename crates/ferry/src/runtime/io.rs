@@ -359,9 +359,7 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                 }
                 UDP => shared
                     .udp
-                    .on_readable(shared.id, &|p| shared.same_clock(p), &mut |p| {
-                        alive.saw(&shared, p)
-                    }),
+                    .on_readable(&|p| shared.same_clock(p), &mut |p| alive.saw(&shared, p)),
                 LISTENER => loop {
                     match s.listener.accept() {
                         Ok((stream, peer)) => {

@@ -156,6 +156,7 @@ impl Runtime {
         let link = cfg.udp_link_mbps * 1_000_000 / 8;
         let udp = Arc::new(UdpShared::new(
             sockets.udp.take().expect("opened with the sockets"),
+            id,
             UdpSettings {
                 mtu: cfg.udp_mtu as usize,
                 rate: link,

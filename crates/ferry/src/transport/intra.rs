@@ -159,7 +159,7 @@ impl Link for IntraLink {
     fn close(&self) {
         if !self.closed.swap(true, Ordering::Relaxed) {
             if let Some(r) = self.reader.upgrade() {
-                r.detach(self.conn.remote);
+                r.detach(&self.conn);
             }
         }
     }

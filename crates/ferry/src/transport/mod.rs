@@ -286,8 +286,10 @@ pub trait Inbox: Send + Sync {
     fn id(&self) -> EndpointId;
     /// A writer connected.
     fn attach(&self, conn: Arc<InboundConn>);
-    /// A writer's connection ended.
-    fn detach(&self, remote: EndpointId);
+    /// A writer's connection ended. Only that connection goes: a peer can
+    /// declare any writer id, so other connections naming the same writer
+    /// are not touched.
+    fn detach(&self, conn: &Arc<InboundConn>);
     /// A frame arrived on `conn`.
     fn deliver(&self, conn: &Arc<InboundConn>, frame: &InFrame<'_>);
     /// Sample `seq` came through the broker on `conn`: false when a direct

@@ -309,7 +309,7 @@ impl Receiving {
                 // Deliver what is left before letting go of a closed one.
                 if (inb.conn.is_closed() || hung_up(&inb.stream)) && !inb.conn.has_data() {
                     inb.conn.close();
-                    gone.push((inb.reader.clone(), inb.inbound.remote));
+                    gone.push((inb.reader.clone(), inb.inbound.clone()));
                     return false;
                 }
                 true
@@ -319,8 +319,8 @@ impl Receiving {
             // A writer that died leaves segments: remove them now.
             ferry_shm::sweep_stale();
         }
-        for (reader, remote) in gone {
-            reader.detach(remote);
+        for (reader, conn) in gone {
+            reader.detach(&conn);
         }
     }
 
@@ -628,7 +628,7 @@ impl ShmTransport {
         let _ = std::fs::remove_file(path_of(&self.receiving.socket_name));
         for inb in gone {
             inb.conn.close();
-            inb.reader.detach(inb.inbound.remote);
+            inb.reader.detach(&inb.inbound);
         }
     }
 

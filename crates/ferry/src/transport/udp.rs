@@ -5,8 +5,12 @@
 //!
 //! A connection is a stream: the writer picks a random stream id and sends
 //! HELLO (writer, reader, reliability) until the reader's runtime answers
-//! with an ACKNACK; then data flows. Publishers write and send straight from
-//! their own thread; the I/O thread handles ACKNACKs, incoming data and every
+//! with an ACKNACK; then data flows. The socket's `ferry_rudp::Endpoint`
+//! parses each datagram once, routes it to its stream, repeats HELLOs and
+//! bounds the reader streams the network can open (per source address and
+//! in total); this driver keeps each stream's `Sender`/`Receiver` under a
+//! lock of its own. Publishers write and send straight from their own
+//! thread; the I/O thread handles ACKNACKs, incoming data and every
 //! protocol timer (heartbeats, NACK delays, pacing slots, outage probes).
 
 use std::collections::HashMap;
@@ -15,9 +19,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use ferry_rudp::{Receiver, ReceiverConfig, Sender, SenderConfig, SenderEvent, WriteError};
+use ferry_rudp::{
+    Dropped, Endpoint, EndpointConfig, EndpointEvent, Incoming, Receiver, ReceiverConfig, Routed,
+    Sender, SenderConfig, SenderEvent, StreamHandle, WriteError,
+};
 use ferry_wire::frame::FrameKind;
-use ferry_wire::rudp::{encode_hello, Datagram, Hello, Packet};
+use ferry_wire::rudp::{Hello, Packet};
 use ferry_wire::{EndpointId, History, Locator, ParticipantId, Reliability, TransportKind};
 use parking_lot::{Condvar, Mutex};
 
@@ -36,8 +43,6 @@ use crate::stats::ConnStats;
 /// A reader-side stream idle this long is dropped (its writer is gone); as
 /// long as a writer keeps its side through an outage.
 const RX_IDLE: Duration = ferry_conn::OUTAGE_GRACE;
-/// HELLO is repeated this often until answered.
-const HELLO_EVERY: Duration = Duration::from_millis(100);
 
 /// Link settings from the runtime config.
 #[derive(Debug, Clone, Copy)]
@@ -54,14 +59,13 @@ pub(crate) struct UdpSettings {
 
 struct TxState {
     sender: Sender,
-    /// Next HELLO while not yet answered (and while the peer is silent).
-    next_hello: Option<Instant>,
+    /// Where its datagrams are written (reused).
+    buf: Vec<u8>,
 }
 
 struct TxStream {
-    stream: u32,
+    handle: StreamHandle,
     peer: SocketAddr,
-    hello: Vec<u8>,
     state: Mutex<TxState>,
     acked: Condvar,
     closed: AtomicBool,
@@ -110,21 +114,32 @@ impl Ready {
 
 struct RxStream {
     receiver: Receiver,
+    peer: SocketAddr,
     reader: Weak<dyn Inbox>,
     conn: Arc<InboundConn>,
-    last_rx: Instant,
+}
+
+/// The endpoint and the buffer its HELLOs are written into.
+struct EndpointState {
+    endpoint: Endpoint,
+    buf: Vec<u8>,
 }
 
 /// The UDP socket of a runtime and its streams.
 pub(crate) struct UdpShared {
     socket: mio::net::UdpSocket,
     epoch: Instant,
-    tx: Mutex<HashMap<(SocketAddr, u32), Arc<TxStream>>>,
-    rx: Mutex<HashMap<(SocketAddr, u32), RxStream>>,
+    /// Routing, HELLOs and the bounds on reader streams. Locked briefly,
+    /// never while a stream is locked.
+    endpoint: Mutex<EndpointState>,
+    tx: Mutex<HashMap<StreamHandle, Arc<TxStream>>>,
+    rx: Mutex<HashMap<StreamHandle, RxStream>>,
+    /// Where reader streams write their acknowledgements (I/O thread).
+    rx_buf: Mutex<Vec<u8>>,
     settings: UdpSettings,
     io: IoHandle,
     local_ips: Vec<IpAddr>,
-    malformed: AtomicU64,
+    refused: AtomicU64,
     /// Largest datagram towards a peer address (per interface, ≤ its MTU).
     mtu_for: Box<dyn Fn(IpAddr) -> usize + Send + Sync>,
 }
@@ -136,6 +151,7 @@ fn since(epoch: Instant, t: Instant) -> u64 {
 impl UdpShared {
     pub fn new(
         socket: mio::net::UdpSocket,
+        local: ParticipantId,
         settings: UdpSettings,
         io: IoHandle,
         ifaces: &[Interface],
@@ -146,12 +162,20 @@ impl UdpShared {
             mtu_for,
             socket,
             epoch: Instant::now(),
+            endpoint: Mutex::new(EndpointState {
+                endpoint: Endpoint::new(EndpointConfig {
+                    idle_timeout: RX_IDLE,
+                    ..EndpointConfig::new(local)
+                }),
+                buf: Vec::new(),
+            }),
             tx: Mutex::new(HashMap::new()),
             rx: Mutex::new(HashMap::new()),
+            rx_buf: Mutex::new(Vec::new()),
             settings,
             io,
             local_ips: ifaces.iter().map(|i| IpAddr::V4(i.addr)).collect(),
-            malformed: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
         }
     }
 
@@ -175,15 +199,10 @@ impl UdpShared {
     /// Sends what the stream may send now; returns its next deadline.
     fn pump_tx(&self, tx: &TxStream, st: &mut TxState, now: Instant) -> Option<Instant> {
         let tos = *tx.class.lock();
-        if let Some(t) = st.next_hello {
-            if now >= t {
-                self.send_tos(&tx.hello, tx.peer, tos);
-                st.next_hello = Some(now + HELLO_EVERY);
-            }
-        }
         if st.sender.has_feedback() {
-            while let Some(d) = st.sender.poll_transmit(now) {
-                self.send_tos(&d, tx.peer, tos);
+            let TxState { sender, buf } = st;
+            while sender.poll_transmit(now, buf) {
+                self.send_tos(buf, tx.peer, tos);
             }
         }
         let s = st.sender.stats();
@@ -199,10 +218,7 @@ impl UdpShared {
         tx.stats
             .drops
             .store(s.dropped + s.expired, Ordering::Relaxed);
-        let d = match (st.sender.poll_timeout(now), st.next_hello) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let d = st.sender.poll_timeout(now);
         tx.io_deadline.store(
             d.map_or(u64::MAX, |d| since(self.epoch, d)),
             Ordering::Relaxed,
@@ -212,9 +228,9 @@ impl UdpShared {
 
     /// Sends a stream's feedback and takes its completed samples out into
     /// `ready` (delivered once the `rx` lock is released).
-    fn pump_rx(&self, peer: SocketAddr, rx: &mut RxStream, ready: &mut Ready) {
-        while let Some(d) = rx.receiver.poll_transmit() {
-            self.send(&d, peer);
+    fn pump_rx(&self, rx: &mut RxStream, buf: &mut Vec<u8>, ready: &mut Ready) {
+        while rx.receiver.poll_transmit(buf) {
+            self.send(buf, rx.peer);
         }
         if let Some(reader) = rx.reader.upgrade() {
             while let Some(s) = rx.receiver.poll_sample() {
@@ -231,7 +247,6 @@ impl UdpShared {
     /// `alive` is told which participants the datagrams prove alive.
     pub fn on_readable(
         &self,
-        local: ParticipantId,
         same_host: &dyn Fn(ParticipantId) -> bool,
         alive: &mut dyn FnMut(ParticipantId),
     ) {
@@ -242,9 +257,7 @@ impl UdpShared {
             };
             let clock = udp_sys::RxClock::now();
             let arrived = clock.arrival(stamp);
-            if let Some(p) =
-                self.on_datagram(clock.mono(), arrived, from, &buf[..n], local, same_host)
-            {
+            if let Some(p) = self.on_datagram(clock.mono(), arrived, from, &buf[..n], same_host) {
                 alive(p);
             }
         }
@@ -257,111 +270,155 @@ impl UdpShared {
         arrived: Instant,
         from: SocketAddr,
         bytes: &[u8],
-        local: ParticipantId,
         same_host: &dyn Fn(ParticipantId) -> bool,
     ) -> Option<ParticipantId> {
-        let p = match Packet::parse(bytes) {
-            Ok(p) => p,
-            Err(e) => {
-                let n = self.malformed.fetch_add(1, Ordering::Relaxed);
+        let routed = self.endpoint.lock().endpoint.handle(now, from, bytes);
+        match routed {
+            Routed::Dropped(Dropped::Malformed(e)) => {
+                let n = self.endpoint.lock().endpoint.stats().malformed;
                 if n.is_power_of_two() {
-                    tracing::warn!("malformed UDP datagram from {from} ({} so far): {e}", n + 1);
+                    tracing::warn!("malformed UDP datagram from {from} ({n} so far): {e}");
                 }
-                return None;
-            }
-        };
-        let key = (from, p.stream);
-        match p.body {
-            Datagram::Hello(h) => {
-                self.on_hello(now, key, h, local, same_host);
                 None
             }
-            Datagram::AckNack(_) => {
-                let tx = self.tx.lock().get(&key).cloned()?;
-                let mut st = tx.state.lock();
-                st.sender.handle_datagram(now, bytes).ok()?;
-                st.next_hello = None;
-                while let Some(e) = st.sender.poll_event() {
-                    match e {
-                        SenderEvent::PeerSilent => tracing::warn!(
-                            "{} → {}: peer silent, stopped sending, probing",
-                            tx.writer,
-                            tx.reader
-                        ),
-                        SenderEvent::PeerBack => {
-                            tracing::info!("{} → {}: peer back, resuming", tx.writer, tx.reader)
-                        }
-                    }
-                }
-                self.pump_tx(&tx, &mut st, now);
-                drop(st);
-                tx.acked.notify_all();
-                Some(tx.reader.participant)
+            Routed::Dropped(_) => None,
+            Routed::Incoming(inc) => {
+                self.on_incoming(now, inc, same_host);
+                None
             }
-            Datagram::Data(_) | Datagram::Heartbeat(_) | Datagram::Fec(_) => {
-                let mut ready = Ready::default();
-                let alive = {
-                    let mut rx = self.rx.lock();
-                    let s = rx.get_mut(&key)?;
-                    s.last_rx = now;
-                    if s.receiver.handle_datagram_at(now, arrived, bytes).is_err() {
-                        s.conn.stats.errors.fetch_add(1, Ordering::Relaxed);
-                    }
-                    self.pump_rx(from, s, &mut ready);
-                    s.conn.remote.participant
-                };
-                ready.deliver();
-                Some(alive)
+            Routed::HelloAgain(h) => {
+                self.with_rx(h, |s| s.receiver.acknowledge(now));
+                None
+            }
+            Routed::Writer(h, p) => self.on_feedback(now, h, &p),
+            Routed::Reader(h, p) => self.with_rx(h, |s| {
+                if s.receiver
+                    .handle_packet_at(now, arrived, bytes.len(), &p)
+                    .is_err()
+                {
+                    s.conn.stats.errors.fetch_add(1, Ordering::Relaxed);
+                }
+                s.conn.remote.participant
+            }),
+        }
+    }
+
+    /// Runs `f` on reader stream `h`, then sends its feedback and delivers
+    /// what it completed (after the `rx` lock is released).
+    fn with_rx<T>(&self, h: StreamHandle, f: impl FnOnce(&mut RxStream) -> T) -> Option<T> {
+        let mut ready = Ready::default();
+        let out = {
+            let mut rx = self.rx.lock();
+            let s = rx.get_mut(&h)?;
+            let out = f(s);
+            self.pump_rx(s, &mut self.rx_buf.lock(), &mut ready);
+            out
+        };
+        ready.deliver();
+        Some(out)
+    }
+
+    /// An ACKNACK for writer stream `h`.
+    fn on_feedback(&self, now: Instant, h: StreamHandle, p: &Packet<'_>) -> Option<ParticipantId> {
+        let tx = self.tx.lock().get(&h).cloned()?;
+        let mut st = tx.state.lock();
+        st.sender.handle_packet(now, p);
+        self.sender_events(now, &tx, &mut st);
+        self.pump_tx(&tx, &mut st, now);
+        drop(st);
+        tx.acked.notify_all();
+        Some(tx.reader.participant)
+    }
+
+    fn sender_events(&self, now: Instant, tx: &TxStream, st: &mut TxState) {
+        while let Some(e) = st.sender.poll_event() {
+            match e {
+                SenderEvent::PeerSilent => {
+                    tracing::warn!(
+                        "{} → {}: no feedback, stopped sending into the void; probing",
+                        tx.writer,
+                        tx.reader
+                    );
+                    // The reader may have restarted and lost the stream: HELLO again.
+                    self.endpoint.lock().endpoint.reopen(now, tx.handle);
+                    self.io.kick();
+                }
+                SenderEvent::PeerBack => {
+                    tracing::info!("{} → {}: peer back, resuming", tx.writer, tx.reader)
+                }
             }
         }
     }
 
-    fn on_hello(
-        &self,
-        now: Instant,
-        key: (SocketAddr, u32),
-        h: Hello,
-        local: ParticipantId,
-        same_host: &dyn Fn(ParticipantId) -> bool,
-    ) {
-        if h.to.participant != local {
+    /// A HELLO for a new stream: accepted if the reader is ours and the
+    /// endpoint's bounds allow.
+    fn on_incoming(&self, now: Instant, inc: Incoming, same_host: &dyn Fn(ParticipantId) -> bool) {
+        let Some(reader) = super::intra::lookup_reader(inc.hello.to) else {
             return;
-        }
-        let mut rx = self.rx.lock();
-        if let std::collections::hash_map::Entry::Vacant(slot) = rx.entry(key) {
-            let Some(reader) = super::intra::lookup_reader(h.to) else {
+        };
+        let accepted = {
+            let mut e = self.endpoint.lock();
+            let r = e.endpoint.accept(now, &inc);
+            let closed: Vec<_> = std::iter::from_fn(|| e.endpoint.poll_event()).collect();
+            drop(e);
+            self.on_endpoint_events(closed);
+            r
+        };
+        let h = match accepted {
+            Ok(h) => h,
+            Err(err) => {
+                let n = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
+                if n.is_power_of_two() {
+                    tracing::warn!("UDP stream from {} refused ({n} so far): {err}", inc.peer);
+                }
                 return;
-            };
-            let mut cfg = ReceiverConfig::new(key.1);
-            cfg.reliable = h.reliable;
-            cfg.mtu = (self.mtu_for)(key.0.ip());
-            let ip = key.0.ip();
-            let conn = Arc::new(InboundConn {
-                remote: h.from,
-                transport: TransportKind::Udp,
-                locator: format!("udp/{}", key.0),
-                stats: Arc::new(ConnStats::new()),
-                replier: None,
-                same_clock: ip.is_loopback()
-                    || self.local_ips.contains(&ip)
-                    || same_host(h.from.participant),
-                seqs: Default::default(),
-            });
-            reader.attach(conn.clone());
-            slot.insert(RxStream {
+            }
+        };
+        let mut cfg = ReceiverConfig::new(inc.stream);
+        cfg.reliable = inc.hello.reliable;
+        cfg.mtu = (self.mtu_for)(inc.peer.ip());
+        let ip = inc.peer.ip();
+        let conn = Arc::new(InboundConn {
+            remote: inc.hello.from,
+            transport: TransportKind::Udp,
+            locator: format!("udp/{}", inc.peer),
+            stats: Arc::new(ConnStats::new()),
+            replier: None,
+            same_clock: ip.is_loopback()
+                || self.local_ips.contains(&ip)
+                || same_host(inc.hello.from.participant),
+            seqs: Default::default(),
+        });
+        reader.attach(conn.clone());
+        self.rx.lock().insert(
+            h,
+            RxStream {
                 receiver: Receiver::new(cfg, now),
+                peer: inc.peer,
                 reader: Arc::downgrade(&reader),
                 conn,
-                last_rx: now,
-            });
+            },
+        );
+        self.with_rx(h, |s| s.receiver.acknowledge(now));
+    }
+
+    /// Reader streams the endpoint closed (idle, or evicted to make room).
+    fn on_endpoint_events(&self, events: Vec<EndpointEvent>) {
+        if events.is_empty() {
+            return;
         }
-        let s = rx.get_mut(&key).expect("inserted above");
-        s.last_rx = now;
-        s.receiver.acknowledge(now);
-        let mut ready = Ready::default();
-        self.pump_rx(key.0, s, &mut ready);
-        drop(rx);
-        ready.deliver();
+        let gone: Vec<RxStream> = {
+            let mut rx = self.rx.lock();
+            events
+                .into_iter()
+                .filter_map(|EndpointEvent::Closed(h, _)| rx.remove(&h))
+                .collect()
+        };
+        for s in gone {
+            if let Some(r) = s.reader.upgrade() {
+                r.detach(&s.conn);
+            }
+        }
     }
 
     /// Runs every stream's timers (I/O thread); returns the next deadline.
@@ -374,46 +431,69 @@ impl UdpShared {
         };
         let txs: Vec<Arc<TxStream>> = {
             let mut map = self.tx.lock();
-            map.retain(|_, t| !t.closed.load(Ordering::Relaxed));
+            let closed: Vec<StreamHandle> = map
+                .iter()
+                .filter(|(_, t)| t.closed.load(Ordering::Relaxed))
+                .map(|(h, _)| *h)
+                .collect();
+            if !closed.is_empty() {
+                let mut e = self.endpoint.lock();
+                for h in closed {
+                    map.remove(&h);
+                    e.endpoint.close(h);
+                }
+            }
             map.values().cloned().collect()
         };
         for tx in txs {
             let mut st = tx.state.lock();
             st.sender.handle_timeout(now);
-            if st.sender.is_silent() && st.next_hello.is_none() {
-                // The reader may have restarted and lost the stream: re-open it.
-                st.next_hello = Some(now + HELLO_EVERY);
-            }
-            while let Some(e) = st.sender.poll_event() {
-                if e == SenderEvent::PeerSilent {
-                    tracing::warn!(
-                        "{} → {}: no feedback, stopped sending into the void; probing",
-                        tx.writer,
-                        tx.reader
-                    );
-                }
-            }
+            self.sender_events(now, &tx, &mut st);
             min(self.pump_tx(&tx, &mut st, now));
         }
-        let mut rx = self.rx.lock();
-        rx.retain(|key, s| {
-            let alive =
-                s.reader.strong_count() > 0 && now.saturating_duration_since(s.last_rx) < RX_IDLE;
-            if !alive {
-                if let Some(r) = s.reader.upgrade() {
-                    r.detach(s.conn.remote);
-                }
-                return false;
+        // The endpoint: HELLOs due, idle reader streams.
+        let (hellos, closed) = {
+            let mut guard = self.endpoint.lock();
+            let e = &mut *guard;
+            e.endpoint.handle_timeout(now);
+            let mut hellos = Vec::new();
+            while let Some(t) = e.endpoint.poll_transmit(now, &mut e.buf) {
+                hellos.push((t, e.buf.clone()));
             }
-            s.receiver.handle_timeout(now);
-            let _ = key;
-            true
-        });
+            min(e.endpoint.poll_timeout());
+            let closed: Vec<_> = std::iter::from_fn(|| e.endpoint.poll_event()).collect();
+            (hellos, closed)
+        };
+        for (t, bytes) in hellos {
+            let class = self
+                .tx
+                .lock()
+                .get(&t.stream)
+                .and_then(|tx| *tx.class.lock());
+            self.send_tos(&bytes, t.to, class);
+        }
+        self.on_endpoint_events(closed);
+        let mut rx = self.rx.lock();
+        let orphaned: Vec<StreamHandle> = rx
+            .iter()
+            .filter(|(_, s)| s.reader.strong_count() == 0)
+            .map(|(h, _)| *h)
+            .collect();
+        if !orphaned.is_empty() {
+            let mut e = self.endpoint.lock();
+            for h in orphaned {
+                rx.remove(&h);
+                e.endpoint.close(h);
+            }
+        }
         let mut ready = Ready::default();
-        for (key, s) in rx.iter_mut() {
-            self.pump_rx(key.0, s, &mut ready);
+        let mut buf = self.rx_buf.lock();
+        for s in rx.values_mut() {
+            s.receiver.handle_timeout(now);
+            self.pump_rx(s, &mut buf, &mut ready);
             min(s.receiver.poll_timeout());
         }
+        drop(buf);
         drop(rx);
         ready.deliver();
         next
@@ -421,16 +501,27 @@ impl UdpShared {
 
     /// The writer is gone (discovery): drop its reader-side streams now.
     pub fn forget_writer(&self, writer: EndpointId) {
-        self.rx.lock().retain(|_, s| {
-            if s.conn.remote == writer {
-                if let Some(r) = s.reader.upgrade() {
-                    r.detach(writer);
-                }
-                false
-            } else {
-                true
+        let gone: Vec<RxStream> = {
+            let mut rx = self.rx.lock();
+            let handles: Vec<StreamHandle> = rx
+                .iter()
+                .filter(|(_, s)| s.conn.remote == writer)
+                .map(|(h, _)| *h)
+                .collect();
+            let mut e = self.endpoint.lock();
+            handles
+                .into_iter()
+                .filter_map(|h| {
+                    e.endpoint.close(h);
+                    rx.remove(&h)
+                })
+                .collect()
+        };
+        for s in gone {
+            if let Some(r) = s.reader.upgrade() {
+                r.detach(&s.conn);
             }
-        });
+        }
     }
 }
 
@@ -658,41 +749,45 @@ impl Transport for UdpTransport {
         cfg.lifespan = req.qos.lifespan;
         cfg.fec = s.fec;
         cfg.adaptive_rate = s.adaptive_rate;
-        let stream = cfg.stream;
-        let hello = encode_hello(
-            stream,
-            &Hello {
-                from: req.writer,
-                to: req.reader,
-                reliable: cfg.reliable,
-            },
-        );
+        let hello = Hello {
+            from: req.writer,
+            to: req.reader,
+            reliable: cfg.reliable,
+        };
         let now = Instant::now();
-        let tx = Arc::new(TxStream {
-            stream,
-            peer,
-            hello,
-            state: Mutex::new(TxState {
-                sender: Sender::new(cfg.clone(), now),
-                next_hello: Some(now),
-            }),
-            acked: Condvar::new(),
-            closed: AtomicBool::new(false),
-            stats: Arc::new(ConnStats::new()),
-            writer: req.writer,
-            reader: req.reader,
-            block: (cfg.reliable && cfg.keep_all).then_some(s.keep_all_block),
-            io_deadline: AtomicU64::new(0),
-            class: Mutex::new(None),
-            lane: Mutex::new(None),
-            lane_active: AtomicBool::new(false),
-            priority: Mutex::new(Priority::default()),
-        });
-        self.shared.tx.lock().insert((peer, tx.stream), tx.clone());
-        {
-            let mut st = tx.state.lock();
-            self.shared.pump_tx(&tx, &mut st, now);
-        }
+        let tx = {
+            // Opened and registered together: the ACKNACK that answers the
+            // HELLO finds the stream.
+            let mut map = self.shared.tx.lock();
+            let handle = self
+                .shared
+                .endpoint
+                .lock()
+                .endpoint
+                .open(now, peer, cfg.stream, hello);
+            let tx = Arc::new(TxStream {
+                handle,
+                peer,
+                state: Mutex::new(TxState {
+                    sender: Sender::new(cfg.clone(), now),
+                    buf: Vec::new(),
+                }),
+                acked: Condvar::new(),
+                closed: AtomicBool::new(false),
+                stats: Arc::new(ConnStats::new()),
+                writer: req.writer,
+                reader: req.reader,
+                block: (cfg.reliable && cfg.keep_all).then_some(s.keep_all_block),
+                io_deadline: AtomicU64::new(0),
+                class: Mutex::new(None),
+                lane: Mutex::new(None),
+                lane_active: AtomicBool::new(false),
+                priority: Mutex::new(Priority::default()),
+            });
+            map.insert(handle, tx.clone());
+            tx
+        };
+        // The I/O thread sends the HELLO (due now) and runs the stream.
         self.shared.io.kick();
         Ok(Arc::new(UdpLink {
             shared: self.shared.clone(),

@@ -351,16 +351,16 @@ impl Broker {
     pub fn forget(&self, p: ParticipantId) {
         self.heard.lock().remove(&p);
         let mut gone = Vec::new();
-        self.rx.lock().retain(|&(r, w), _| {
+        self.rx.lock().retain(|&(r, w), c| {
             let keep = w.participant != p;
             if !keep {
-                gone.push((r, w));
+                gone.push((r, c.clone()));
             }
             keep
         });
-        for (r, w) in gone {
+        for (r, c) in gone {
             if let Some(inbox) = super::intra::lookup_reader(r) {
-                inbox.detach(w);
+                inbox.detach(&c);
             }
         }
     }

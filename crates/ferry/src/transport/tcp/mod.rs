@@ -575,7 +575,7 @@ pub(crate) fn on_closed(conn: &TcpConn) {
     match &conn.role {
         Role::Incoming { bound } => {
             if let Some((reader, inbound)) = bound.lock().take() {
-                reader.detach(inbound.remote);
+                reader.detach(&inbound);
             }
         }
         Role::Outgoing { reply_sink, .. } => {
