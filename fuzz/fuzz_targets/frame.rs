@@ -2,10 +2,10 @@
 //!
 //! Properties: `FrameHeader::parse` and `Hello::parse` never panic on any
 //! input; whatever parses re-encodes to bytes that parse to the same value;
-//! `max_body` is enforced.
+//! `max_body` is enforced. The same for the service `Envelope`.
 #![no_main]
 
-use ferry_wire::frame::{FrameHeader, FrameKind, Hello, HEADER_LEN};
+use ferry_wire::frame::{Envelope, FrameHeader, FrameKind, Hello, ENVELOPE_LEN, HEADER_LEN};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -33,6 +33,11 @@ fuzz_target!(|data: &[u8]| {
     // Hello bodies are also parsed on their own (the reader hands the body
     // over separately), so feed the raw input too.
     check_hello(data);
+    // The service envelope of shared-memory and UDP samples.
+    if let Ok(e) = Envelope::parse(data) {
+        assert_eq!(Envelope::parse(&e.encode()), Ok(e), "envelope round trip");
+        assert!(data.len() >= ENVELOPE_LEN);
+    }
 });
 
 fn check_hello(body: &[u8]) {

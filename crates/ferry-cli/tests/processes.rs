@@ -515,13 +515,18 @@ fn demo_runs_shows_paths_and_cleans_up() {
         "/arm/plan",
         "intra",
         "shm",
-        "tcp",
     ] {
         assert!(
             last.contains(want),
             "`{want}` missing from the demo's last table:\n{last}"
         );
     }
+    // The service call between two processes takes shared memory too.
+    assert!(
+        last.lines()
+            .any(|l| l.starts_with("/arm/plan") && l.contains(" shm ")),
+        "/arm/plan not over shared memory:\n{last}"
+    );
     assert!(out.contains("4 processes cleaned up"));
     // No demo process survives.
     let ps = Command::new("pgrep")

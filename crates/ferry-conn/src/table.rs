@@ -285,7 +285,8 @@ impl Table {
         }
         let why = match reason {
             LeaveReason::LeaseExpired => UnmatchReason::LeaseExpired,
-            _ => UnmatchReason::Withdrawn,
+            LeaveReason::ConnectionLost => UnmatchReason::ConnectionLost,
+            LeaveReason::Bye => UnmatchReason::Withdrawn,
         };
         let entities: Vec<u32> = self
             .by_peer

@@ -104,6 +104,9 @@ pub enum LeaveReason {
     Bye,
     /// It was silent for longer than its lease (crash, kill -9, link loss).
     LeaseExpired,
+    /// Its connection to the MQTT broker broke without a goodbye: the
+    /// broker delivered its last will (crash, kill -9, link loss).
+    ConnectionLost,
 }
 
 /// What discovery learned.
@@ -473,6 +476,12 @@ impl Discovery {
             });
         }
         Ok(())
+    }
+
+    /// The broker reported `id`'s connection lost (its last will): it
+    /// leaves now, as [`LeaveReason::ConnectionLost`].
+    pub fn peer_vanished(&mut self, id: ParticipantId) {
+        self.remove(id, LeaveReason::ConnectionLost);
     }
 
     fn remove(&mut self, id: ParticipantId, reason: LeaveReason) {

@@ -20,6 +20,67 @@ const VERSION: u8 = 1;
 /// Reply flag: the body is a UTF-8 error message, not a response.
 pub const FLAG_ERROR: u16 = 1;
 
+/// Bytes of a service [`Envelope`].
+pub const ENVELOPE_LEN: usize = 9;
+
+/// What a service [`Envelope`] carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvelopeKind {
+    /// A request.
+    Request = 3,
+    /// A response.
+    Reply = 4,
+    /// The service's error text instead of a response (UTF-8).
+    ReplyError = 6,
+}
+
+/// Service traffic on transports that carry samples rather than frames
+/// (shared memory, UDP): each request or reply is one sample that starts
+/// with this envelope, then the body.
+///
+/// ```text
+/// 0      1                 9
+/// | kind | request id u64 | body…
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Envelope {
+    /// Request, reply or error.
+    pub kind: EnvelopeKind,
+    /// The client's request id (echoed by the reply).
+    pub request_id: u64,
+}
+
+impl Envelope {
+    /// Parses the envelope at the start of an untrusted sample; the body
+    /// is `sample[ENVELOPE_LEN..]`.
+    pub fn parse(sample: &[u8]) -> Result<Envelope, WireError> {
+        let mut r = Reader::new(sample);
+        let kind = match r.u8()? {
+            3 => EnvelopeKind::Request,
+            4 => EnvelopeKind::Reply,
+            6 => EnvelopeKind::ReplyError,
+            k => {
+                return Err(WireError::InvalidValue {
+                    field: "envelope.kind",
+                    value: u64::from(k),
+                })
+            }
+        };
+        Ok(Envelope {
+            kind,
+            request_id: r.u64()?,
+        })
+    }
+
+    /// The envelope's bytes.
+    pub fn encode(&self) -> [u8; ENVELOPE_LEN] {
+        let mut out = [0u8; ENVELOPE_LEN];
+        out[0] = self.kind as u8;
+        out[1..].copy_from_slice(&self.request_id.to_le_bytes());
+        out
+    }
+}
+
 /// What a frame carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameKind {

@@ -6,7 +6,8 @@
 //! message  = len u16 | body (len bytes, at most MAX_MESSAGE)
 //! body     = "FS" | version 1 | kind u8 | …
 //! kind 1 Attach:  writer (participant u64, entity u32), reader (participant u64, entity u32),
-//!                 connection segment (str u16), data prefix (str u16)
+//!                 connection segment (str u16), data prefix (str u16),
+//!                 reply socket (str u16; empty unless the writer is a client)
 //! kind 2 Accepted
 //! kind 3 Refused: reason u8 (1 no such reader, 2 reader not in this runtime,
 //!                 3 segment unusable, 4 malformed request), detail (str u16)
@@ -41,6 +42,9 @@ pub struct Attach {
     pub connection: String,
     /// The prefix of the writer's data segments.
     pub data_prefix: String,
+    /// For a client: the control socket of its runtime, where the
+    /// service's runtime attaches the connection that carries the replies.
+    pub reply_to: Option<String>,
 }
 
 /// Why a reader's runtime refused an attach.
@@ -91,6 +95,10 @@ pub enum Control {
 
 fn segment_name(r: &mut Reader<'_>, field: &'static str) -> Result<String, WireError> {
     let s = r.str(field, MAX_SEGMENT_NAME)?;
+    checked_name(s, field)
+}
+
+fn checked_name(s: &str, field: &'static str) -> Result<String, WireError> {
     let ok = !s.is_empty()
         && s != "."
         && s != ".."
@@ -130,6 +138,10 @@ impl Control {
                 reader: endpoint(&mut r)?,
                 connection: segment_name(&mut r, "shm.connection")?,
                 data_prefix: segment_name(&mut r, "shm.data_prefix")?,
+                reply_to: match r.str("shm.reply_to", MAX_SEGMENT_NAME)? {
+                    "" => None,
+                    s => Some(checked_name(s, "shm.reply_to")?),
+                },
             }),
             2 => Control::Accepted,
             3 => Control::Refused {
@@ -168,6 +180,7 @@ impl Control {
                 }
                 w.str(&a.connection, MAX_SEGMENT_NAME);
                 w.str(&a.data_prefix, MAX_SEGMENT_NAME);
+                w.str(a.reply_to.as_deref().unwrap_or(""), MAX_SEGMENT_NAME);
             }
             Control::Accepted => w.u8(2),
             Control::Refused { reason, detail } => {
@@ -221,6 +234,7 @@ mod tests {
             },
             connection: "ferry.c.4026531836.77.123.abcd.3.1234.9.0".into(),
             data_prefix: "ferry.d.4026531836.77.123.abcd.3".into(),
+            reply_to: None,
         })
     }
 
@@ -242,6 +256,11 @@ mod tests {
     #[test]
     fn every_message_round_trips() {
         round_trip(&attach());
+        let Control::Attach(mut a) = attach() else {
+            unreachable!()
+        };
+        a.reply_to = Some("ferry.s.4026531836.77.123.abcd".into());
+        round_trip(&Control::Attach(a));
         round_trip(&Control::Accepted);
         round_trip(&Control::Refused {
             reason: RefuseReason::NoReader,
@@ -256,8 +275,17 @@ mod tests {
                 unreachable!()
             };
             a.connection = bad.into();
-            let bytes = Control::Attach(a).encode();
+            let bytes = Control::Attach(a.clone()).encode();
             assert!(Control::parse(&bytes[2..]).is_err(), "{bad:?} accepted");
+            if !bad.is_empty() {
+                a.connection = "ferry.c.1".into();
+                a.reply_to = Some(bad.into());
+                let bytes = Control::Attach(a).encode();
+                assert!(
+                    Control::parse(&bytes[2..]).is_err(),
+                    "reply_to {bad:?} accepted"
+                );
+            }
         }
     }
 

@@ -141,6 +141,8 @@ pub(crate) struct PubShared<T> {
 // under the history mutex, so PubShared is Sync through the Mutex.
 
 impl<T: Codec> PubShared<T> {
+    /// Sends sample `seq` on `links` (`replay`: a late joiner's history,
+    /// [`Link::replay`]).
     fn send_all(
         &self,
         links: &[Arc<dyn Link>],
@@ -148,6 +150,7 @@ impl<T: Codec> PubShared<T> {
         stamp_ns: u64,
         value: &Arc<T>,
         cell: &OnceCell<Bytes>,
+        replay: bool,
     ) -> Result<(), PublishError> {
         let typed: Arc<dyn Any + Send + Sync> = value.clone();
         let mut enc_err: Option<EncodeError> = None;
@@ -170,7 +173,12 @@ impl<T: Codec> PubShared<T> {
         };
         let mut blocked = None;
         for link in links {
-            match link.send(&frame) {
+            let sent = if replay {
+                link.replay(&frame)
+            } else {
+                link.send(&frame)
+            };
+            match sent {
                 Ok(()) => {}
                 Err(SendError::Encode(e)) => enc_err = Some(e),
                 Err(SendError::Blocked(d)) => blocked = Some((link.remote(), d)),
@@ -217,7 +225,7 @@ impl<T: Codec> PubShared<T> {
         if let Some(b) = stage(&links, &value) {
             let _ = cell.set(b);
         }
-        let r = self.send_all(&links, seq, stamp_ns, &value, &cell);
+        let r = self.send_all(&links, seq, stamp_ns, &value, &cell, false);
         drop(links);
         if let Some(hist) = hist.as_mut() {
             let depth = self.qos.history.depth(1024);
@@ -260,6 +268,7 @@ impl<T: Codec> WriterPort for PubShared<T> {
                     h.stamp_ns,
                     &h.value,
                     &h.bytes,
+                    true,
                 );
             }
             self.links.push(link);

@@ -22,7 +22,9 @@ use crate::port::Inbound;
 use crate::runtime::{ReaderPort, WriterPort};
 use crate::stats::{now_ns, ConnectionInfo};
 use crate::transport::Links;
-use crate::transport::{InFrame, InboundConn, Inbox, Link, OutFrame, ReplyBody, ReplySink};
+use crate::transport::{
+    Carries, InFrame, InboundConn, Inbox, Link, OutFrame, ReplyBody, ReplySink,
+};
 
 /// A request handler; the second argument is the calling client.
 pub(crate) type Handler<Req, Resp> =
@@ -166,6 +168,9 @@ impl<Req: Codec> Inbox for SrvShared<Req> {
     fn detach(&self, conn: &Arc<InboundConn>) {
         self.conns.detach(conn);
     }
+    fn carries(&self) -> Carries {
+        Carries::Requests
+    }
     fn deliver(&self, conn: &Arc<InboundConn>, frame: &InFrame<'_>) {
         if frame.kind != FrameKind::Request {
             return;
@@ -281,7 +286,12 @@ impl<Req: Codec, Resp: Codec> ClientBuilder<Req, Resp> {
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             events: EventQueue::default(),
+            reply_conns: Inbound::default(),
         });
+        // Services on shared memory and UDP answer on a connection of their
+        // own back to the client: it is the reader of its replies.
+        let inbox: Arc<dyn Inbox> = shared.clone();
+        crate::transport::intra::register_reader(&inbox);
         let port: Arc<dyn WriterPort> = shared.clone();
         rt.shared.add_writer(record, Arc::downgrade(&port));
         Ok(Client {
@@ -323,6 +333,46 @@ struct CliShared<Resp> {
     pending: Mutex<HashMap<u64, PendingCall<Resp>>>,
     next_id: AtomicU64,
     events: EventQueue,
+    /// Connections services opened back to this client for their replies.
+    reply_conns: Inbound,
+}
+
+impl<Resp: Codec> Inbox for CliShared<Resp> {
+    fn id(&self) -> EndpointId {
+        self.id
+    }
+    fn attach(&self, conn: Arc<InboundConn>) {
+        self.reply_conns.attach(conn);
+    }
+    fn detach(&self, conn: &Arc<InboundConn>) {
+        self.reply_conns.detach(conn);
+    }
+    fn deliver(&self, _conn: &Arc<InboundConn>, _frame: &InFrame<'_>) {
+        // Replies come through `on_reply`; nothing else is for a client.
+    }
+    fn carries(&self) -> Carries {
+        Carries::Replies
+    }
+    fn on_reply(
+        &self,
+        conn: &Arc<InboundConn>,
+        request_id: u64,
+        result: Result<Payload<'_>, String>,
+    ) {
+        // Only the service the call went to answers it (the id it declared).
+        let asked = self
+            .pending
+            .lock()
+            .get(&request_id)
+            .map(|p| p.service == conn.remote);
+        match asked {
+            Some(true) => ReplySink::on_reply(self, request_id, result),
+            Some(false) => {
+                conn.stats.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            None => {} // timed out already, or not ours
+        }
+    }
 }
 
 impl<Resp: Codec> ReplySink for CliShared<Resp> {
@@ -518,6 +568,7 @@ impl<Req: Codec, Resp: Codec> Client<Req, Resp> {
 
 impl<Req: Codec, Resp: Codec> Drop for Client<Req, Resp> {
     fn drop(&mut self) {
+        crate::transport::intra::unregister_reader(self.shared.id);
         self.node.rt.shared.remove_endpoint(self.shared.id.entity);
         self.shared.links.close_all();
     }

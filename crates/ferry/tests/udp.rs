@@ -91,27 +91,6 @@ fn best_effort_over_udp_delivers_whole_samples() {
     assert!(got >= 15, "only {got} of 20 on loopback");
 }
 
-#[test]
-fn services_never_pick_udp() {
-    use ferry::msgs::example_interfaces::*;
-    let n = node(123);
-    let _srv = n
-        .service::<AddTwoIntsRequest, AddTwoIntsResponse, _>("/add", |r| AddTwoIntsResponse {
-            sum: r.a + r.b,
-        })
-        .build()
-        .unwrap();
-    let c = n
-        .client::<AddTwoIntsRequest, AddTwoIntsResponse>("/add")
-        .qos(Qos::services_default().transport(TransportKind::Udp))
-        .build()
-        .unwrap();
-    // Pinned to a transport that cannot carry requests: no connection, a clear NoService.
-    assert!(c
-        .call(AddTwoIntsRequest { a: 1, b: 2 }, Duration::from_millis(300))
-        .is_err());
-}
-
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     status

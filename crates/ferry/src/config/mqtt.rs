@@ -147,8 +147,9 @@ pub struct MqttConfig {
     /// samples go first; reliable keep_all writers block, then fail).
     #[serde(default = "default_queue")]
     pub offline_queue_bytes: usize,
-    /// Largest MQTT packet sent or accepted, bytes (the broker's limit must
-    /// be at least this).
+    /// Largest MQTT packet sent or accepted, bytes (default 64 MiB: a
+    /// point cloud or a camera frame goes through; the broker's limit must
+    /// be at least this). A larger sample fails to publish on this path.
     #[serde(default = "default_packet")]
     pub max_packet_bytes: usize,
     /// Keep-alive, seconds: a dead connection is noticed within 1.5× this.
@@ -169,7 +170,7 @@ fn default_queue() -> usize {
     8 << 20
 }
 fn default_packet() -> usize {
-    16 << 20
+    64 << 20
 }
 fn default_keep_alive() -> u16 {
     5

@@ -154,7 +154,7 @@ impl Runtime {
             }
         }
         let link = cfg.udp_link_mbps * 1_000_000 / 8;
-        let udp = Arc::new(UdpShared::new(
+        let udp = UdpShared::new(
             sockets.udp.take().expect("opened with the sockets"),
             id,
             UdpSettings {
@@ -169,6 +169,7 @@ impl Runtime {
                 keep_all_block: Duration::from_millis(cfg.keep_all_block_ms),
                 fec: cfg.udp_fec,
                 adaptive_rate: cfg.udp_adaptive_rate,
+                lane_limit: cfg.priority_threads,
             },
             sockets.handle.clone(),
             &ifaces,
@@ -179,7 +180,7 @@ impl Runtime {
                     std::net::IpAddr::V6(_) => cfg.udp_mtu as usize,
                 })
             },
-        ));
+        );
         let shm = if cfg.shared_memory {
             match crate::transport::shm::ShmTransport::start(
                 id,
@@ -187,7 +188,7 @@ impl Runtime {
                 (cfg.shm_pool_mb as usize) << 20,
                 Duration::from_millis(cfg.keep_all_block_ms),
             ) {
-                Ok(t) => Some(Arc::new(t)),
+                Ok(t) => Some(t),
                 Err(e) => {
                     tracing::warn!(
                         "shared memory unavailable, processes on this host use the network: {e}"
@@ -200,12 +201,7 @@ impl Runtime {
         };
         let mut transports: Vec<Arc<dyn Transport>> = vec![
             Arc::new(IntraTransport),
-            Arc::new(UdpTransport::new(
-                udp.clone(),
-                udp_locators,
-                ifaces.clone(),
-                cfg.priority_threads,
-            )),
+            Arc::new(UdpTransport::new(udp.clone(), udp_locators, ifaces.clone())),
             Arc::new(TcpTransport::new(
                 tcp_locators,
                 sockets.handle.clone(),
@@ -465,8 +461,14 @@ impl Shared {
                         }
                     }
                     DiscEvent::ParticipantLeft { id, reason } => {
-                        if reason == LeaveReason::LeaseExpired {
-                            tracing::info!("participant {id} expired (silent past its lease)");
+                        match reason {
+                            LeaveReason::LeaseExpired => {
+                                tracing::info!("participant {id} expired (silent past its lease)")
+                            }
+                            LeaveReason::ConnectionLost => tracing::info!(
+                                "participant {id} lost its broker connection (last will)"
+                            ),
+                            LeaveReason::Bye => {}
                         }
                         #[cfg(feature = "mqtt")]
                         if let Some(b) = &self.mqtt {
@@ -873,9 +875,6 @@ impl Shared {
 
 #[cfg(feature = "mqtt")]
 impl crate::transport::mqtt::BrokerHost for Shared {
-    fn domain_id(&self) -> u16 {
-        self.cfg.domain_id
-    }
     fn broker_beacon(&self, bytes: &[u8]) -> Result<(), ferry_discovery::DatagramError> {
         let from = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
         let r = self.core.lock().discovery.handle_datagram(
@@ -892,6 +891,10 @@ impl crate::transport::mqtt::BrokerHost for Shared {
     }
     fn announce_soon(&self) {
         self.core.lock().discovery.announce_now(Instant::now());
+        self.io.kick();
+    }
+    fn broker_vanished(&self, p: ParticipantId) {
+        self.core.lock().discovery.peer_vanished(p);
         self.io.kick();
     }
 }

@@ -90,7 +90,11 @@ impl Links {
         }
     }
     pub fn live(&self) -> usize {
-        self.0.read().iter().filter(|l| !l.is_closed()).count()
+        self.0
+            .read()
+            .iter()
+            .filter(|l| !l.is_closed() && l.reaches_reader())
+            .count()
     }
     pub fn first_live(&self) -> Option<Arc<dyn Link>> {
         self.0.read().iter().find(|l| !l.is_closed()).cloned()

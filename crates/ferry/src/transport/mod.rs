@@ -22,10 +22,11 @@ pub mod udp;
 mod udp_sys;
 
 use std::any::Any;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ferry_wire::frame::FrameKind;
+use ferry_wire::frame::{Envelope, EnvelopeKind, FrameKind, ENVELOPE_LEN};
 use ferry_wire::{EndpointId, EndpointKind, Locator, ParticipantId, Qos, TransportKind};
 
 pub(crate) use links::Links;
@@ -124,6 +125,19 @@ pub trait Link: Send + Sync {
     fn locator(&self) -> String;
     /// Sends one frame; never blocks except keep_all + reliable up to its bound.
     fn send(&self, frame: &OutFrame<'_>) -> Result<(), SendError>;
+    /// Sends one sample of the writer's transient_local history to this
+    /// link's reader only: a late joiner's replay. The same as `send` on
+    /// every path with a connection per reader; a path that carries live
+    /// samples once for all readers (MQTT) addresses the reader here.
+    fn replay(&self, frame: &OutFrame<'_>) -> Result<(), SendError> {
+        self.send(frame)
+    }
+    /// False for a link to an intermediary rather than to a reader (a
+    /// cloud-scope writer's link to the MQTT broker): it carries samples
+    /// but is not a matched subscriber.
+    fn reaches_reader(&self) -> bool {
+        true
+    }
     /// Writer-side counters.
     fn stats(&self) -> &ConnStats;
     /// True once the connection broke or was closed.
@@ -297,4 +311,128 @@ pub trait Inbox: Send + Sync {
     fn broker_sample(&self, _conn: &InboundConn, _seq: u64) -> bool {
         true
     }
+    /// What the reader takes in: samples (subscriber), requests (service)
+    /// or replies (client). Transports that carry plain samples (shared
+    /// memory, UDP) read service traffic as [`Envelope`]s by this.
+    fn carries(&self) -> Carries {
+        Carries::Samples
+    }
+    /// A reply (or the service's error text) for `request_id` arrived on
+    /// `conn`; clients only.
+    fn on_reply(
+        &self,
+        _conn: &Arc<InboundConn>,
+        _request_id: u64,
+        _result: Result<Payload<'_>, String>,
+    ) {
+    }
+}
+
+/// What an [`Inbox`] takes in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carries {
+    /// Published samples (a subscriber).
+    Samples,
+    /// Requests (a service).
+    Requests,
+    /// Replies (a client: the connection a service opens back to it).
+    Replies,
+}
+
+/// Hands one sample that arrived on a sample transport (shared memory,
+/// UDP) to `reader`: a subscriber gets it as data; for a service or a
+/// client it is an [`Envelope`] (request, reply or error) and its body.
+/// A sample that is not a well-formed envelope of the kind the reader
+/// takes counts as an error on `conn` and goes nowhere.
+pub(crate) fn deliver_sample(
+    reader: &dyn Inbox,
+    conn: &Arc<InboundConn>,
+    seq: u64,
+    stamp_ns: u64,
+    arrival_ns: u64,
+    sample: Bytes,
+) {
+    let carries = reader.carries();
+    if carries == Carries::Samples {
+        let bytes = move || Ok(sample.clone());
+        reader.deliver(
+            conn,
+            &InFrame {
+                kind: FrameKind::Data,
+                seq,
+                stamp_ns,
+                arrival_ns,
+                payload: Payload {
+                    typed: None,
+                    bytes: &bytes,
+                },
+            },
+        );
+        return;
+    }
+    let env = match Envelope::parse(&sample) {
+        Ok(e) => e,
+        Err(e) => {
+            let n = conn.stats.errors.fetch_add(1, Ordering::Relaxed);
+            if n.is_power_of_two() || n == 0 {
+                tracing::warn!("malformed service sample from {}: {e}", conn.remote);
+            }
+            return;
+        }
+    };
+    let body = sample.slice(ENVELOPE_LEN..);
+    match (carries, env.kind) {
+        (Carries::Requests, EnvelopeKind::Request) => {
+            let bytes = move || Ok(body.clone());
+            reader.deliver(
+                conn,
+                &InFrame {
+                    kind: FrameKind::Request,
+                    seq: env.request_id,
+                    stamp_ns,
+                    arrival_ns,
+                    payload: Payload {
+                        typed: None,
+                        bytes: &bytes,
+                    },
+                },
+            );
+        }
+        (Carries::Replies, EnvelopeKind::Reply) => {
+            let bytes = move || Ok(body.clone());
+            reader.on_reply(
+                conn,
+                env.request_id,
+                Ok(Payload {
+                    typed: None,
+                    bytes: &bytes,
+                }),
+            );
+        }
+        (Carries::Replies, EnvelopeKind::ReplyError) => {
+            let text = String::from_utf8_lossy(&body).into_owned();
+            reader.on_reply(conn, env.request_id, Err(text));
+        }
+        _ => {
+            conn.stats.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The sample a reply travels as on a sample transport: its [`Envelope`]
+/// and the encoded response, or the error text.
+pub(crate) fn reply_sample(request_id: u64, result: Result<ReplyBody, String>) -> Bytes {
+    let (kind, body) = match result.and_then(|b| (b.encode)().map_err(|e| e.to_string())) {
+        Ok(b) => (EnvelopeKind::Reply, b),
+        Err(e) => (EnvelopeKind::ReplyError, Bytes::from(e.into_bytes())),
+    };
+    enveloped(kind, request_id, &body)
+}
+
+/// `body` behind an envelope of `kind` (one copy).
+pub(crate) fn enveloped(kind: EnvelopeKind, request_id: u64, body: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(ENVELOPE_LEN + body.len());
+    out.extend_from_slice(&Envelope { kind, request_id }.encode());
+    out.extend_from_slice(body);
+    Bytes::from(out)
 }

@@ -92,32 +92,12 @@ impl Link for WriterLink {
         if self.is_closed() {
             return Err(SendError::Closed);
         }
-        let json = match (&self.set.json, frame.payload.typed) {
-            (Some(enc), Some(typed)) if self.set.encoding == Encoding::Json => enc(typed),
-            _ => None,
-        };
-        let (payload, content_type) = match json {
-            Some(r) => (r?, "application/json"),
-            None => ((frame.payload.bytes)()?, "application/cdr"),
-        };
-        let len = payload.len();
-        let m = OutMsg {
-            topic: self.set.topic.clone(),
-            qos: self.set.qos,
-            retain: false,
-            payload,
-            meta: Meta::Sample {
-                writer: self.writer_text.clone(),
-                seq: frame.seq,
-                stamp_ns: frame.stamp_ns,
-                type_name: self.set.type_name.clone(),
-                content_type,
-            },
-            droppable: self.set.droppable,
-        };
-        self.broker.send(m, self.set.block)?;
-        self.stats.message(len);
-        Ok(())
+        self.publish(frame, None)
+    }
+    /// The broker is not a subscriber: readers it serves have their own
+    /// [`ReaderView`]s.
+    fn reaches_reader(&self) -> bool {
+        false
     }
     fn stats(&self) -> &ConnStats {
         &self.stats
@@ -135,6 +115,45 @@ impl Link for WriterLink {
     fn set_priority(&self, p: Priority) -> Result<String, PriorityError> {
         *self.priority.lock() = p;
         Ok(PRIORITY_NOTE.into())
+    }
+}
+
+impl WriterLink {
+    /// Publishes one sample to the topic, or to `to` (a late joiner's
+    /// history topic: never dropped for room, it is what the reader joined
+    /// for).
+    fn publish(&self, frame: &OutFrame<'_>, to: Option<Bytes>) -> Result<(), SendError> {
+        let json = match (&self.set.json, frame.payload.typed) {
+            (Some(enc), Some(typed)) if self.set.encoding == Encoding::Json => enc(typed),
+            _ => None,
+        };
+        let (payload, content_type) = match json {
+            Some(r) => (r?, "application/json"),
+            None => ((frame.payload.bytes)()?, "application/cdr"),
+        };
+        let len = payload.len();
+        let replay = to.is_some();
+        let m = OutMsg {
+            topic: to.unwrap_or_else(|| self.set.topic.clone()),
+            qos: if replay {
+                QoS::AtLeastOnce
+            } else {
+                self.set.qos
+            },
+            retain: false,
+            payload,
+            meta: Meta::Sample {
+                writer: self.writer_text.clone(),
+                seq: frame.seq,
+                stamp_ns: frame.stamp_ns,
+                type_name: self.set.type_name.clone(),
+                content_type,
+            },
+            droppable: self.set.droppable && !replay,
+        };
+        self.broker.send(m, self.set.block)?;
+        self.stats.message(len);
+        Ok(())
     }
 }
 
@@ -172,6 +191,15 @@ impl Link for ReaderView {
             return Err(SendError::Closed);
         }
         Ok(()) // the writer's broker link carried it
+    }
+    /// A late joiner's history goes to its runtime's history topic, which
+    /// that runtime subscribed to before announcing the reader.
+    fn replay(&self, frame: &OutFrame<'_>) -> Result<(), SendError> {
+        if self.is_closed() {
+            return Err(SendError::Closed);
+        }
+        self.link
+            .publish(frame, Some(self.link.broker.hist_topic(self.reader)))
     }
     fn stats(&self) -> &ConnStats {
         &self.link.stats

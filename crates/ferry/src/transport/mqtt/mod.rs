@@ -9,6 +9,7 @@
 //! | `<prefix>/<domain>/@disc/<participant>` | discovery beacon | announcements; empty = gone (last will) |
 //! | `<prefix>/<domain>/@req/<participant>/<entity>` | CDR request | service requests |
 //! | `<prefix>/<domain>/@rep/<participant>/<entity>` | CDR reply | replies to one client |
+//! | `<prefix>/<domain>/@hist/<participant>/<entity>` | CDR (or JSON) | a transient_local writer's history, replayed to one late-joining reader |
 //!
 //! Ferry names are `/a/b`; the topic is the name without its leading `/`
 //! (`/robot1/odom` in domain 0 → `ferry/0/robot1/odom`). Metadata travels as
@@ -154,8 +155,6 @@ struct LinkState {
 /// What the broker connection needs of its runtime (implemented by the
 /// runtime; the transport does not know the runtime's type).
 pub(crate) trait BrokerHost: Send + Sync {
-    /// The runtime's domain id.
-    fn domain_id(&self) -> u16;
     /// A discovery beacon that came through the broker: handled as if heard
     /// (the I/O thread is woken for what follows).
     fn broker_beacon(&self, bytes: &[u8]) -> Result<(), ferry_discovery::DatagramError>;
@@ -163,6 +162,8 @@ pub(crate) trait BrokerHost: Send + Sync {
     fn same_clock(&self, p: ParticipantId) -> bool;
     /// The connection came up: announce this runtime at once.
     fn announce_soon(&self);
+    /// The broker delivered `p`'s last will: its connection broke.
+    fn broker_vanished(&self, p: ParticipantId);
 }
 
 pub(crate) struct Broker {
@@ -194,6 +195,10 @@ pub(crate) struct Broker {
     seen: Mutex<HashMap<(EndpointId, EndpointId), u64>>,
     /// Participants whose announcements came through the broker.
     heard: Mutex<HashSet<ParticipantId>>,
+    /// Endpoints named in announcements that came through the broker: a
+    /// reader announced there has its subscription live at the broker
+    /// (its runtime subscribes before it announces, on one connection).
+    heard_endpoints: Mutex<HashSet<EndpointId>>,
     writers: Mutex<HashMap<EndpointId, Weak<WriterLink>>>,
     clients: Mutex<HashMap<u32, Weak<dyn super::ReplySink>>>,
     duplicates: AtomicU64,
@@ -207,6 +212,8 @@ pub(crate) struct Broker {
     closing: AtomicBool,
     done: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
     keep_all_block: Duration,
+    /// `mqtt.max_packet_bytes`: no larger message is queued.
+    max_packet: usize,
     /// Scheduling asked for by subscribers (`thread_priority`): the
     /// `ferry-mqtt` thread runs their cloud-scope callbacks.
     pub(super) policy: crate::priority::PolicyCell,
@@ -272,6 +279,7 @@ impl Broker {
             rx: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
             heard: Mutex::new(HashSet::new()),
+            heard_endpoints: Mutex::new(HashSet::new()),
             writers: Mutex::new(HashMap::new()),
             clients: Mutex::new(HashMap::new()),
             duplicates: AtomicU64::new(0),
@@ -281,6 +289,7 @@ impl Broker {
             closing: AtomicBool::new(false),
             done: Mutex::new(Some(done_rx)),
             keep_all_block,
+            max_packet: cfg.max_packet_bytes,
             policy: Default::default(),
         });
         let b2 = b.clone();
@@ -320,6 +329,15 @@ impl Broker {
     }
 
     /// The MQTT topic of ferry topic `name`.
+    /// `<base>@hist/<participant>/<entity>`: where a late joiner's
+    /// history goes (its runtime subscribes at every connect).
+    pub fn hist_topic(&self, reader: EndpointId) -> Bytes {
+        Bytes::from(format!(
+            "{}@hist/{}/{}",
+            self.base, reader.participant, reader.entity
+        ))
+    }
+
     pub fn data_topic(&self, name: &str) -> String {
         format!("{}{}", self.base, name.trim_start_matches('/'))
     }
@@ -350,6 +368,7 @@ impl Broker {
     /// A participant left: its broker connections end.
     pub fn forget(&self, p: ParticipantId) {
         self.heard.lock().remove(&p);
+        self.heard_endpoints.lock().retain(|e| e.participant != p);
         let mut gone = Vec::new();
         self.rx.lock().retain(|&(r, w), c| {
             let keep = w.participant != p;
@@ -420,6 +439,21 @@ impl Broker {
     /// the queue is full of messages that may not be dropped.
     fn send(&self, m: OutMsg, block: Option<Duration>) -> Result<(), SendError> {
         let mut s = self.session.lock();
+        // Larger than a packet may be (ours or the broker's limit): a clear
+        // error now, not a message dropped later.
+        let limit = s
+            .max_out
+            .map_or(self.max_packet, |b| (b as usize).min(self.max_packet));
+        if m.cost() > limit {
+            return Err(SendError::Encode(crate::error::EncodeError {
+                type_name: "sample".into(),
+                reason: format!(
+                    "{} bytes do not fit an MQTT packet of at most {limit} bytes \
+                     (mqtt.max_packet_bytes, or the broker's Maximum Packet Size)",
+                    m.payload.len()
+                ),
+            }));
+        }
         let mut m = m;
         let deadline = block.map(|d| Instant::now() + d);
         loop {
@@ -474,6 +508,13 @@ impl Broker {
             self.on_request(to, &p);
         } else if let Some(to) = rest.strip_prefix("@rep/") {
             self.on_reply(to, &p);
+        } else if let Some(to) = rest.strip_prefix("@hist/") {
+            match parse_path(to).filter(|r| r.participant == self.me) {
+                Some(reader) => self.on_samples(&[reader], &p),
+                None => {
+                    self.garbage.fetch_add(1, Ordering::Relaxed);
+                }
+            }
         } else if rest.starts_with('@') {
             self.garbage.fetch_add(1, Ordering::Relaxed);
         } else {
@@ -490,25 +531,30 @@ impl Broker {
         if pid == self.me {
             return;
         }
-        let bye;
-        let bytes = if payload.is_empty() {
-            // The last will of a runtime that vanished: a goodbye.
-            bye = ferry_wire::beacon::Beacon {
-                domain: rt.domain_id(),
-                participant: pid,
-                body: ferry_wire::beacon::BeaconBody::Bye,
-            }
-            .encode();
-            &bye[..]
-        } else {
-            payload
-        };
-        let r = rt.broker_beacon(bytes);
-        match r {
-            Ok(()) if !payload.is_empty() => {
+        if payload.is_empty() {
+            // The last will of a runtime whose connection broke.
+            rt.broker_vanished(pid);
+            return;
+        }
+        match rt.broker_beacon(payload) {
+            Ok(()) => {
                 self.heard.lock().insert(pid);
+                if let Ok(ferry_wire::beacon::Beacon {
+                    body: ferry_wire::beacon::BeaconBody::Announce(a),
+                    ..
+                }) = ferry_wire::beacon::Beacon::parse(payload)
+                {
+                    let mut heard = self.heard_endpoints.lock();
+                    for r in &a.records {
+                        if let ferry_wire::beacon::Record::Endpoint(e) = r {
+                            heard.insert(EndpointId {
+                                participant: pid,
+                                entity: e.entity,
+                            });
+                        }
+                    }
+                }
             }
-            Ok(()) => {}
             Err(e) => {
                 self.garbage.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!("broker announcement from {who} ignored: {e}");
@@ -556,6 +602,11 @@ impl Broker {
             Some(v) => v.clone(),
             None => return,
         };
+        self.on_samples(&readers, p);
+    }
+
+    /// A sample for `readers` (a topic's, or one late joiner's history).
+    fn on_samples(&self, readers: &[EndpointId], p: &Publish) {
         let (writer, seq, stamp) = match SampleMeta::read(&p.properties) {
             Ok(Some(m)) => (m.writer, Some(m.seq), m.stamp_ns),
             Ok(None) => (FOREIGN_WRITER, None, 0),
@@ -874,6 +925,15 @@ impl Transport for MqttTransport {
                 )))
             }
             _ => {
+                // Matched through discovery on another path, the reader may
+                // not be subscribed at the broker yet: samples now would be
+                // lost. The connection waits for its broker announcement
+                // (the table retries).
+                if !self.0.heard_endpoints.lock().contains(&req.reader) {
+                    return Err(unreachable(
+                        "the reader is not announced through the broker yet",
+                    ));
+                }
                 let w = self
                     .0
                     .writers

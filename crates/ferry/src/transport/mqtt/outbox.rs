@@ -112,13 +112,12 @@ impl Outbox {
 
     /// Queues `m` at the back, dropping the oldest droppable queued messages
     /// if needed. Refused (and given back) when the queue is full of
-    /// messages that may not be dropped, or larger than the whole bound.
+    /// messages that may not be dropped. A message larger than the whole
+    /// bound goes into an empty queue only (so the queue holds at most the
+    /// bound plus one packet).
     pub fn push(&mut self, m: OutMsg) -> Result<(), Box<OutMsg>> {
         let cost = m.cost();
-        if cost > self.limit {
-            return Err(Box::new(m));
-        }
-        while self.bytes + cost > self.limit {
+        while self.bytes + cost > self.limit && !(self.queued.is_empty() && self.bytes == 0) {
             let victim = self.queued.iter().position(|q| q.droppable);
             match victim.and_then(|i| self.queued.remove(i)) {
                 Some(v) => {
@@ -280,8 +279,16 @@ mod tests {
         r.push(msg(100, QoS::AtLeastOnce, false)).unwrap();
         r.push(msg(100, QoS::AtLeastOnce, false)).unwrap();
         assert!(r.push(msg(100, QoS::AtLeastOnce, false)).is_err());
-        // Too big for the whole bound.
-        assert!(r.push(msg(one * 3, QoS::AtMostOnce, true)).is_err());
+        // Larger than the whole bound: refused while others are queued
+        // (a best-effort one is the one lost), admitted into an empty queue.
+        assert!(r.push(msg(one * 3, QoS::AtLeastOnce, false)).is_err());
+        let lost = r.dropped;
+        r.push(msg(one * 3, QoS::AtMostOnce, true)).unwrap();
+        assert_eq!((r.len(), r.dropped), (2, lost + 1));
+        let mut e = Outbox::new(one * 2);
+        e.push(msg(one * 3, QoS::AtLeastOnce, false)).unwrap();
+        assert_eq!(e.len(), 1);
+        assert!(e.push(msg(100, QoS::AtLeastOnce, false)).is_err());
     }
 
     #[test]

@@ -44,7 +44,7 @@ pub(crate) struct Session {
     /// Encoding buffer.
     buf: BytesMut,
     /// The broker's Maximum Packet Size.
-    max_out: Option<u32>,
+    pub(super) max_out: Option<u32>,
 }
 
 impl Session {
@@ -278,6 +278,10 @@ impl Broker {
                 Filter::new(format!("{}@disc/+", self.base), QoS::AtLeastOnce),
                 Filter::new(format!("{}@req/{}/+", self.base, self.me), QoS::AtLeastOnce),
                 Filter::new(format!("{}@rep/{}/+", self.base, self.me), QoS::AtLeastOnce),
+                Filter::new(
+                    format!("{}@hist/{}/+", self.base, self.me),
+                    QoS::AtLeastOnce,
+                ),
             ];
             filters.extend(
                 self.subs

@@ -31,23 +31,29 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
-use ferry_shm::{Doorbell, Published, ReaderConn, Writer, WriterConn};
-use ferry_wire::frame::FrameKind;
+use ferry_shm::{Doorbell, Published, Writer, WriterConn};
+use ferry_wire::frame::{Envelope, EnvelopeKind, FrameKind};
 use ferry_wire::shm::{read_message, Attach, Control, RefuseReason};
 use ferry_wire::WireError;
-use ferry_wire::{EndpointId, History, Locator, ParticipantId, Reliability, TransportKind};
+use ferry_wire::{
+    EndpointId, EndpointKind, History, Locator, ParticipantId, Reliability, TransportKind,
+};
 use parking_lot::Mutex;
 
 use super::{
-    Capabilities, ConnectError, ConnectRequest, InFrame, InboundConn, Inbox, Link, OutFrame,
-    PeerInfo, SendError, Transport,
+    Capabilities, ConnectError, ConnectRequest, Link, OutFrame, PeerInfo, SendError, Transport,
 };
-use crate::message::Payload;
 use crate::priority::{Priority, PriorityError};
 use crate::stats::ConnStats;
+
+mod receiving;
+mod reply;
+
+pub(crate) use receiving::Wake;
+use receiving::{Inbound, Receiving};
 
 /// How long a writer waits for the reader runtime to accept a connection.
 const ATTACH_TIMEOUT: Duration = Duration::from_secs(3);
@@ -83,394 +89,6 @@ fn hung_up(stream: &UnixStream) -> bool {
     }
     n == 0
 }
-
-/// One writer connected to a local reader.
-struct Inbound {
-    conn: ReaderConn,
-    reader: Arc<dyn Inbox>,
-    inbound: Arc<InboundConn>,
-    stream: UnixStream,
-    dropped: u64,
-}
-
-/// The reader side of a runtime: control socket, doorbell, delivery thread.
-struct Receiving {
-    socket_name: String,
-    listener: UnixListener,
-    bell: Doorbell,
-    wake: Wake,
-    stop: AtomicBool,
-    /// Scheduling asked for by subscribers (`thread_priority`).
-    policy: crate::priority::PolicyCell,
-}
-
-/// How the delivery thread waits for samples.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wake {
-    /// Sleeps on the doorbell, after polling up to `max_spin` while that
-    /// pays ([`SpinWindow`]).
-    Event {
-        /// The longest poll before sleeping.
-        max_spin: Duration,
-    },
-    /// Never sleeps (one core busy; the lowest latency).
-    BusyPoll,
-}
-
-impl Wake {
-    /// The mode `cfg` asks for (`shm_busy_poll`, `shm_spin_us`).
-    pub(crate) fn of(cfg: &crate::Config) -> Wake {
-        if cfg.shm_busy_poll {
-            Wake::BusyPoll
-        } else {
-            Wake::Event {
-                max_spin: Duration::from_micros(u64::from(cfg.shm_spin_us)),
-            }
-        }
-    }
-}
-
-/// The event-driven delivery thread's poll window before it sleeps,
-/// adapted like a guest kernel's halt polling: after each idle stretch
-/// that ended with a sample, the window doubles if a window of `max` would
-/// have caught that sample (the gap from running dry to the sample's
-/// publication) and halves (to zero) if not. A ping-pong or a burst keeps
-/// the thread polling between samples (no futex wake-up on the round
-/// trip); a stream whose samples come further apart than `max` — or no
-/// stream at all — closes the window within a few samples, and the thread
-/// sleeps at once.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct SpinWindow {
-    max: Duration,
-    window: Duration,
-}
-
-impl SpinWindow {
-    /// The first window a closed one opens to.
-    const OPEN: Duration = Duration::from_micros(4);
-    /// A window halved below this closes.
-    const CLOSE: Duration = Duration::from_micros(2);
-
-    /// A window that starts fully open.
-    pub(crate) fn new(max: Duration) -> SpinWindow {
-        SpinWindow { max, window: max }
-    }
-
-    /// How long to poll after the rings ran dry.
-    pub(crate) fn window(&self) -> Duration {
-        self.window
-    }
-
-    /// An idle stretch ended with a sample published `gap` after the rings
-    /// ran dry.
-    pub(crate) fn ended_after(&mut self, gap: Duration) {
-        self.window = if gap <= self.max {
-            (self.window * 2).max(Self::OPEN).min(self.max)
-        } else if self.window / 2 < Self::CLOSE {
-            Duration::ZERO
-        } else {
-            self.window / 2
-        };
-    }
-}
-
-impl Receiving {
-    fn accept(&self, local: ParticipantId, list: &mut Vec<Inbound>) {
-        while let Ok((stream, _)) = self.listener.accept() {
-            let _ = stream.set_nonblocking(false);
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-            match self.attach(local, &stream) {
-                Ok(inb) => {
-                    let _ = (&stream).write_all(&Control::Accepted.encode());
-                    inb.reader.attach(inb.inbound.clone());
-                    list.push(inb);
-                }
-                Err((reason, detail)) => {
-                    tracing::debug!("shared-memory attach refused ({reason:?}): {detail}");
-                    let _ = (&stream).write_all(&Control::Refused { reason, detail }.encode());
-                }
-            }
-        }
-    }
-
-    fn attach(
-        &self,
-        local: ParticipantId,
-        stream: &UnixStream,
-    ) -> Result<Inbound, (RefuseReason, String)> {
-        let malformed = |e: WireError| (RefuseReason::Malformed, e.to_string());
-        let msg = read_message(|buf| {
-            (&*stream)
-                .read_exact(buf)
-                .map_err(|_| WireError::Truncated {
-                    offset: 0,
-                    needed: buf.len(),
-                })
-        })
-        .map_err(malformed)?;
-        let Control::Attach(Attach {
-            writer,
-            reader: reader_id,
-            connection: conn,
-            data_prefix: prefix,
-        }) = msg
-        else {
-            return Err((RefuseReason::Malformed, "expected an attach request".into()));
-        };
-        if reader_id.participant != local {
-            return Err((
-                RefuseReason::WrongRuntime,
-                format!("reader {reader_id} is not in this runtime"),
-            ));
-        }
-        let reader = super::intra::lookup_reader(reader_id)
-            .ok_or_else(|| (RefuseReason::NoReader, format!("no reader {reader_id}")))?;
-        let locator = format!("shm/{conn}");
-        let conn =
-            ReaderConn::open(&conn, &prefix).map_err(|e| (RefuseReason::Segment, e.to_string()))?;
-        let inbound = Arc::new(InboundConn {
-            remote: writer,
-            transport: TransportKind::SharedMemory,
-            locator,
-            stats: Arc::new(ConnStats::new()),
-            replier: None,
-            same_clock: true,
-            seqs: Default::default(),
-        });
-        Ok(Inbound {
-            conn,
-            reader,
-            inbound,
-            stream: stream
-                .try_clone()
-                .map_err(|e| (RefuseReason::Segment, e.to_string()))?,
-            dropped: 0,
-        })
-    }
-
-    /// Delivers what is queued, as arrived at `arrival_ns` (wall clock; 0:
-    /// the subscriber reads the clock); returns how many samples and the
-    /// earliest source time among them (ns since the epoch; `u64::MAX` if
-    /// none).
-    fn drain(list: &[Inbound], arrival_ns: u64) -> (usize, u64) {
-        let mut n = 0;
-        let mut earliest = u64::MAX;
-        for inb in list.iter() {
-            // Bounded per connection per round: one busy writer cannot
-            // starve the others.
-            for _ in 0..256 {
-                let got = match inb.conn.try_recv() {
-                    Ok(Some(g)) => g,
-                    Ok(None) => break,
-                    Err(e) => {
-                        inb.inbound.stats.errors.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!("shared-memory sample refused: {e}");
-                        continue;
-                    }
-                };
-                n += 1;
-                earliest = earliest.min(got.stamp);
-                let len = got.sample.len();
-                inb.inbound.stats.message(len);
-                // One wrapper per sample; every path clones the `Bytes`.
-                let sample = Bytes::from_owner(got.sample);
-                let bytes = move || Ok(sample.clone());
-                inb.reader.deliver(
-                    &inb.inbound,
-                    &InFrame {
-                        kind: FrameKind::Data,
-                        seq: got.seq,
-                        stamp_ns: got.stamp,
-                        arrival_ns,
-                        payload: Payload {
-                            typed: None,
-                            bytes: &bytes,
-                        },
-                    },
-                );
-            }
-        }
-        (n, earliest)
-    }
-
-    /// Ends connections whose writer went away; counts ring overflows.
-    fn housekeeping(list: &mut Vec<Inbound>) {
-        let mut gone = Vec::new();
-        {
-            list.retain_mut(|inb| {
-                let d = inb.conn.dropped();
-                if d > inb.dropped {
-                    inb.inbound
-                        .stats
-                        .drops
-                        .fetch_add(d - inb.dropped, Ordering::Relaxed);
-                    inb.dropped = d;
-                }
-                // Deliver what is left before letting go of a closed one.
-                if (inb.conn.is_closed() || hung_up(&inb.stream)) && !inb.conn.has_data() {
-                    inb.conn.close();
-                    gone.push((inb.reader.clone(), inb.inbound.clone()));
-                    return false;
-                }
-                true
-            });
-        }
-        if !gone.is_empty() {
-            // A writer that died leaves segments: remove them now.
-            ferry_shm::sweep_stale();
-        }
-        for (reader, conn) in gone {
-            reader.detach(&conn);
-        }
-    }
-
-    fn has_data(list: &[Inbound]) -> bool {
-        list.iter().any(|i| i.conn.has_data())
-    }
-
-    /// The `ferry-shm` thread. It alone owns the list of inbound
-    /// connections (no lock on the delivery path, none held while a
-    /// subscriber's inline callback runs); it hands the list back when it
-    /// stops.
-    fn run(self: Arc<Self>, local: ParticipantId) -> Vec<Inbound> {
-        let mut list: Vec<Inbound> = Vec::new();
-        let busy_poll = self.wake == Wake::BusyPoll;
-        let mut spin = SpinWindow::new(match self.wake {
-            Wake::Event { max_spin } => max_spin,
-            Wake::BusyPoll => Duration::ZERO,
-        });
-        let mut dry: Option<Dry> = None;
-        let mut last_house = Instant::now();
-        let mut wall = WallClock::new();
-        let mut rounds = 0u32;
-        while !self.stop.load(Ordering::Relaxed) {
-            rounds = rounds.wrapping_add(1);
-            // Busy-polling reads the clock every 256 rounds only.
-            if busy_poll && !rounds.is_multiple_of(256) {
-                if Self::drain(&list, 0).0 == 0 {
-                    std::hint::spin_loop();
-                }
-                continue;
-            }
-            // One clock read per round serves housekeeping, polling and the
-            // arrival time of what this round delivers.
-            let now = Instant::now();
-            let at_ns = wall.at(now);
-            let (n, earliest) = Self::drain(&list, at_ns);
-            if self.bell.take_attach() {
-                self.accept(local, &mut list);
-            }
-            if now.saturating_duration_since(last_house) >= HOUSEKEEPING {
-                self.policy.apply_if_raised("ferry-shm");
-                self.accept(local, &mut list);
-                Self::housekeeping(&mut list);
-                last_house = now;
-                wall = WallClock::new();
-            }
-            if n > 0 {
-                if let Some(d) = dry.take() {
-                    spin.ended_after(Duration::from_nanos(earliest.saturating_sub(d.wall)));
-                }
-                continue;
-            }
-            if busy_poll {
-                std::hint::spin_loop();
-                continue;
-            }
-            let d = dry.get_or_insert_with(|| Dry::at(now, at_ns));
-            if now.saturating_duration_since(d.since) < spin.window() {
-                d.poll(now);
-                continue;
-            }
-            // A writer's connection request rings too: the next round
-            // accepts it (`take_attach`), without a syscall per sample.
-            self.bell.sleep(HOUSEKEEPING, || Self::has_data(&list));
-        }
-        list
-    }
-}
-
-/// The wall clock (ns since the epoch, the clock of samples' source time)
-/// derived from a monotonic reading, so a round reads one clock: set at
-/// one instant and re-read every housekeeping period (it may step).
-struct WallClock {
-    base: Instant,
-    base_ns: u64,
-}
-
-impl WallClock {
-    fn new() -> WallClock {
-        WallClock {
-            base: Instant::now(),
-            base_ns: crate::stats::now_ns(),
-        }
-    }
-
-    /// Wall-clock ns at `now`.
-    fn at(&self, now: Instant) -> u64 {
-        let since = now.saturating_duration_since(self.base).as_nanos();
-        self.base_ns
-            .saturating_add(u64::try_from(since).unwrap_or(u64::MAX))
-    }
-}
-
-/// An idle stretch of the delivery thread: since when its rings are dry.
-struct Dry {
-    /// Monotonic, for the polling window.
-    since: Instant,
-    /// Wall clock (ns since the epoch), compared with the source time of
-    /// the sample that ends the stretch.
-    wall: u64,
-    /// When polling last gave up the CPU (None: not yet this stretch).
-    yielded: Option<Instant>,
-    /// Whether the last yield is still to be timed (at the next round).
-    timing: bool,
-    /// Whether that yield ran another thread.
-    shared: bool,
-}
-
-impl Dry {
-    fn at(now: Instant, wall: u64) -> Dry {
-        Dry {
-            since: now,
-            wall,
-            yielded: None,
-            timing: false,
-            shared: false,
-        }
-    }
-
-    /// One round of polling at `now`. Polling must not keep the CPU from
-    /// the thread it waits for when both share one: the first round yields,
-    /// every round does while yields run another thread (the round after
-    /// one comes more than [`SHARED_CPU`] later: the CPU is shared), and
-    /// otherwise one round in every [`SHARED_CPU`] of spinning does (the
-    /// thread it waits for may have become runnable here since) — a cheap
-    /// syscall when nobody waits.
-    fn poll(&mut self, now: Instant) {
-        let due = match self.yielded {
-            None => true,
-            Some(t) => {
-                let since = now.saturating_duration_since(t);
-                if std::mem::take(&mut self.timing) {
-                    self.shared = since >= SHARED_CPU;
-                }
-                self.shared || since >= SHARED_CPU
-            }
-        };
-        if due {
-            self.yielded = Some(now);
-            self.timing = true;
-            std::thread::yield_now();
-        } else {
-            std::hint::spin_loop();
-        }
-    }
-}
-
-/// A yield that took longer ran another thread on this CPU; spinning this
-/// long without one yields again.
-const SHARED_CPU: Duration = Duration::from_micros(2);
 
 /// A writer endpoint's pool as its publisher holds it.
 pub(crate) struct ShmWriter(WriterPool);
@@ -559,7 +177,7 @@ impl ShmTransport {
         wake: Wake,
         budget: usize,
         keep_all_block: Duration,
-    ) -> Result<ShmTransport, ferry_shm::ShmError> {
+    ) -> Result<Arc<ShmTransport>, ferry_shm::ShmError> {
         let swept = ferry_shm::sweep_stale();
         if !swept.removed.is_empty() {
             tracing::info!(
@@ -579,15 +197,25 @@ impl ShmTransport {
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
         listener.set_nonblocking(true).map_err(unavailable)?;
-        let receiving = Arc::new(Receiving {
-            socket_name,
-            listener,
-            bell,
-            wake,
-            stop: AtomicBool::new(false),
-            policy: Default::default(),
+        let t = Arc::new_cyclic(|me| ShmTransport {
+            receiving: Arc::new(Receiving {
+                socket_name,
+                listener,
+                bell,
+                wake,
+                stop: AtomicBool::new(false),
+                policy: Default::default(),
+                transport: me.clone(),
+            }),
+            thread: Mutex::new(None),
+            writers: Mutex::new(HashMap::new()),
+            budget,
+            keep_all_block,
+            degraded: Arc::new(AtomicBool::new(false)),
+            lost: Arc::new(Mutex::new(Vec::new())),
         });
-        let r = receiving.clone();
+        let r = t.receiving.clone();
+        // On failure `t` drops and its shutdown removes the socket.
         let thread = std::thread::Builder::new()
             .name("ferry-shm".into())
             .spawn(move || r.run(local))
@@ -595,15 +223,8 @@ impl ShmTransport {
                 name: "ferry-shm thread".into(),
                 source: e,
             })?;
-        Ok(ShmTransport {
-            receiving,
-            thread: Mutex::new(Some(thread)),
-            writers: Mutex::new(HashMap::new()),
-            budget,
-            keep_all_block,
-            degraded: Arc::new(AtomicBool::new(false)),
-            lost: Arc::new(Mutex::new(Vec::new())),
-        })
+        *t.thread.lock() = Some(thread);
+        Ok(t)
     }
 
     /// Raises the delivery thread to at least `p` (within one housekeeping
@@ -672,7 +293,7 @@ impl Transport for ShmTransport {
             ordered: true,
             zero_copy: true,
             mtu: None,
-            request_reply: false,
+            request_reply: true,
         }
     }
     fn locators(&self) -> Vec<Locator> {
@@ -740,6 +361,8 @@ impl Transport for ShmTransport {
             reader: req.reader,
             connection: conn.name().to_string(),
             data_prefix: pool.writer.data_prefix().to_string(),
+            reply_to: (req.writer_kind == EndpointKind::Client)
+                .then(|| self.receiving.socket_name.clone()),
         });
         (&stream)
             .write_all(&attach.encode())
@@ -816,7 +439,31 @@ struct ShmLink {
 impl ShmLink {
     /// The slot holding sample `seq`: written by the first of the writer's
     /// connections to send it, shared by the others.
+    ///
+    /// Service traffic is never shared: a request goes out behind its
+    /// [`Envelope`] (written into the slot, no extra copy); a reply comes
+    /// from [`reply::ShmReplier`] already enveloped.
     fn published(&self, frame: &OutFrame<'_>) -> Result<(u64, Bytes), SendError> {
+        if frame.kind != FrameKind::Data {
+            let bytes = (frame.payload.bytes)()?;
+            let env = (frame.kind == FrameKind::Request).then(|| {
+                Envelope {
+                    kind: EnvelopeKind::Request,
+                    request_id: frame.seq,
+                }
+                .encode()
+            });
+            let head = env.as_ref().map_or(&[][..], |e| &e[..]);
+            let p = self
+                .pool
+                .writer
+                .publish(head.len() + bytes.len(), |buf| {
+                    buf[..head.len()].copy_from_slice(head);
+                    buf[head.len()..].copy_from_slice(&bytes);
+                })
+                .map_err(|e| self.publish_failed(e))?;
+            return Ok((p.slot(), Bytes::from_owner(p)));
+        }
         let mut last = self.pool.last.lock();
         if let Some((seq, slot, b)) = &*last {
             if *seq == frame.seq {
@@ -828,16 +475,18 @@ impl ShmLink {
             .pool
             .writer
             .publish(bytes.len(), |buf| buf.copy_from_slice(&bytes))
-            .map_err(|e| {
-                match e {
-                    // /dev/shm full or refused: go to the network for good.
-                    ferry_shm::PoolError::Shm(_) => degrade(&self.degraded, &e),
-                    _ => tracing::warn!("{}: {e}", self.locator),
-                }
-                self.lose();
-                SendError::Closed
-            })?;
+            .map_err(|e| self.publish_failed(e))?;
         Ok(stage(&mut last, frame.seq, p))
+    }
+
+    fn publish_failed(&self, e: ferry_shm::PoolError) -> SendError {
+        match e {
+            // /dev/shm full or refused: go to the network for good.
+            ferry_shm::PoolError::Shm(_) => degrade(&self.degraded, &e),
+            _ => tracing::warn!("{}: {e}", self.locator),
+        }
+        self.lose();
+        SendError::Closed
     }
 
     /// Every HOUSEKEEPING of sends (by the frames' own time stamps: no
@@ -925,65 +574,5 @@ impl Link for ShmLink {
             before those of lower-priority connections of the same publisher"
                 .into(),
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MAX: Duration = Duration::from_micros(50);
-
-    fn us(n: u64) -> Duration {
-        Duration::from_micros(n)
-    }
-
-    #[test]
-    fn a_ping_pong_keeps_the_window_open() {
-        let mut w = SpinWindow::new(MAX);
-        for _ in 0..1000 {
-            // Replies come 2 µs after the rings run dry.
-            w.ended_after(us(2));
-            assert_eq!(w.window(), MAX);
-        }
-    }
-
-    #[test]
-    fn a_slower_stream_closes_the_window_within_a_few_samples() {
-        // 1 kHz: every sample comes 1 ms after the previous one.
-        let mut w = SpinWindow::new(MAX);
-        let mut spun = Duration::ZERO;
-        for _ in 0..1000 {
-            spun += w.window();
-            w.ended_after(us(1000));
-        }
-        assert_eq!(w.window(), Duration::ZERO);
-        assert!(spun < us(120), "spun {spun:?} over 1000 samples");
-        // Samples just beyond the window (10 kHz with a 50 µs window) close
-        // it as well: polling would never have caught them.
-        let mut w = SpinWindow::new(MAX);
-        for _ in 0..10 {
-            w.ended_after(us(100));
-        }
-        assert_eq!(w.window(), Duration::ZERO);
-    }
-
-    #[test]
-    fn a_closed_window_reopens_when_replies_come_quickly_again() {
-        let mut w = SpinWindow::new(MAX);
-        for _ in 0..10 {
-            w.ended_after(us(5000));
-        }
-        assert_eq!(w.window(), Duration::ZERO);
-        let mut opened = Vec::new();
-        for _ in 0..6 {
-            w.ended_after(us(3));
-            opened.push(w.window().as_micros());
-        }
-        assert_eq!(opened, vec![4, 8, 16, 32, 50, 50]);
-        // A zero maximum never polls.
-        let mut w = SpinWindow::new(Duration::ZERO);
-        w.ended_after(Duration::ZERO);
-        assert_eq!(w.window(), Duration::ZERO);
     }
 }
