@@ -36,6 +36,14 @@ if grep -E '^\| [0-9]' "$out/s.txt" | grep -q 'NaN'; then
   echo "bench smoke: a shared-memory round-trip cell measured nothing" >&2
   exit 1
 fi
+echo "== ferry-srv-rtt run --quick (service calls per path: intra, shm, udp, tcp)"
+./target/release/ferry-srv-rtt run --quick | tee "$out/srv.txt"
+# Every quick cell answered (NaN: a call failed or took another path).
+if [ "$(grep -cE '^\| [0-9]+ (B|KiB) \| (intra|shm|udp|tcp) \|' "$out/srv.txt")" != 8 ] \
+  || grep -E '^\| [0-9]' "$out/srv.txt" | grep -q 'NaN'; then
+  echo "bench smoke: a service round-trip cell measured nothing" >&2
+  exit 1
+fi
 echo "== ferry-mqtt-rtt run --quick (seed 000: bare MQTT clients vs bridge-free vs bridged, Mosquitto)"
 ./target/release/ferry-mqtt-rtt run --quick | tee "$out/m.txt"
 # Every quick cell got all its answers (30 per configuration).
