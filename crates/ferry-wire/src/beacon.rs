@@ -353,7 +353,6 @@ fn read_announce(r: &mut Reader<'_>) -> Result<Announce, WireError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::TransportKind;
     use proptest::prelude::*;
 
     fn info() -> ParticipantInfo {
@@ -363,10 +362,11 @@ mod tests {
             pid: 3,
             lease_ms: 3000,
             name: "talker".into(),
-            locators: vec![Locator {
-                transport: TransportKind::Tcp,
-                address: "127.0.0.1:7400".into(),
-            }],
+            locators: vec![
+                "tcp/127.0.0.1:7400".parse().unwrap(),
+                "udp/10.0.0.2:7411?mtu=1400".parse().unwrap(),
+                "shm/ferry.s.4026531836.77.123.abcd".parse().unwrap(),
+            ],
         }
     }
 

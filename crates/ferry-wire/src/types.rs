@@ -228,18 +228,97 @@ impl FromStr for TransportKind {
     }
 }
 
-/// Where a transport of a participant can be reached, e.g. `tcp/10.0.0.2:7400`.
+/// Where a transport of a participant can be reached:
+/// `tcp/10.0.0.2:7400`, `udp/10.0.0.2:7411?mtu=1400`,
+/// `shm/ferry.s.4026531836.77.123.abcd`.
+///
+/// Checked once, where it is parsed (a peer's announcement, a config):
+/// IP transports carry a socket address, shared memory a segment name that
+/// cannot leave `/dev/shm`; parameters after `?` are typed
+/// ([`LocatorParams`]), an unknown one is an error.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Locator {
     /// The transport.
     pub transport: TransportKind,
-    /// Transport-specific address (for tcp/udp: `ip:port`).
-    pub address: String,
+    /// Where.
+    pub address: Address,
+    /// How (optional parameters).
+    pub params: LocatorParams,
+}
+
+/// The address part of a [`Locator`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Address {
+    /// `ip:port` (TCP, UDP, Zenoh).
+    Socket(std::net::SocketAddr),
+    /// A name under `/dev/shm` (shared memory: the runtime's control socket).
+    Name(String),
+}
+
+/// Parameters of a [`Locator`] (`?key=value&…`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct LocatorParams {
+    /// Largest datagram the receiver takes at this address, bytes (UDP):
+    /// a writer sends no larger ones.
+    pub mtu: Option<u16>,
+}
+
+/// Smallest and largest `mtu` parameter (IPv4 minimum reassembly buffer
+/// minus headers; the largest UDP payload).
+pub const LOCATOR_MTU: std::ops::RangeInclusive<u16> = 548..=65_507;
+
+impl Locator {
+    /// An IP locator without parameters.
+    pub fn socket(transport: TransportKind, addr: std::net::SocketAddr) -> Locator {
+        Locator {
+            transport,
+            address: Address::Socket(addr),
+            params: LocatorParams::default(),
+        }
+    }
+
+    /// A named locator (shared memory) without parameters.
+    pub fn named(transport: TransportKind, name: &str) -> Locator {
+        Locator {
+            transport,
+            address: Address::Name(name.to_string()),
+            params: LocatorParams::default(),
+        }
+    }
+
+    /// The socket address, for IP transports.
+    pub fn socket_addr(&self) -> Option<std::net::SocketAddr> {
+        match self.address {
+            Address::Socket(a) => Some(a),
+            Address::Name(_) => None,
+        }
+    }
+
+    /// The name, for named transports.
+    pub fn name(&self) -> Option<&str> {
+        match &self.address {
+            Address::Name(n) => Some(n),
+            Address::Socket(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Address::Socket(a) => write!(f, "{a}"),
+            Address::Name(n) => f.write_str(n),
+        }
+    }
 }
 
 impl fmt::Display for Locator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.transport, self.address)
+        write!(f, "{}/{}", self.transport, self.address)?;
+        if let Some(m) = self.params.mtu {
+            write!(f, "?mtu={m}")?;
+        }
+        Ok(())
     }
 }
 
@@ -252,17 +331,89 @@ pub enum LocatorError {
     /// The transport part is unknown.
     #[error(transparent)]
     Transport(#[from] UnknownTransport),
+    /// The address does not fit the transport.
+    #[error("locator `{locator}`: {why}")]
+    Address {
+        /// The locator.
+        locator: String,
+        /// What is wrong.
+        why: &'static str,
+    },
+    /// A parameter is unknown or its value out of range.
+    #[error("locator `{locator}`: parameter `{param}`: {why}")]
+    Param {
+        /// The locator.
+        locator: String,
+        /// The parameter as written.
+        param: String,
+        /// What is wrong.
+        why: &'static str,
+    },
 }
 
 impl FromStr for Locator {
     type Err = LocatorError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (t, a) = s
+        let (t, rest) = s
             .split_once('/')
             .ok_or_else(|| LocatorError::Shape(s.to_string()))?;
+        let transport: TransportKind = t.parse()?;
+        let (a, query) = match rest.split_once('?') {
+            Some((a, q)) => (a, Some(q)),
+            None => (rest, None),
+        };
+        let bad = |why| LocatorError::Address {
+            locator: s.to_string(),
+            why,
+        };
+        let address = match transport {
+            TransportKind::Tcp | TransportKind::Udp | TransportKind::Zenoh => Address::Socket(
+                a.parse()
+                    .map_err(|_| bad("expected ip:port, e.g. 10.0.0.2:7400"))?,
+            ),
+            TransportKind::SharedMemory => {
+                let ok = !a.is_empty()
+                    && a.len() <= 200
+                    && a != "."
+                    && a != ".."
+                    && a.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+                if !ok {
+                    return Err(bad(
+                        "expected a name under /dev/shm (1-200 letters, digits, `.`, `_`, `-`)",
+                    ));
+                }
+                Address::Name(a.to_string())
+            }
+            TransportKind::InProcess | TransportKind::Mqtt => {
+                return Err(bad("this transport has no locators"))
+            }
+        };
+        let mut params = LocatorParams::default();
+        for kv in query.into_iter().flat_map(|q| q.split('&')) {
+            let param = |why| LocatorError::Param {
+                locator: s.to_string(),
+                param: kv.to_string(),
+                why,
+            };
+            match kv.split_once('=') {
+                Some(("mtu", v)) => {
+                    let m: u16 = v.parse().map_err(|_| param("not a number"))?;
+                    if !LOCATOR_MTU.contains(&m) {
+                        return Err(param("outside 548..=65507"));
+                    }
+                    if transport != TransportKind::Udp {
+                        return Err(param("only UDP locators take an mtu"));
+                    }
+                    params.mtu = Some(m);
+                }
+                _ => return Err(param("unknown (known: mtu)")),
+            }
+        }
         Ok(Locator {
-            transport: t.parse()?,
-            address: a.to_string(),
+            transport,
+            address,
+            params,
         })
     }
 }
@@ -467,8 +618,32 @@ mod tests {
     fn locator_parses_and_prints() {
         let l: Locator = "tcp/10.0.0.2:7400".parse().unwrap();
         assert_eq!(l.transport, TransportKind::Tcp);
-        assert_eq!(l.address, "10.0.0.2:7400");
+        assert_eq!(l.address, Address::Socket("10.0.0.2:7400".parse().unwrap()));
         assert_eq!(l.to_string(), "tcp/10.0.0.2:7400");
+        for s in [
+            "udp/10.0.0.2:7411?mtu=1400",
+            "shm/ferry.s.4026531836.77.123.abcd",
+            "tcp/[::1]:7400",
+        ] {
+            assert_eq!(s.parse::<Locator>().unwrap().to_string(), s);
+        }
+        let u: Locator = "udp/10.0.0.2:7411?mtu=1400".parse().unwrap();
+        assert_eq!(u.params.mtu, Some(1400));
+        assert_eq!(u.socket_addr(), Some("10.0.0.2:7411".parse().unwrap()));
+        for bad in [
+            "tcp/10.0.0.2",               // no port
+            "udp/robot.local:7411",       // not an IP
+            "shm/../../etc/passwd",       // leaves /dev/shm
+            "shm/",                       // empty
+            "udp/10.0.0.2:7411?mtu=100",  // below the minimum
+            "udp/10.0.0.2:7411?mtu=x",    // not a number
+            "tcp/10.0.0.2:7400?mtu=1400", // mtu on a stream
+            "udp/10.0.0.2:7411?speed=9",  // unknown
+            "mqtt/broker:1883",           // announces no locators
+        ] {
+            let e = bad.parse::<Locator>().unwrap_err();
+            assert!(e.to_string().contains(bad), "{bad}: {e}");
+        }
         assert!(matches!(
             "carrier-pigeon/x".parse::<Locator>(),
             Err(LocatorError::Transport(_))

@@ -79,14 +79,8 @@ pub fn peer(id: u64, host: u64, direct: bool) -> PeerInfo {
         net_id: host,
         pid: id as u32,
         locators: vec![
-            Locator {
-                transport: TransportKind::Tcp,
-                address: format!("10.0.0.{id}:7000"),
-            },
-            Locator {
-                transport: TransportKind::Udp,
-                address: format!("10.0.0.{id}:7001"),
-            },
+            Locator::socket(TransportKind::Tcp, ([10, 0, 0, id as u8], 7000).into()),
+            Locator::socket(TransportKind::Udp, ([10, 0, 0, id as u8], 7001).into()),
         ],
         direct,
     }

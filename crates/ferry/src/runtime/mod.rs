@@ -129,29 +129,28 @@ impl Runtime {
         let ifaces = crate::host::interfaces();
         let mut sockets = io::Sockets::open(&cfg, &ifaces)?;
         let id = ParticipantId(random_u64());
-        let mut tcp_locators = vec![Locator {
-            transport: TransportKind::Tcp,
-            address: format!("127.0.0.1:{}", sockets.listen_port),
-        }];
-        if cfg.discovery != crate::config::DiscoveryRange::Localhost {
-            for i in ifaces.iter().filter(|i| !i.loopback) {
-                tcp_locators.push(Locator {
-                    transport: TransportKind::Tcp,
-                    address: format!("{}:{}", i.addr, sockets.listen_port),
-                });
-            }
-        }
-        let mut udp_locators = vec![Locator {
-            transport: TransportKind::Udp,
-            address: format!("127.0.0.1:{}", sockets.udp_port),
-        }];
-        if cfg.discovery != crate::config::DiscoveryRange::Localhost {
-            for i in ifaces.iter().filter(|i| !i.loopback) {
-                udp_locators.push(Locator {
-                    transport: TransportKind::Udp,
-                    address: format!("{}:{}", i.addr, sockets.udp_port),
-                });
-            }
+        let local_ips = std::iter::once(std::net::Ipv4Addr::LOCALHOST).chain(
+            ifaces
+                .iter()
+                .filter(|i| {
+                    !i.loopback && cfg.discovery != crate::config::DiscoveryRange::Localhost
+                })
+                .map(|i| i.addr),
+        );
+        let mut tcp_locators = Vec::new();
+        let mut udp_locators = Vec::new();
+        for ip in local_ips {
+            tcp_locators.push(Locator::socket(
+                TransportKind::Tcp,
+                (ip, sockets.listen_port).into(),
+            ));
+            // Readers take datagrams up to the interface's MTU: writers
+            // elsewhere send no larger ones.
+            let mut udp = Locator::socket(TransportKind::Udp, (ip, sockets.udp_port).into());
+            udp.params.mtu = u16::try_from(crate::host::udp_payload_for(ip, &ifaces, &cfg))
+                .ok()
+                .filter(|m| ferry_wire::LOCATOR_MTU.contains(m));
+            udp_locators.push(udp);
         }
         let link = cfg.udp_link_mbps * 1_000_000 / 8;
         let udp = UdpShared::new(

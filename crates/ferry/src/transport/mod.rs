@@ -198,12 +198,26 @@ pub(crate) fn rank_addresses(
     local: &PeerInfo,
     remote: &PeerInfo,
 ) -> Vec<std::net::SocketAddr> {
-    let mut v: Vec<(u8, std::net::SocketAddr)> = remote
+    rank_locators(interfaces, kind, local, remote)
+        .into_iter()
+        .filter_map(Locator::socket_addr)
+        .collect()
+}
+
+/// `remote`'s IP locators of `kind`, best first (see [`rank_addresses`]),
+/// with their parameters.
+pub(crate) fn rank_locators<'a>(
+    interfaces: &[crate::host::Interface],
+    kind: TransportKind,
+    local: &PeerInfo,
+    remote: &'a PeerInfo,
+) -> Vec<&'a Locator> {
+    let mut v: Vec<(u8, &Locator)> = remote
         .locators
         .iter()
         .filter(|l| l.transport == kind)
-        .filter_map(|l| l.address.parse::<std::net::SocketAddr>().ok())
-        .filter_map(|a| {
+        .filter_map(|l| {
+            let a = l.socket_addr()?;
             let std::net::IpAddr::V4(ip) = a.ip() else {
                 return None;
             };
@@ -218,11 +232,11 @@ pub(crate) fn rank_addresses(
             } else {
                 2
             };
-            Some((rank, a))
+            Some((rank, l))
         })
         .collect();
     v.sort_by_key(|(r, _)| *r);
-    v.into_iter().map(|(_, a)| a).collect()
+    v.into_iter().map(|(_, l)| l).collect()
 }
 
 /// A frame arriving at a reader.

@@ -297,10 +297,10 @@ impl Transport for ShmTransport {
         }
     }
     fn locators(&self) -> Vec<Locator> {
-        vec![Locator {
-            transport: TransportKind::SharedMemory,
-            address: self.receiving.socket_name.clone(),
-        }]
+        vec![Locator::named(
+            TransportKind::SharedMemory,
+            &self.receiving.socket_name,
+        )]
     }
     fn reaches(&self, local: &PeerInfo, remote: &PeerInfo) -> bool {
         local.host_id == remote.host_id
@@ -322,8 +322,8 @@ impl Transport for ShmTransport {
             .remote
             .locators
             .iter()
-            .find(|l| l.transport == TransportKind::SharedMemory)
-            .map(|l| l.address.clone())
+            .filter(|l| l.transport == TransportKind::SharedMemory)
+            .find_map(|l| l.name().map(str::to_string))
             .ok_or_else(|| unreachable("no shared-memory locator".into(), ""))?;
         let tried = format!("shm/{socket}");
         let bell_name =

@@ -67,10 +67,7 @@ impl ShmReplier {
                 host_id: crate::host::host_id(),
                 net_id: crate::host::net_id(),
                 pid: 0,
-                locators: vec![Locator {
-                    transport: TransportKind::SharedMemory,
-                    address: self.socket.clone(),
-                }],
+                locators: vec![Locator::named(TransportKind::SharedMemory, &self.socket)],
                 direct: true,
             },
             reply_sink: None,

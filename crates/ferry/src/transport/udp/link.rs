@@ -30,16 +30,19 @@ pub(super) struct UdpLink {
 impl UdpShared {
     /// Opens a writer stream from `writer` to `reader` at `peer`: the I/O
     /// thread HELLOs it until the reader's runtime answers.
+    /// `remote_mtu`: the largest datagram the reader takes there (its
+    /// locator's `mtu`), when it said.
     pub(super) fn open_link(
         self: &Arc<Self>,
         peer: SocketAddr,
+        remote_mtu: Option<u16>,
         writer: EndpointId,
         reader: EndpointId,
         qos: &Qos,
     ) -> UdpLink {
         let s = self.settings;
         let mut cfg = SenderConfig::new(random_stream());
-        cfg.mtu = (self.mtu_for)(peer.ip());
+        cfg.mtu = (self.mtu_for)(peer.ip()).min(remote_mtu.map_or(usize::MAX, usize::from));
         cfg.rate = s.rate;
         cfg.history_bytes = s.history_bytes;
         cfg.reliable = qos.reliability == Reliability::Reliable;
@@ -295,21 +298,26 @@ impl Transport for UdpTransport {
         local.host_id != remote.host_id && self.reaches(local, remote)
     }
     fn connect(&self, req: ConnectRequest) -> Result<Arc<dyn Link>, ConnectError> {
-        let addrs = crate::transport::rank_addresses(
+        let local = local_peer(req.writer.participant);
+        let ranked = crate::transport::rank_locators(
             &self.interfaces,
             TransportKind::Udp,
-            &local_peer(req.writer.participant),
+            &local,
             &req.remote,
         );
-        let peer = *addrs.first().ok_or_else(|| ConnectError::Unreachable {
+        let best = ranked.first().ok_or_else(|| ConnectError::Unreachable {
             peer: req.remote.participant,
             tried: String::new(),
             last: "no udp locator".into(),
         })?;
-        Ok(Arc::new(
-            self.shared
-                .open_link(peer, req.writer, req.reader, &req.qos),
-        ))
+        let peer = best.socket_addr().expect("ranked locators are IP locators");
+        Ok(Arc::new(self.shared.open_link(
+            peer,
+            best.params.mtu,
+            req.writer,
+            req.reader,
+            &req.qos,
+        )))
     }
 }
 

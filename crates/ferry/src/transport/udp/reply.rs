@@ -55,6 +55,7 @@ impl UdpReplier {
         // Replies are never dropped for newer ones.
         let l = Arc::new(shared.open_link(
             self.peer,
+            None,
             self.service,
             self.client,
             &Qos::default().keep_all(),
