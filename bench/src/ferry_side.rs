@@ -49,8 +49,8 @@ pub fn intra(
     if !publ.wait_for_subscribers(1, Duration::from_secs(5)) {
         return Err("in-process subscriber never connected".into());
     }
-    let path = publ.connections().first().map(|c| c.transport.clone());
-    if path.as_deref() != Some(TransportKind::InProcess.as_str()) {
+    let path = publ.connections().first().map(|c| c.transport);
+    if path != Some(TransportKind::InProcess) {
         return Err(format!("expected the in-process path, got {path:?}").into());
     }
     let mut out = Vec::new();
@@ -191,7 +191,7 @@ fn refused(r: Result<(), PublishError>) -> Res<bool> {
 
 fn check_tcp(p: &Publisher<RawBytes>) -> Res<()> {
     for c in p.connections() {
-        if c.transport != TransportKind::Tcp.as_str() {
+        if c.transport != TransportKind::Tcp {
             return Err(format!("ferry: expected the TCP path, got {}", c.transport).into());
         }
     }

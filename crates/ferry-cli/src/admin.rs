@@ -94,7 +94,7 @@ pub fn run(a: AdminArgs, spin: Duration) -> Result<(), String> {
             );
             for c in conns {
                 let peer = if c.remote_node.is_empty() {
-                    c.remote.clone()
+                    c.remote.to_string()
                 } else {
                     c.remote_node.clone()
                 };
@@ -105,11 +105,7 @@ pub fn run(a: AdminArgs, spin: Duration) -> Result<(), String> {
                     peer,
                     c.transport,
                     c.locator,
-                    if c.priority.is_empty() {
-                        "-"
-                    } else {
-                        &c.priority
-                    },
+                    c.priority.map_or("-".into(), |p| p.to_string()),
                     c.stats.messages,
                     c.stats.rate_hz
                 );

@@ -114,10 +114,10 @@ pub fn run(args: DemoArgs) -> Result<(), String> {
             .filter(|n| g.node_names().contains(n))
             .collect();
         let conns = crate::topic::connections_of(&node, &nodes);
-        let name_of = |id: &str| {
+        let name_of = |id: &ferry::EndpointId| {
             g.endpoints
                 .iter()
-                .find(|e| e.id.to_string() == id)
+                .find(|e| e.id == *id)
                 .map(|e| e.node.clone())
                 .unwrap_or_else(|| "?".into())
         };

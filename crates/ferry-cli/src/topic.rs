@@ -112,10 +112,10 @@ fn topic_type(g: &Graph, topic: &str) -> Option<String> {
     eps.first().map(|e| e.type_name.clone())
 }
 
-fn node_of(g: &Graph, id: &str) -> String {
+fn node_of(g: &Graph, id: &ferry::EndpointId) -> String {
     g.endpoints
         .iter()
-        .find(|e| e.id.to_string() == id)
+        .find(|e| e.id == *id)
         .map(|e| e.node.clone())
         .unwrap_or_else(|| id.to_string())
 }

@@ -118,7 +118,7 @@ fn pub_in_another_process_reaches_us_over_shared_memory_or_tcp() {
         assert_eq!(got.data, "from afar");
         assert_eq!(got.info.transport, kind);
         let c = s.connections();
-        assert_eq!(c[0].transport, path);
+        assert_eq!(c[0].transport.as_str(), path);
     }
 }
 

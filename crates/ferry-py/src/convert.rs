@@ -288,12 +288,15 @@ pub fn connections<'py>(
         .map(|c| {
             let d = PyDict::new(py);
             d.set_item("topic", c.topic)?;
-            d.set_item("local", c.local)?;
-            d.set_item("remote", c.remote)?;
+            d.set_item("local", c.local.to_string())?;
+            d.set_item("remote", c.remote.to_string())?;
             d.set_item("remote_node", c.remote_node)?;
-            d.set_item("transport", c.transport)?;
+            d.set_item("transport", c.transport.as_str())?;
             d.set_item("locator", c.locator)?;
-            d.set_item("priority", c.priority)?;
+            d.set_item(
+                "priority",
+                c.priority.map(|p| p.to_string()).unwrap_or_default(),
+            )?;
             d.set_item("messages", c.stats.messages)?;
             d.set_item("bytes", c.stats.bytes)?;
             d.set_item("drops", c.stats.drops)?;

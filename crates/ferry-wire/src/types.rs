@@ -32,6 +32,26 @@ impl fmt::Display for EndpointId {
     }
 }
 
+/// Error for a malformed endpoint id (`<16 hex digits>.<entity>`).
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[error("endpoint id `{0}` must look like `<participant: 16 hex digits>.<entity>`")]
+pub struct BadEndpointId(pub String);
+
+impl FromStr for EndpointId {
+    type Err = BadEndpointId;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || BadEndpointId(s.to_string());
+        let (p, e) = s.split_once('.').ok_or_else(bad)?;
+        if p.is_empty() || p.len() > 16 {
+            return Err(bad());
+        }
+        Ok(EndpointId {
+            participant: ParticipantId(u64::from_str_radix(p, 16).map_err(|_| bad())?),
+            entity: e.parse().map_err(|_| bad())?,
+        })
+    }
+}
+
 impl EndpointId {
     /// Encoded size in bytes.
     pub const LEN: usize = 12;
@@ -613,6 +633,18 @@ fn duration_from_wire(v: u64) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn endpoint_ids_round_trip_as_text() {
+        let e = EndpointId {
+            participant: ParticipantId(0x00ab_cdef_0123_4567),
+            entity: 42,
+        };
+        assert_eq!(e.to_string().parse::<EndpointId>(), Ok(e));
+        for bad in ["", "abc", ".1", "zz.1", "1.x", "00000000000000001.1"] {
+            assert!(bad.parse::<EndpointId>().is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn locator_parses_and_prints() {

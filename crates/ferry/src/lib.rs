@@ -54,7 +54,9 @@ pub use ferry_wire::{
 };
 pub use message::{decode_cdr, encode_cdr, Codec, Message, RawBytes, Sample, SampleInfo};
 pub use node::{Node, NodeBuilder};
-pub use priority::{PacketClass, Priority, PriorityError, ThreadPolicy};
+pub use priority::{
+    Applied, PacketClass, Packets, Priority, PriorityError, SetOutcome, ThreadChange, ThreadPolicy,
+};
 pub use publisher::{Publisher, PublisherBuilder, SampleMut};
 pub use service::{CallFuture, Client, ClientBuilder, Service, ServiceBuilder};
 pub use stats::{ConnectionInfo, StatsSnapshot};

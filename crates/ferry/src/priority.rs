@@ -409,9 +409,106 @@ pub struct SetOutcome {
     /// Its node, when known.
     pub remote_node: String,
     /// The priority now in effect.
-    pub priority: String,
+    pub priority: Priority,
     /// What took effect, or why not.
-    pub result: Result<String, String>,
+    pub result: Result<Applied, String>,
+}
+
+/// What a priority change did on one connection ([`Applied`]'s `Display`
+/// says it in words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Applied {
+    /// What marks the connection's packets.
+    pub packets: Packets,
+    /// What became of its dedicated sender thread.
+    pub thread: ThreadChange,
+}
+
+/// How a connection's packets carry its class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Packets {
+    /// Its own socket is marked (TCP): TOS/DSCP and socket priority.
+    Socket(PacketClass),
+    /// Each datagram is marked on the shared socket (UDP).
+    PerDatagram(PacketClass),
+    /// No packets: the sample is handed over (in-process) or queued
+    /// (shared memory) on the publishing thread, before those of the
+    /// publisher's lower-priority connections.
+    None {
+        /// Shared memory (else in-process).
+        shared_memory: bool,
+    },
+    /// The connection is the broker connection every cloud-scope topic
+    /// shares (MQTT): the priority orders this publisher's connections but
+    /// marks nothing.
+    Shared,
+}
+
+/// What became of a connection's dedicated sender thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ThreadChange {
+    /// None asked, none running.
+    Unchanged,
+    /// Started at this policy.
+    Started(ThreadPolicy),
+    /// Re-prioritized to this policy.
+    Changed(ThreadPolicy),
+    /// Stopped: the shared I/O thread sends again.
+    Stopped,
+}
+
+impl Applied {
+    /// Packets carry `packets`; no thread change.
+    pub fn packets(packets: Packets) -> Applied {
+        Applied {
+            packets,
+            thread: ThreadChange::Unchanged,
+        }
+    }
+}
+
+impl fmt::Display for Applied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let marks = |f: &mut fmt::Formatter<'_>, what: &str, c: &PacketClass, how: &str| {
+            write!(
+                f,
+                "{what}: TOS 0x{:02x} (DSCP {}), socket priority {} (pfifo_fast band {}){how}",
+                c.tos(),
+                c.dscp(),
+                c.socket_priority(),
+                c.band()
+            )
+        };
+        match &self.packets {
+            Packets::Socket(c) => marks(f, "tcp", c, "")?,
+            Packets::PerDatagram(c) => marks(f, "udp", c, " per datagram")?,
+            Packets::None { shared_memory } => write!(
+                f,
+                "{}: no packets; the sample is {} on the publishing thread, before \
+                 those of lower-priority connections of the same publisher",
+                if *shared_memory {
+                    "shared memory"
+                } else {
+                    "in-process"
+                },
+                if *shared_memory {
+                    "queued"
+                } else {
+                    "handed over"
+                }
+            )?,
+            Packets::Shared => f.write_str(
+                "MQTT: the broker connection is shared by every cloud-scope topic; priority \
+                 is kept for this publisher's ordering but sets no DSCP on the shared socket",
+            )?,
+        }
+        match self.thread {
+            ThreadChange::Unchanged => Ok(()),
+            ThreadChange::Started(t) => write!(f, "; dedicated sender thread {t}"),
+            ThreadChange::Changed(t) => write!(f, "; sender thread now {t}"),
+            ThreadChange::Stopped => f.write_str("; dedicated sender thread stopped"),
+        }
+    }
 }
 
 /// The scheduling a shared delivery thread (I/O, shared memory, MQTT)

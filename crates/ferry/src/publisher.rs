@@ -351,7 +351,10 @@ impl<T: Codec> Publisher<T> {
 
     /// Changes the priority of every live connection of this publisher (and
     /// of those it makes later); returns each subscriber's outcome.
-    pub fn set_priority(&self, p: Priority) -> Vec<(EndpointId, Result<String, PriorityError>)> {
+    pub fn set_priority(
+        &self,
+        p: Priority,
+    ) -> Vec<(EndpointId, Result<crate::priority::Applied, PriorityError>)> {
         self.shared.links.set_default_priority(p);
         self.shared.links.set_priority(|_| true, p)
     }

@@ -183,29 +183,56 @@ pub enum Side {
     Reader,
 }
 
-/// One connection between a local and a remote endpoint.
+/// One connection between a local and a remote endpoint. Ids and the path
+/// are typed (as text in JSON: `ferry info --json`, the admin socket).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConnectionInfo {
     /// Topic or service name.
     pub topic: String,
     /// The local endpoint.
-    pub local: String,
+    #[serde(with = "as_text")]
+    pub local: EndpointId,
     /// The other endpoint.
-    pub remote: String,
+    #[serde(with = "as_text")]
+    pub remote: EndpointId,
     /// Which end `local` is.
     pub side: Side,
-    /// The path it takes (`intra`, `tcp`, …).
-    pub transport: String,
-    /// The remote locator, when the path has one.
+    /// The path it takes.
+    #[serde(with = "as_text")]
+    pub transport: TransportKind,
+    /// Where the other end is, as the path names it (`udp/10.0.0.2:7411`,
+    /// the shared-memory connection segment, the broker's URL), when the
+    /// path has an address.
     pub locator: String,
     /// The node of the other endpoint, when discovery knows it.
     #[serde(default)]
     pub remote_node: String,
-    /// Priority (writer side: packet class + thread policy).
+    /// Priority (writer side: packet class + thread policy; `None` on the
+    /// reader side).
     #[serde(default)]
-    pub priority: String,
+    pub priority: Option<crate::priority::Priority>,
     /// Counters.
     pub stats: StatsSnapshot,
+}
+
+/// Serde as the type's text form (`Display` / `FromStr`).
+mod as_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<T: std::fmt::Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(v)
+    }
+
+    pub fn deserialize<'de, T, D>(d: D) -> Result<T, D::Error>
+    where
+        T: std::str::FromStr,
+        T::Err: std::fmt::Display,
+        D: Deserializer<'de>,
+    {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 impl ConnectionInfo {
@@ -220,13 +247,13 @@ impl ConnectionInfo {
     ) -> Self {
         ConnectionInfo {
             topic: topic.to_string(),
-            local: local.to_string(),
-            remote: remote.to_string(),
+            local,
+            remote,
             side,
-            transport: transport.to_string(),
+            transport,
             locator: locator.to_string(),
             remote_node: String::new(),
-            priority: String::new(),
+            priority: None,
             stats: stats.snapshot(),
         }
     }

@@ -36,7 +36,7 @@ fn in_process_pub_sub_shares_the_arc() {
     );
     let c = p.connections();
     assert_eq!(c.len(), 1);
-    assert_eq!(c[0].transport, "intra");
+    assert_eq!(c[0].transport, TransportKind::InProcess);
     assert_eq!(s.connections()[0].stats.messages, 1);
 }
 
@@ -126,7 +126,7 @@ fn tcp_path_when_pinned() {
         st.drops
     );
     let c = &p.connections()[0];
-    assert_eq!(c.transport, "tcp");
+    assert_eq!(c.transport, TransportKind::Tcp);
     assert!(c.locator.starts_with("tcp/127.0.0.1:"), "{}", c.locator);
 }
 
@@ -169,7 +169,7 @@ fn services_in_process_and_over_tcp() {
         .unwrap();
     let r = c.call(AddTwoIntsRequest { a: 2, b: 40 }, T).unwrap();
     assert_eq!(r.sum, 42);
-    assert_eq!(c.connections()[0].transport, "intra");
+    assert_eq!(c.connections()[0].transport, TransportKind::InProcess);
     let ct = n
         .client::<AddTwoIntsRequest, AddTwoIntsResponse>("/add")
         .qos(Qos::services_default().transport(TransportKind::Tcp))
@@ -181,7 +181,7 @@ fn services_in_process_and_over_tcp() {
             i + 1
         );
     }
-    assert_eq!(ct.connections()[0].transport, "tcp");
+    assert_eq!(ct.connections()[0].transport, TransportKind::Tcp);
 }
 
 #[test]
@@ -320,8 +320,8 @@ fn config_rule_pins_a_topic_pattern_to_tcp() {
         .unwrap();
     let _s2 = n.subscriber::<std_msgs::String>("/odom").build().unwrap();
     assert!(pinned.wait_for_subscribers(1, T) && free.wait_for_subscribers(1, T));
-    assert_eq!(pinned.connections()[0].transport, "tcp");
-    assert_eq!(free.connections()[0].transport, "intra");
+    assert_eq!(pinned.connections()[0].transport, TransportKind::Tcp);
+    assert_eq!(free.connections()[0].transport, TransportKind::InProcess);
 }
 
 #[test]

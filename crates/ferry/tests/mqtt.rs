@@ -184,7 +184,7 @@ fn pub_sub_and_services_between_processes_that_meet_only_through_the_broker() {
     assert_eq!(peer.line(), "done");
     let c = s.connections();
     assert_eq!(c.len(), 1, "{c:?}");
-    assert_eq!(c[0].transport, "mqtt");
+    assert_eq!(c[0].transport, TransportKind::Mqtt);
     assert_eq!(c[0].stats.messages, 200);
     // The service of the other process, through the broker.
     let client = n
@@ -196,7 +196,7 @@ fn pub_sub_and_services_between_processes_that_meet_only_through_the_broker() {
         .call(AddTwoIntsRequest { a: 2, b: 40 }, T)
         .expect("reply through the broker");
     assert_eq!(r.sum, 42);
-    assert_eq!(client.connections()[0].transport, "mqtt");
+    assert_eq!(client.connections()[0].transport, TransportKind::Mqtt);
     let st = n.broker_state().unwrap();
     assert!(st.connected, "{st:?}");
     // The robot vanishes (kill -9): the broker's last will tells us.

@@ -109,7 +109,7 @@ fn receive_every_size(test: &str, domain: u16, mode: &str) {
     assert_eq!(peer.line(), "done");
     let c = s.connections();
     assert_eq!(c.len(), 1);
-    assert_eq!(c[0].transport, "shm");
+    assert_eq!(c[0].transport, TransportKind::SharedMemory);
     assert_eq!(c[0].stats.messages, seq);
     assert_eq!(c[0].stats.drops, 0);
 }
@@ -394,7 +394,12 @@ fn a_slow_subscriber_does_not_slow_the_others() {
         "publisher slowed: {elapsed:?}"
     );
     let conns = p.connections();
-    assert!(conns.iter().all(|c| c.transport == "shm"), "{conns:?}");
+    assert!(
+        conns
+            .iter()
+            .all(|c| c.transport == TransportKind::SharedMemory),
+        "{conns:?}"
+    );
     let slow_got: u64 = slow
         .line()
         .strip_prefix("got ")

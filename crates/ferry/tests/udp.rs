@@ -38,12 +38,12 @@ fn pinned_udp_is_byte_exact_from_empty_to_8_mib() {
         assert!(got[..] == data[..], "{size} B corrupted");
     }
     let w = &p.connections()[0];
-    assert_eq!(w.transport, "udp");
+    assert_eq!(w.transport, TransportKind::Udp);
     assert!(w.locator.starts_with("udp/127.0.0.1:"), "{}", w.locator);
     assert!(w.stats.rtt_us.is_some(), "no RTT estimate: {:?}", w.stats);
     assert!(w.stats.pacing_rate.is_some());
     let r = &s.connections()[0];
-    assert_eq!(r.transport, "udp");
+    assert_eq!(r.transport, TransportKind::Udp);
     assert_eq!(r.stats.messages, 8);
 }
 

@@ -140,11 +140,7 @@ fn measure(path: TransportKind, domain: u16, sizes: &[usize], count: usize) -> V
     let mut out = Vec::new();
     if client.wait_for_service(t) {
         let took = &client.connections()[0].transport;
-        assert_eq!(
-            took,
-            path.as_str(),
-            "pinned to {path}, the call took {took}"
-        );
+        assert_eq!(*took, path, "pinned to {path}, the call took {took}");
         for &size in sizes {
             let payload = Bytes::from(vec![0x5a; size]);
             let mut rtts = Vec::with_capacity(count);

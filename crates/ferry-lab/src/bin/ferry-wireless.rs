@@ -114,7 +114,7 @@ fn publisher(size: usize, count: u32) {
     let c = p.connections();
     eprintln!(
         "pub: {:?}",
-        c.first().map(|c| (c.transport.clone(), c.stats))
+        c.first().map(|c| (c.transport, c.stats))
     );
 }
 

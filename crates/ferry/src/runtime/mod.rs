@@ -723,7 +723,7 @@ impl Shared {
         out.extend(rs.iter().flat_map(|r| r.connections()));
         let names = self.endpoint_nodes();
         for c in &mut out {
-            if let Some(n) = names.iter().find(|(id, _)| id.to_string() == c.remote) {
+            if let Some(n) = names.iter().find(|(id, _)| **id == c.remote) {
                 c.remote_node = n.1.clone();
             }
         }
@@ -771,7 +771,7 @@ impl Shared {
                 out.push(crate::priority::SetOutcome {
                     remote: l.remote().to_string(),
                     remote_node: node_of(l.remote()),
-                    priority: l.priority().to_string(),
+                    priority: l.priority(),
                     result,
                 });
             }

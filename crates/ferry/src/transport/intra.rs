@@ -15,7 +15,7 @@ use super::{
     Capabilities, ConnectError, ConnectRequest, InFrame, InboundConn, Inbox, Link, OutFrame,
     PeerInfo, SendError, Transport,
 };
-use crate::priority::{Priority, PriorityError};
+use crate::priority::{Applied, Packets, Priority, PriorityError};
 use crate::stats::ConnStats;
 
 fn readers() -> &'static RwLock<HashMap<EndpointId, Weak<dyn Inbox>>> {
@@ -166,12 +166,10 @@ impl Link for IntraLink {
     fn priority(&self) -> Priority {
         *self.priority.lock()
     }
-    fn set_priority(&self, p: Priority) -> Result<String, PriorityError> {
+    fn set_priority(&self, p: Priority) -> Result<Applied, PriorityError> {
         *self.priority.lock() = p;
-        Ok(
-            "in-process: no packets; the sample is handed over on the publishing thread, \
-            before those of lower-priority connections of the same publisher"
-                .into(),
-        )
+        Ok(Applied::packets(Packets::None {
+            shared_memory: false,
+        }))
     }
 }

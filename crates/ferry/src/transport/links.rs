@@ -55,7 +55,7 @@ impl Links {
         &self,
         to: impl Fn(EndpointId) -> bool,
         p: Priority,
-    ) -> Vec<(EndpointId, Result<String, PriorityError>)> {
+    ) -> Vec<(EndpointId, Result<crate::priority::Applied, PriorityError>)> {
         let out: Vec<_> = self
             .snapshot()
             .iter()
@@ -113,7 +113,7 @@ impl Links {
                     &l.locator(),
                     l.stats(),
                 );
-                c.priority = l.priority().to_string();
+                c.priority = Some(l.priority());
                 c
             })
             .collect()

@@ -33,7 +33,7 @@ pub(crate) use links::Links;
 
 use crate::error::EncodeError;
 use crate::message::Payload;
-use crate::priority::{Priority, PriorityError};
+use crate::priority::{Applied, Priority, PriorityError};
 use crate::stats::ConnStats;
 
 /// What a transport guarantees.
@@ -149,7 +149,7 @@ pub trait Link: Send + Sync {
     /// Changes the priority of the live connection (no reconnect). Ok: what
     /// took effect, in words (a refused thread policy is a warning there,
     /// not an error: the packet class still applies).
-    fn set_priority(&self, p: Priority) -> Result<String, PriorityError>;
+    fn set_priority(&self, p: Priority) -> Result<Applied, PriorityError>;
 }
 
 /// A transport: how connections of one kind are made.

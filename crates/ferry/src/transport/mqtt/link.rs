@@ -17,7 +17,7 @@ use super::outbox::OutMsg;
 use super::Broker;
 use crate::config::mqtt::Encoding;
 use crate::error::EncodeError;
-use crate::priority::{Priority, PriorityError};
+use crate::priority::{Applied, Packets, Priority, PriorityError};
 use crate::stats::ConnStats;
 use crate::transport::{Link, OutFrame, ReplyBody, SendError};
 
@@ -30,10 +30,6 @@ pub const BROKER_ENDPOINT: EndpointId = EndpointId {
 /// Encodes the writer's typed value as JSON (built where the type is known).
 pub(crate) type JsonEncoder =
     Box<dyn Fn(&Arc<dyn Any + Send + Sync>) -> Option<Result<Bytes, EncodeError>> + Send + Sync>;
-
-const PRIORITY_NOTE: &str =
-    "MQTT: the broker connection is shared by every cloud-scope topic; priority is kept \
-     for this publisher's ordering but sets no DSCP on the shared socket";
 
 /// How a writer's samples go to the broker.
 pub(crate) struct WriterSettings {
@@ -112,9 +108,9 @@ impl Link for WriterLink {
     fn priority(&self) -> Priority {
         *self.priority.lock()
     }
-    fn set_priority(&self, p: Priority) -> Result<String, PriorityError> {
+    fn set_priority(&self, p: Priority) -> Result<Applied, PriorityError> {
         *self.priority.lock() = p;
-        Ok(PRIORITY_NOTE.into())
+        Ok(Applied::packets(Packets::Shared))
     }
 }
 
@@ -213,7 +209,7 @@ impl Link for ReaderView {
     fn priority(&self) -> Priority {
         self.link.priority()
     }
-    fn set_priority(&self, p: Priority) -> Result<String, PriorityError> {
+    fn set_priority(&self, p: Priority) -> Result<Applied, PriorityError> {
         self.link.set_priority(p)
     }
 }
@@ -304,9 +300,9 @@ impl Link for ClientLink {
     fn priority(&self) -> Priority {
         *self.priority.lock()
     }
-    fn set_priority(&self, p: Priority) -> Result<String, PriorityError> {
+    fn set_priority(&self, p: Priority) -> Result<Applied, PriorityError> {
         *self.priority.lock() = p;
-        Ok(PRIORITY_NOTE.into())
+        Ok(Applied::packets(Packets::Shared))
     }
 }
 

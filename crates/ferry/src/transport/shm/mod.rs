@@ -46,7 +46,7 @@ use parking_lot::Mutex;
 use super::{
     Capabilities, ConnectError, ConnectRequest, Link, OutFrame, PeerInfo, SendError, Transport,
 };
-use crate::priority::{Priority, PriorityError};
+use crate::priority::{Applied, Packets, Priority, PriorityError};
 use crate::stats::ConnStats;
 
 mod receiving;
@@ -567,12 +567,10 @@ impl Link for ShmLink {
     fn priority(&self) -> Priority {
         *self.priority.lock()
     }
-    fn set_priority(&self, p: Priority) -> Result<String, PriorityError> {
+    fn set_priority(&self, p: Priority) -> Result<Applied, PriorityError> {
         *self.priority.lock() = p;
-        Ok(
-            "shared memory: no packets; the sample is queued on the publishing thread, \
-            before those of lower-priority connections of the same publisher"
-                .into(),
-        )
+        Ok(Applied::packets(Packets::None {
+            shared_memory: true,
+        }))
     }
 }

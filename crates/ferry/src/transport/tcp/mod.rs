@@ -29,7 +29,7 @@ use super::{
 };
 use crate::host::Interface;
 use crate::message::Payload;
-use crate::priority::{Lane, LaneTurn, Priority, PriorityError};
+use crate::priority::{Applied, Lane, LaneTurn, Packets, Priority, PriorityError, ThreadChange};
 use crate::reactor::IoHandle;
 use crate::stats::ConnStats;
 
@@ -153,14 +153,13 @@ impl TcpConn {
         self: &Arc<Self>,
         p: Priority,
         lane_limit: usize,
-    ) -> Result<String, PriorityError> {
+    ) -> Result<Applied, PriorityError> {
         // The thread first: when no thread is left, nothing has changed.
-        let mut note = String::new();
         let mut lane = self.lane.lock();
-        match (p.thread, lane.as_ref()) {
+        let thread = match (p.thread, lane.as_ref()) {
             (Some(t), Some(l)) => {
                 l.set_policy(t);
-                note += &format!("; sender thread now {t}");
+                ThreadChange::Changed(t)
             }
             (Some(t), None) => {
                 let conn = Arc::downgrade(self);
@@ -172,7 +171,7 @@ impl TcpConn {
                 )?;
                 *lane = Some(l);
                 self.lane_active.store(true, Ordering::Release);
-                note += &format!("; dedicated sender thread {t}");
+                ThreadChange::Started(t)
             }
             (None, Some(l)) => {
                 l.stop();
@@ -180,10 +179,10 @@ impl TcpConn {
                 *lane = None;
                 // Frames it left behind go out through the I/O thread.
                 self.io.kick();
-                note += "; dedicated sender thread stopped";
+                ThreadChange::Stopped
             }
-            (None, None) => {}
-        }
+            (None, None) => ThreadChange::Unchanged,
+        };
         drop(lane);
         crate::priority::apply_to_socket(socket2::SockRef::from(&self.stream), p.class).map_err(
             |source| PriorityError::Socket {
@@ -192,13 +191,10 @@ impl TcpConn {
             },
         )?;
         *self.priority.lock() = p;
-        Ok(format!(
-            "tcp: TOS 0x{:02x} (DSCP {}), socket priority {} (pfifo_fast band {}){note}",
-            p.class.tos(),
-            p.class.dscp(),
-            p.class.socket_priority(),
-            p.class.band()
-        ))
+        Ok(Applied {
+            packets: Packets::Socket(p.class),
+            thread,
+        })
     }
 
     /// The connection's priority.
@@ -649,7 +645,7 @@ impl Link for TcpLink {
     fn priority(&self) -> Priority {
         self.conn.priority()
     }
-    fn set_priority(&self, p: Priority) -> Result<String, PriorityError> {
+    fn set_priority(&self, p: Priority) -> Result<Applied, PriorityError> {
         self.conn.set_priority(p, self.lane_limit)
     }
 }

@@ -14,7 +14,9 @@ use parking_lot::{Condvar, Mutex};
 use super::{since, TxState, TxStream, UdpShared};
 use crate::error::EncodeError;
 use crate::host::Interface;
-use crate::priority::{Lane, LaneTurn, PacketClass, Priority, PriorityError};
+use crate::priority::{
+    Applied, Lane, LaneTurn, PacketClass, Packets, Priority, PriorityError, ThreadChange,
+};
 use crate::stats::ConnStats;
 use crate::transport::{
     Capabilities, ConnectError, ConnectRequest, Link, OutFrame, PeerInfo, SendError, Transport,
@@ -190,14 +192,13 @@ impl Link for UdpLink {
     fn priority(&self) -> Priority {
         *self.tx.priority.lock()
     }
-    fn set_priority(&self, p: Priority) -> Result<String, PriorityError> {
+    fn set_priority(&self, p: Priority) -> Result<Applied, PriorityError> {
         // The thread first: when no thread is left, nothing has changed.
-        let mut thread_note = String::new();
         let mut lane = self.tx.lane.lock();
-        match (p.thread, lane.as_ref()) {
+        let thread = match (p.thread, lane.as_ref()) {
             (Some(t), Some(l)) => {
                 l.set_policy(t);
-                thread_note = format!("; sender thread now {t}");
+                ThreadChange::Changed(t)
             }
             (Some(t), None) => {
                 let (tx, shared) = (Arc::downgrade(&self.tx), Arc::downgrade(&self.shared));
@@ -226,28 +227,24 @@ impl Link for UdpLink {
                 })?;
                 *lane = Some(l);
                 self.tx.lane_active.store(true, Ordering::Release);
-                thread_note = format!("; dedicated sender thread {t}");
+                ThreadChange::Started(t)
             }
             (None, Some(l)) => {
                 l.stop();
                 self.tx.lane_active.store(false, Ordering::Release);
                 *lane = None;
                 self.shared.io.kick();
-                thread_note = "; dedicated sender thread stopped".into();
+                ThreadChange::Stopped
             }
-            (None, None) => {}
-        }
+            (None, None) => ThreadChange::Unchanged,
+        };
         drop(lane);
         *self.tx.class.lock() = (p.class != PacketClass::Normal).then_some(p.class);
         *self.tx.priority.lock() = p;
-        let note = format!(
-            "udp: TOS 0x{:02x} (DSCP {}), socket priority {} (pfifo_fast band {}) per datagram",
-            p.class.tos(),
-            p.class.dscp(),
-            p.class.socket_priority(),
-            p.class.band()
-        );
-        Ok(note + &thread_note)
+        Ok(Applied {
+            packets: Packets::PerDatagram(p.class),
+            thread,
+        })
     }
 }
 
