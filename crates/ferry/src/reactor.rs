@@ -3,7 +3,10 @@
 //! The I/O thread (`runtime/io.rs`) runs one `mio` poll. A transport hands
 //! it a [`Source`] — a socket and the code that serves it — through an
 //! [`IoHandle`] from any thread; from then on the I/O thread calls the
-//! source on every event and asks it each turn whether its owner closed it.
+//! source on every event, runs its timers if it has any, and asks it each
+//! turn whether its owner closed it. Every transport socket is such a
+//! source (TCP listener and connections, the UDP data socket); the loop
+//! itself owns only the discovery sockets.
 //! The loop knows no transport: what a source needs of the runtime it gets
 //! through [`LoopContext`]. This module depends on neither, so transports
 //! and the runtime both build on it.
@@ -54,6 +57,9 @@ pub(crate) trait LoopContext {
     fn alive(&mut self, p: ParticipantId);
     /// A writer's connection to `reader` ended by itself.
     fn link_lost(&mut self, writer: EndpointId, reader: EndpointId);
+    /// Watches a new source from the next turn (a listener's accepted
+    /// connection).
+    fn add_source(&mut self, source: Box<dyn Source>);
 }
 
 /// A socket the I/O thread watches, with the code that serves it.
@@ -64,6 +70,15 @@ pub(crate) trait Source: Send {
     fn ready(&mut self, ready: Readiness, ctx: &mut dyn LoopContext) -> Served;
     /// Output was queued for the I/O thread to write (a kick).
     fn kicked(&mut self) {}
+    /// Whether it has timers: then [`Source::service`] runs every turn.
+    fn has_timers(&self) -> bool {
+        false
+    }
+    /// Runs its due timers (every turn, for sources with timers); returns
+    /// when it wants to run next.
+    fn service(&mut self, _now: std::time::Instant) -> Option<std::time::Instant> {
+        None
+    }
     /// Whether its owner closed it (asked every turn; closed ones go).
     fn is_closed(&self) -> bool;
     /// It left the loop: it closed, its owner closed it, or it could not

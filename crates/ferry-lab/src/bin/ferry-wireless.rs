@@ -112,10 +112,7 @@ fn publisher(size: usize, count: u32) {
     // Let repairs finish before the connection goes.
     std::thread::sleep(Duration::from_secs(4));
     let c = p.connections();
-    eprintln!(
-        "pub: {:?}",
-        c.first().map(|c| (c.transport, c.stats))
-    );
+    eprintln!("pub: {:?}", c.first().map(|c| (c.transport, c.stats)));
 }
 
 fn subscriber(count: u32, outage_end_ns: u64) {

@@ -1,7 +1,8 @@
 //! The I/O thread of a runtime: one `mio` poll loop for the discovery
-//! sockets, the TCP listener, the UDP data socket and every source a
-//! transport hands it (`reactor::Source`: each TCP connection), plus the
-//! timers of discovery and housekeeping. No thread per connection.
+//! sockets (the loop's own) and every source a transport hands it
+//! (`reactor::Source`: the TCP listener and each TCP connection, the UDP
+//! data socket and its timers), plus the timers of discovery and
+//! housekeeping. No thread per connection.
 
 use std::collections::HashMap;
 use std::io;
@@ -10,23 +11,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferry_discovery::{Destination, Via};
-use mio::net::{TcpListener, UdpSocket};
+use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token};
-use parking_lot::Mutex;
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use super::Shared;
 use crate::config::DiscoveryRange;
 use crate::reactor::{self, Command, IoHandle, LoopContext, Readiness, Served, Source, WAKER};
-use crate::transport::tcp::{QueuePolicy, Role, TcpConn, TcpSource};
 
 /// Multicast group of ferry discovery (administratively scoped).
 pub const DISCOVERY_GROUP: Ipv4Addr = Ipv4Addr::new(239, 255, 70, 1);
 
 const MCAST: Token = Token(1);
 const UCAST: Token = Token(2);
-const LISTENER: Token = Token(3);
-const UDP: Token = Token(4);
 const FIRST_CONN: usize = 16;
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
 
@@ -35,11 +32,9 @@ pub(crate) struct Sockets {
     poll: Poll,
     mcast: Option<UdpSocket>,
     ucast: UdpSocket,
-    listener: TcpListener,
-    pub listen_port: u16,
-    /// The UDP data socket (moved into the UDP transport by the runtime).
-    pub udp: Option<UdpSocket>,
-    pub udp_port: u16,
+    /// Where transports bind their sockets: loopback when discovery stays
+    /// on this host, every interface otherwise.
+    pub bind_ip: Ipv4Addr,
     mcast_ifaces: Vec<Ipv4Addr>,
     mcast_port: u16,
     pub handle: IoHandle,
@@ -125,25 +120,6 @@ impl Sockets {
             .set_nonblocking(true)
             .map_err(io_err("unicast socket"))?;
         let mut ucast = UdpSocket::from_std(ucast);
-        let mut listener = TcpListener::bind(SocketAddr::V4(SocketAddrV4::new(bind_ip, 0)))
-            .map_err(io_err("TCP listener"))?;
-        let listen_port = listener
-            .local_addr()
-            .map_err(io_err("TCP listener"))?
-            .port();
-        let udp = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))
-            .map_err(io_err("UDP socket"))?;
-        // Room for bursts of large samples (the kernel caps these at rmem_max).
-        let _ = udp.set_recv_buffer_size(8 << 20);
-        let _ = udp.set_send_buffer_size(8 << 20);
-        udp.bind(&SocketAddrV4::new(bind_ip, 0).into())
-            .map_err(io_err("UDP socket"))?;
-        udp.set_nonblocking(true).map_err(io_err("UDP socket"))?;
-        let mut udp = UdpSocket::from_std(udp.into());
-        let udp_port = udp.local_addr().map_err(io_err("UDP socket"))?.port();
-        poll.registry()
-            .register(&mut udp, UDP, Interest::READABLE)
-            .map_err(io_err("register"))?;
         let mut mcast = mcast;
         if let Some(m) = mcast.as_mut() {
             poll.registry()
@@ -153,17 +129,11 @@ impl Sockets {
         poll.registry()
             .register(&mut ucast, UCAST, Interest::READABLE)
             .map_err(io_err("register"))?;
-        poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)
-            .map_err(io_err("register"))?;
         Ok(Sockets {
             poll,
             mcast,
             ucast,
-            listener,
-            listen_port,
-            udp: Some(udp),
-            udp_port,
+            bind_ip,
             mcast_ifaces,
             mcast_port: port,
             handle,
@@ -174,6 +144,8 @@ impl Sockets {
 /// The sources transports handed the loop, by token.
 struct Sources {
     map: HashMap<Token, Box<dyn Source>>,
+    /// Those with timers (served every turn).
+    timed: Vec<Token>,
     next: usize,
 }
 
@@ -187,6 +159,9 @@ impl Sources {
             Interest::READABLE | Interest::WRITABLE,
         ) {
             Ok(()) => {
+                if src.has_timers() {
+                    self.timed.push(t);
+                }
                 self.map.insert(t, src);
             }
             Err(e) => {
@@ -196,7 +171,19 @@ impl Sources {
         }
     }
 
+    /// Runs the timers of the sources that have them; the earliest next.
+    fn service(&mut self, now: Instant) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        for t in &self.timed {
+            if let Some(n) = self.map.get_mut(t).and_then(|s| s.service(now)) {
+                next = Some(next.map_or(n, |x| x.min(n)));
+            }
+        }
+        next
+    }
+
     fn remove(&mut self, poll: &Poll, t: Token, ctx: &mut dyn LoopContext) {
+        self.timed.retain(|x| *x != t);
         if let Some(mut src) = self.map.remove(&t) {
             let _ = poll
                 .registry()
@@ -251,6 +238,8 @@ struct Ctx<'a> {
     shared: &'a Arc<Shared>,
     local_ips: &'a [std::net::IpAddr],
     alive: &'a mut Alive,
+    /// Sources to watch from the next turn (accepted connections).
+    added: &'a mut Vec<Box<dyn Source>>,
 }
 
 impl LoopContext for Ctx<'_> {
@@ -269,6 +258,9 @@ impl LoopContext for Ctx<'_> {
     fn link_lost(&mut self, writer: ferry_wire::EndpointId, reader: ferry_wire::EndpointId) {
         self.shared.link_lost(writer, reader);
     }
+    fn add_source(&mut self, source: Box<dyn Source>) {
+        self.added.push(source);
+    }
 }
 
 /// Runs the loop until shutdown.
@@ -277,11 +269,12 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
     let mut events = Events::with_capacity(256);
     let mut sources = Sources {
         map: HashMap::new(),
+        timed: Vec::new(),
         next: FIRST_CONN,
     };
+    let mut added: Vec<Box<dyn Source>> = Vec::new();
     let mut buf = vec![0u8; 65536];
     let mut next_housekeeping = Instant::now();
-    let max_frame = shared.cfg.max_frame_bytes;
     // A peer at one of our own addresses runs on this machine's clock.
     let mut alive = Alive::default();
     // Connections to read again next turn (their read budget ran out).
@@ -294,7 +287,7 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
         shared.io_policy.apply_if_raised("ferry-io");
         let now = Instant::now();
         let mut timeout = next_housekeeping.saturating_duration_since(now);
-        if let Some(t) = shared.udp.service(now) {
+        if let Some(t) = sources.service(now) {
             timeout = timeout.min(t.saturating_duration_since(now));
         }
         if let Some(t) = shared.core.lock().discovery.poll_timeout() {
@@ -321,6 +314,7 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                                     shared: &shared,
                                     local_ips: &local_ips,
                                     alive: &mut alive,
+                                    added: &mut added,
                                 };
                                 sources.add(&s.poll, src, &mut ctx);
                             }
@@ -357,47 +351,6 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                         }
                     }
                 }
-                UDP => shared
-                    .udp
-                    .on_readable(&|p| shared.same_clock(p), &mut |p| alive.saw(&shared, p)),
-                LISTENER => loop {
-                    match s.listener.accept() {
-                        Ok((stream, peer)) => {
-                            let _ = stream.set_nodelay(true);
-                            let conn = Arc::new(TcpConn::new(
-                                stream,
-                                peer,
-                                ferry_wire::EndpointId {
-                                    participant: ferry_wire::ParticipantId(0),
-                                    entity: 0,
-                                },
-                                Role::Incoming {
-                                    bound: Mutex::new(None),
-                                },
-                                QueuePolicy {
-                                    depth: 1024,
-                                    block: None,
-                                },
-                                s.handle.clone(),
-                            ));
-                            let mut ctx = Ctx {
-                                shared: &shared,
-                                local_ips: &local_ips,
-                                alive: &mut alive,
-                            };
-                            sources.add(
-                                &s.poll,
-                                Box::new(TcpSource::new(conn, max_frame)),
-                                &mut ctx,
-                            );
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                        Err(e) => {
-                            tracing::warn!("accept failed: {e}");
-                            break;
-                        }
-                    }
-                },
                 t => {
                     let r = Readiness {
                         readable: ev.is_readable() || ev.is_read_closed(),
@@ -408,6 +361,7 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                         shared: &shared,
                         local_ips: &local_ips,
                         alive: &mut alive,
+                        added: &mut added,
                     };
                     if sources.serve(&s.poll, t, r, &mut ctx) && !again.contains(&t) {
                         again.push(t);
@@ -415,11 +369,16 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                 }
             }
         }
+        let mut new_sources = std::mem::take(&mut added);
         let mut ctx = Ctx {
             shared: &shared,
             local_ips: &local_ips,
             alive: &mut alive,
+            added: &mut added,
         };
+        for src in new_sources.drain(..) {
+            sources.add(&s.poll, src, &mut ctx);
+        }
         // Sources whose read budget ran out last turn: read on.
         for t in retry {
             let r = Readiness {

@@ -7,7 +7,7 @@ pub(crate) mod io;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ferry_conn::{Action, LocalOptions, Table};
 use ferry_discovery::{Discovery, Event as DiscEvent, LeaveReason};
@@ -19,9 +19,6 @@ use crate::config::Config;
 use crate::error::BuildError;
 use crate::event::{EventQueue, PortEvent};
 use crate::graph::{Graph, GraphEndpoint, GraphNode};
-use crate::transport::intra::IntraTransport;
-use crate::transport::tcp::TcpTransport;
-use crate::transport::udp::{UdpSettings, UdpShared, UdpTransport};
 use crate::transport::{ConnectRequest, Link, PeerInfo, ReplySink, RouteOf, Transport};
 
 /// A local writer (publisher or client) as the runtime sees it.
@@ -75,7 +72,6 @@ pub(crate) struct Shared {
     /// The MQTT broker connection, with an `[mqtt]` section.
     #[cfg(feature = "mqtt")]
     pub mqtt: Option<Arc<crate::transport::mqtt::Broker>>,
-    pub udp: Arc<UdpShared>,
     pub io: crate::reactor::IoHandle,
     next_entity: AtomicU32,
     /// Scheduling the I/O thread should run at (it delivers every inbound
@@ -91,17 +87,13 @@ pub(crate) struct Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        if let Some(shm) = &self.shared.shm {
-            shm.shutdown();
-        }
         self.shared.io.shutdown();
         if let Some(t) = self.thread.lock().take() {
             let _ = t.join();
         }
         // After the I/O thread: its goodbye went to the broker's queue.
-        #[cfg(feature = "mqtt")]
-        if let Some(b) = &self.shared.mqtt {
-            b.shutdown();
+        for t in &self.shared.transports {
+            t.shutdown();
         }
     }
 }
@@ -127,106 +119,8 @@ impl Runtime {
     fn start(cfg: Config) -> Result<Arc<Runtime>, BuildError> {
         cfg.validate()?;
         let ifaces = crate::host::interfaces();
-        let mut sockets = io::Sockets::open(&cfg, &ifaces)?;
+        let sockets = io::Sockets::open(&cfg, &ifaces)?;
         let id = ParticipantId(random_u64());
-        let local_ips = std::iter::once(std::net::Ipv4Addr::LOCALHOST).chain(
-            ifaces
-                .iter()
-                .filter(|i| {
-                    !i.loopback && cfg.discovery != crate::config::DiscoveryRange::Localhost
-                })
-                .map(|i| i.addr),
-        );
-        let mut tcp_locators = Vec::new();
-        let mut udp_locators = Vec::new();
-        for ip in local_ips {
-            tcp_locators.push(Locator::socket(
-                TransportKind::Tcp,
-                (ip, sockets.listen_port).into(),
-            ));
-            // Readers take datagrams up to the interface's MTU: writers
-            // elsewhere send no larger ones.
-            let mut udp = Locator::socket(TransportKind::Udp, (ip, sockets.udp_port).into());
-            udp.params.mtu = u16::try_from(crate::host::udp_payload_for(ip, &ifaces, &cfg))
-                .ok()
-                .filter(|m| ferry_wire::LOCATOR_MTU.contains(m));
-            udp_locators.push(udp);
-        }
-        let link = cfg.udp_link_mbps * 1_000_000 / 8;
-        let udp = UdpShared::new(
-            sockets.udp.take().expect("opened with the sockets"),
-            id,
-            UdpSettings {
-                mtu: cfg.udp_mtu as usize,
-                rate: link,
-                history_bytes: match cfg.udp_history_mb {
-                    Some(mb) => (mb as usize) << 20,
-                    None => {
-                        ferry_rudp::history_bytes_for(link, cfg.udp_utilization_pct as f64 / 100.0)
-                    }
-                },
-                keep_all_block: Duration::from_millis(cfg.keep_all_block_ms),
-                fec: cfg.udp_fec,
-                adaptive_rate: cfg.udp_adaptive_rate,
-                lane_limit: cfg.priority_threads,
-            },
-            sockets.handle.clone(),
-            &ifaces,
-            {
-                let (ifaces, cfg) = (ifaces.clone(), cfg.clone());
-                Box::new(move |ip| match ip {
-                    std::net::IpAddr::V4(v4) => crate::host::udp_payload_for(v4, &ifaces, &cfg),
-                    std::net::IpAddr::V6(_) => cfg.udp_mtu as usize,
-                })
-            },
-        );
-        let shm = if cfg.shared_memory {
-            match crate::transport::shm::ShmTransport::start(
-                id,
-                crate::transport::shm::Wake::of(&cfg),
-                (cfg.shm_pool_mb as usize) << 20,
-                Duration::from_millis(cfg.keep_all_block_ms),
-            ) {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    tracing::warn!(
-                        "shared memory unavailable, processes on this host use the network: {e}"
-                    );
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        let mut transports: Vec<Arc<dyn Transport>> = vec![
-            Arc::new(IntraTransport),
-            Arc::new(UdpTransport::new(udp.clone(), udp_locators, ifaces.clone())),
-            Arc::new(TcpTransport::new(
-                tcp_locators,
-                sockets.handle.clone(),
-                cfg.max_frame_bytes,
-                Duration::from_millis(cfg.keep_all_block_ms),
-                ifaces.clone(),
-                cfg.priority_threads,
-            )),
-        ];
-        if let Some(t) = &shm {
-            transports.push(t.clone());
-        }
-        #[cfg(feature = "mqtt")]
-        let mqtt = match &cfg.mqtt {
-            Some(m) => {
-                let b = crate::transport::mqtt::Broker::start(
-                    m,
-                    cfg.domain_id,
-                    id,
-                    Duration::from_millis(cfg.keep_all_block_ms),
-                )?;
-                transports.push(Arc::new(crate::transport::mqtt::MqttTransport(b.clone())));
-                Some(b)
-            }
-            None => None,
-        };
         #[cfg(not(feature = "mqtt"))]
         if cfg.mqtt.is_some() {
             return Err(BuildError::Broker {
@@ -234,6 +128,46 @@ impl Runtime {
                 why: "ferry was built without the `mqtt` feature".into(),
             });
         }
+        let announce_ips: Vec<std::net::Ipv4Addr> = std::iter::once(std::net::Ipv4Addr::LOCALHOST)
+            .chain(
+                ifaces
+                    .iter()
+                    .filter(|i| {
+                        !i.loopback && cfg.discovery != crate::config::DiscoveryRange::Localhost
+                    })
+                    .map(|i| i.addr),
+            )
+            .collect();
+        let ctx = crate::transport::StartContext {
+            id,
+            cfg: &cfg,
+            ifaces: &ifaces,
+            io: &sockets.handle,
+            bind_ip: sockets.bind_ip,
+            announce_ips: &announce_ips,
+        };
+        let mut transports: Vec<Arc<dyn Transport>> = Vec::new();
+        for start in crate::transport::start::registry() {
+            if let Some(t) = start(&ctx)? {
+                transports.push(t);
+            }
+        }
+        // The typed handles the runtime keeps: shared-memory loans, and the
+        // broker connection cloud-scope ports use.
+        let shm = transports.iter().find_map(|t| {
+            t.clone()
+                .as_any()
+                .downcast::<crate::transport::shm::ShmTransport>()
+                .ok()
+        });
+        #[cfg(feature = "mqtt")]
+        let mqtt = transports.iter().find_map(|t| {
+            t.clone()
+                .as_any()
+                .downcast::<crate::transport::mqtt::MqttTransport>()
+                .ok()
+                .map(|m| m.0.clone())
+        });
         let locators: Vec<Locator> = transports.iter().flat_map(|t| t.locators()).collect();
         let local = PeerInfo {
             participant: id,
@@ -278,7 +212,6 @@ impl Runtime {
             shm,
             #[cfg(feature = "mqtt")]
             mqtt,
-            udp,
             io: sockets.handle.clone(),
             next_entity: AtomicU32::new(1),
             io_policy: Default::default(),
@@ -394,11 +327,12 @@ impl Shared {
     }
 
     pub fn remove_endpoint(self: &Arc<Self>, entity: u32) {
-        if let Some(shm) = &self.shm {
-            shm.forget_writer(EndpointId {
-                participant: self.id,
-                entity,
-            });
+        let id = EndpointId {
+            participant: self.id,
+            entity,
+        };
+        for t in &self.transports {
+            t.forget_writer(id);
         }
         {
             let mut core = self.core.lock();
@@ -433,10 +367,9 @@ impl Shared {
 
     /// Called by the I/O thread with new discovery events and on each tick.
     pub fn on_discovery(self: &Arc<Self>, events: Vec<DiscEvent>, housekeeping: bool) {
-        if let Some(shm) = &self.shm {
-            for (w, r) in shm.take_lost() {
-                self.link_lost(w, r);
-            }
+        let lost: Vec<_> = self.transports.iter().flat_map(|t| t.take_lost()).collect();
+        for (w, r) in lost {
+            self.link_lost(w, r);
         }
         if !events.is_empty() || housekeeping {
             let now = Instant::now();
@@ -656,7 +589,11 @@ impl Shared {
                 }
                 port.events().push(event);
             }
-            Work::ForgetWriter(w) => self.udp.forget_writer(w),
+            Work::ForgetWriter(w) => {
+                for t in &self.transports {
+                    t.forget_writer(w);
+                }
+            }
             Work::Connect(t, req, port) => {
                 let me = self.clone();
                 let in_process = t.kind() == TransportKind::InProcess;
@@ -804,12 +741,8 @@ impl Shared {
         if self.io_policy.raise(p) {
             self.io.kick();
         }
-        if let Some(shm) = &self.shm {
-            shm.raise(p);
-        }
-        #[cfg(feature = "mqtt")]
-        if let Some(b) = &self.mqtt {
-            b.raise(p);
+        for t in &self.transports {
+            t.raise_delivery(p);
         }
     }
 

@@ -42,6 +42,13 @@ pub fn lookup_reader(id: EndpointId) -> Option<Arc<dyn Inbox>> {
 #[derive(Debug, Default)]
 pub struct IntraTransport;
 
+/// Starts it (always there).
+pub(crate) fn start(
+    _: &super::StartContext<'_>,
+) -> Result<Option<Arc<dyn Transport>>, crate::error::BuildError> {
+    Ok(Some(Arc::new(IntraTransport)))
+}
+
 impl Transport for IntraTransport {
     fn kind(&self) -> TransportKind {
         TransportKind::InProcess
@@ -60,6 +67,9 @@ impl Transport for IntraTransport {
     }
     fn reaches(&self, local: &PeerInfo, remote: &PeerInfo) -> bool {
         local.same_process(remote)
+    }
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
     }
     fn connect(&self, req: ConnectRequest) -> Result<Arc<dyn Link>, ConnectError> {
         let reader = lookup_reader(req.reader).ok_or(ConnectError::NoReader(req.reader))?;

@@ -9,14 +9,19 @@
 //! side receives through its [`Inbox`], whatever the transport.
 //!
 //! Preference follows [`TransportKind::ALL`]: in-process, shared memory, UDP,
-//! TCP, MQTT, Zenoh. New transports plug in by implementing [`Transport`] and
-//! being registered with the runtime; nothing else changes.
+//! TCP, MQTT, Zenoh. A transport is its module: a start function that opens
+//! its sockets (handed to the I/O loop as `reactor::Source`s) and returns
+//! its [`Transport`], plus one line in `start::registry`; the runtime, the
+//! connection table and the I/O loop know no transport by name. (The
+//! runtime keeps two typed handles: shared-memory loans for publishers and
+//! the broker connection for cloud-scope ports.)
 
 pub mod intra;
 mod links;
 #[cfg(feature = "mqtt")]
 pub mod mqtt;
 pub mod shm;
+pub(crate) mod start;
 pub mod tcp;
 pub mod udp;
 mod udp_sys;
@@ -169,7 +174,47 @@ pub trait Transport: Send + Sync {
     }
     /// Opens a link (may block for a connect; runs off the I/O thread).
     fn connect(&self, req: ConnectRequest) -> Result<Arc<dyn Link>, ConnectError>;
+    /// A local writer endpoint is gone: drop what the transport keeps for
+    /// it (its reader-side streams, its shared-memory pool).
+    fn forget_writer(&self, _writer: EndpointId) {}
+    /// A subscriber asked for its deliveries to run at least at `p`:
+    /// raise the transport's own delivery thread, if it has one.
+    fn raise_delivery(&self, _p: crate::priority::ThreadPolicy) {}
+    /// Connections that ended by themselves since the last call (writer,
+    /// reader), for the connection table to retry or end.
+    fn take_lost(&self) -> Vec<(EndpointId, EndpointId)> {
+        Vec::new()
+    }
+    /// The runtime stops (after its I/O thread): stop the transport's own
+    /// threads and connections.
+    fn shutdown(&self) {}
+    /// Itself as `Any`: the runtime's few typed uses (shared-memory loans,
+    /// the broker connection).
+    fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
+
+/// What a transport gets to start in a runtime.
+pub(crate) struct StartContext<'a> {
+    /// The runtime.
+    pub id: ParticipantId,
+    /// Its config.
+    pub cfg: &'a crate::config::Config,
+    /// This host's interfaces.
+    pub ifaces: &'a [crate::host::Interface],
+    /// The runtime's I/O loop: sockets go there as sources.
+    pub io: &'a crate::reactor::IoHandle,
+    /// Where to bind sockets: loopback when discovery stays on this host,
+    /// every interface otherwise.
+    pub bind_ip: std::net::Ipv4Addr,
+    /// The addresses to announce: loopback, and every other interface
+    /// unless discovery stays on this host.
+    pub announce_ips: &'a [std::net::Ipv4Addr],
+}
+
+/// Starts one transport: `Ok(None)` when it is off or unavailable here
+/// (the reason logged); an error fails the runtime's build with it.
+pub(crate) type Start =
+    fn(&StartContext<'_>) -> Result<Option<Arc<dyn Transport>>, crate::error::BuildError>;
 
 /// A transport as path selection sees it (the connection table decides
 /// which transport carries each pair from this alone).

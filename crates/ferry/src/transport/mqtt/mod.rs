@@ -883,7 +883,32 @@ fn embedded(port: u16, _max_packet: usize) -> Result<(String, u16), BuildError> 
 /// writer's one [`WriterLink`].
 pub(crate) struct MqttTransport(pub Arc<Broker>);
 
+/// Starts the broker connection when the config has an `[mqtt]` section.
+pub(crate) fn start(
+    ctx: &super::StartContext<'_>,
+) -> Result<Option<Arc<dyn Transport>>, BuildError> {
+    let Some(m) = &ctx.cfg.mqtt else {
+        return Ok(None);
+    };
+    let b = Broker::start(
+        m,
+        ctx.cfg.domain_id,
+        ctx.id,
+        Duration::from_millis(ctx.cfg.keep_all_block_ms),
+    )?;
+    Ok(Some(Arc::new(MqttTransport(b))))
+}
+
 impl Transport for MqttTransport {
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+    fn raise_delivery(&self, p: crate::priority::ThreadPolicy) {
+        self.0.raise(p);
+    }
+    fn shutdown(&self) {
+        self.0.shutdown();
+    }
     fn kind(&self) -> TransportKind {
         TransportKind::Mqtt
     }

@@ -283,7 +283,46 @@ impl Drop for ShmTransport {
     }
 }
 
+/// Starts shared memory when the config wants it; unavailable here (no
+/// `/dev/shm`, no room) it is left out and the network serves this host.
+pub(crate) fn start(
+    ctx: &super::StartContext<'_>,
+) -> Result<Option<Arc<dyn Transport>>, crate::error::BuildError> {
+    if !ctx.cfg.shared_memory {
+        return Ok(None);
+    }
+    match ShmTransport::start(
+        ctx.id,
+        Wake::of(ctx.cfg),
+        (ctx.cfg.shm_pool_mb as usize) << 20,
+        Duration::from_millis(ctx.cfg.keep_all_block_ms),
+    ) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) => {
+            tracing::warn!(
+                "shared memory unavailable, processes on this host use the network: {e}"
+            );
+            Ok(None)
+        }
+    }
+}
+
 impl Transport for ShmTransport {
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+    fn forget_writer(&self, writer: EndpointId) {
+        ShmTransport::forget_writer(self, writer);
+    }
+    fn raise_delivery(&self, p: crate::priority::ThreadPolicy) {
+        self.raise(p);
+    }
+    fn take_lost(&self) -> Vec<(EndpointId, EndpointId)> {
+        ShmTransport::take_lost(self)
+    }
+    fn shutdown(&self) {
+        ShmTransport::shutdown(self);
+    }
     fn kind(&self) -> TransportKind {
         TransportKind::SharedMemory
     }

@@ -18,8 +18,10 @@ use ferry_wire::frame::{FrameHeader, FrameKind, Hello, FLAG_ERROR, HEADER_LEN};
 use ferry_wire::{EndpointId, History, Locator, Reliability, TransportKind};
 use parking_lot::{Condvar, Mutex};
 
+mod listener;
 mod reader;
 mod source;
+pub(crate) use listener::ListenerSource;
 pub(crate) use reader::{FrameReader, RawFrame};
 pub(crate) use source::TcpSource;
 
@@ -686,7 +688,37 @@ impl TcpTransport {
     }
 }
 
+/// Starts TCP: a listener in the I/O loop, announced on every address.
+pub(crate) fn start(
+    ctx: &super::StartContext<'_>,
+) -> Result<Option<Arc<dyn Transport>>, crate::error::BuildError> {
+    let (listener, port) =
+        ListenerSource::bind(ctx.bind_ip, ctx.io.clone(), ctx.cfg.max_frame_bytes).map_err(
+            |source| crate::error::BuildError::Io {
+                what: "TCP listener".into(),
+                source,
+            },
+        )?;
+    ctx.io.add(Box::new(listener));
+    let locators = ctx
+        .announce_ips
+        .iter()
+        .map(|ip| Locator::socket(TransportKind::Tcp, (*ip, port).into()))
+        .collect();
+    Ok(Some(Arc::new(TcpTransport::new(
+        locators,
+        ctx.io.clone(),
+        ctx.cfg.max_frame_bytes,
+        Duration::from_millis(ctx.cfg.keep_all_block_ms),
+        ctx.ifaces.to_vec(),
+        ctx.cfg.priority_threads,
+    ))))
+}
+
 impl Transport for TcpTransport {
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
     fn kind(&self) -> TransportKind {
         TransportKind::Tcp
     }

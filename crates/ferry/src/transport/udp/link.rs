@@ -270,6 +270,12 @@ impl UdpTransport {
 }
 
 impl Transport for UdpTransport {
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+    fn forget_writer(&self, writer: EndpointId) {
+        self.shared.forget_writer(writer);
+    }
     fn kind(&self) -> TransportKind {
         TransportKind::Udp
     }

@@ -29,10 +29,12 @@ use parking_lot::{Condvar, Mutex};
 
 mod link;
 mod reply;
+mod source;
 
 use link::UdpLink;
 pub use link::UdpTransport;
 use reply::UdpReplier;
+pub(crate) use source::UdpSource;
 
 use super::udp_sys;
 use super::{Carries, InboundConn, Inbox, Replier};
@@ -40,6 +42,66 @@ use crate::host::Interface;
 use crate::priority::{Lane, PacketClass, Priority};
 use crate::reactor::IoHandle;
 use crate::stats::ConnStats;
+
+/// Starts UDP: its socket in the I/O loop (datagrams and the streams'
+/// timers), announced on every address with the datagram size its
+/// interface takes.
+pub(crate) fn start(
+    ctx: &super::StartContext<'_>,
+) -> Result<Option<Arc<dyn super::Transport>>, crate::error::BuildError> {
+    let cfg = ctx.cfg;
+    let link = cfg.udp_link_mbps * 1_000_000 / 8;
+    let settings = UdpSettings {
+        mtu: cfg.udp_mtu as usize,
+        rate: link,
+        history_bytes: match cfg.udp_history_mb {
+            Some(mb) => (mb as usize) << 20,
+            None => ferry_rudp::history_bytes_for(link, cfg.udp_utilization_pct as f64 / 100.0),
+        },
+        keep_all_block: Duration::from_millis(cfg.keep_all_block_ms),
+        fec: cfg.udp_fec,
+        adaptive_rate: cfg.udp_adaptive_rate,
+        lane_limit: cfg.priority_threads,
+    };
+    let mtu_for = {
+        let (ifaces, cfg) = (ctx.ifaces.to_vec(), cfg.clone());
+        Box::new(move |ip: IpAddr| match ip {
+            IpAddr::V4(v4) => crate::host::udp_payload_for(v4, &ifaces, &cfg),
+            IpAddr::V6(_) => cfg.udp_mtu as usize,
+        })
+    };
+    let (shared, port) = UdpShared::open(
+        ctx.bind_ip,
+        ctx.id,
+        settings,
+        ctx.io.clone(),
+        ctx.ifaces,
+        mtu_for,
+    )
+    .map_err(|source| crate::error::BuildError::Io {
+        what: "UDP socket".into(),
+        source,
+    })?;
+    ctx.io.add(Box::new(UdpSource(shared.clone())));
+    let locators = ctx
+        .announce_ips
+        .iter()
+        .map(|ip| {
+            // Readers take datagrams up to the interface's MTU: writers
+            // elsewhere send no larger ones.
+            let mut l = ferry_wire::Locator::socket(TransportKind::Udp, (*ip, port).into());
+            l.params.mtu = u16::try_from(crate::host::udp_payload_for(*ip, ctx.ifaces, cfg))
+                .ok()
+                .filter(|m| ferry_wire::LOCATOR_MTU.contains(m));
+            l
+        })
+        .collect();
+    Ok(Some(Arc::new(UdpTransport::new(
+        shared,
+        locators,
+        ctx.ifaces.to_vec(),
+    ))))
+}
 
 /// A reader-side stream idle this long is dropped (its writer is gone); as
 /// long as a writer keeps its side through an outage.
@@ -140,7 +202,7 @@ fn since(epoch: Instant, t: Instant) -> u64 {
 }
 
 impl UdpShared {
-    pub fn new(
+    fn new(
         socket: mio::net::UdpSocket,
         local: ParticipantId,
         settings: UdpSettings,
@@ -235,13 +297,34 @@ impl UdpShared {
         rx.conn.stats.fec.store(rs.fec_recovered, Ordering::Relaxed);
     }
 
-    /// Reads every pending datagram (I/O thread).
-    /// `alive` is told which participants the datagrams prove alive.
-    pub fn on_readable(
-        &self,
-        same_host: &dyn Fn(ParticipantId) -> bool,
-        alive: &mut dyn FnMut(ParticipantId),
-    ) {
+    /// Opens the runtime's UDP data socket on `ip` (an ephemeral port);
+    /// returns the shared state and the port. [`UdpSource`] serves it.
+    pub fn open(
+        ip: std::net::Ipv4Addr,
+        local: ParticipantId,
+        settings: UdpSettings,
+        io: IoHandle,
+        ifaces: &[Interface],
+        mtu_for: Box<dyn Fn(IpAddr) -> usize + Send + Sync>,
+    ) -> std::io::Result<(Arc<Self>, u16)> {
+        use socket2::{Domain, Protocol, Socket, Type};
+        let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+        // Room for bursts of large samples (the kernel caps these at rmem_max).
+        let _ = s.set_recv_buffer_size(8 << 20);
+        let _ = s.set_send_buffer_size(8 << 20);
+        s.bind(&std::net::SocketAddrV4::new(ip, 0).into())?;
+        s.set_nonblocking(true)?;
+        let socket = mio::net::UdpSocket::from_std(s.into());
+        let port = socket.local_addr()?.port();
+        Ok((
+            Self::new(socket, local, settings, io, ifaces, mtu_for),
+            port,
+        ))
+    }
+
+    /// Reads every pending datagram (I/O thread); tells `ctx` which
+    /// participants the datagrams prove alive.
+    pub fn on_readable(&self, ctx: &mut dyn crate::reactor::LoopContext) {
         let mut buf = [0u8; 65536];
         for _ in 0..4096 {
             let Ok((n, from, stamp)) = udp_sys::recv_stamped(&self.socket, &mut buf) else {
@@ -249,8 +332,9 @@ impl UdpShared {
             };
             let clock = udp_sys::RxClock::now();
             let arrived = clock.arrival(stamp);
-            if let Some(p) = self.on_datagram(clock.mono(), arrived, from, &buf[..n], same_host) {
-                alive(p);
+            let same_host = |p| ctx.same_clock(p);
+            if let Some(p) = self.on_datagram(clock.mono(), arrived, from, &buf[..n], &same_host) {
+                ctx.alive(p);
             }
         }
     }
