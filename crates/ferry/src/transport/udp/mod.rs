@@ -182,8 +182,9 @@ pub(crate) struct UdpShared {
     me: Weak<UdpShared>,
     socket: mio::net::UdpSocket,
     epoch: Instant,
-    /// Routing, HELLOs and the bounds on reader streams. Locked briefly,
-    /// never while a stream is locked.
+    /// Routing, HELLOs and the bounds on reader streams. Locked briefly
+    /// and always innermost: it may be taken while a stream or a stream map
+    /// is locked, never the other way round.
     endpoint: Mutex<EndpointState>,
     tx: Mutex<HashMap<StreamHandle, Arc<TxStream>>>,
     rx: Mutex<HashMap<StreamHandle, RxStream>>,
