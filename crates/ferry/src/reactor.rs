@@ -64,8 +64,13 @@ pub(crate) trait LoopContext {
 
 /// A socket the I/O thread watches, with the code that serves it.
 pub(crate) trait Source: Send {
-    /// The file descriptor to watch (readable and writable).
+    /// The file descriptor to watch.
     fn fd(&self) -> RawFd;
+    /// Whether to watch it for room to write too (a connection with a
+    /// backlog); datagram sockets and listeners only read.
+    fn writable_interest(&self) -> bool {
+        true
+    }
     /// Serves one event (I/O thread).
     fn ready(&mut self, ready: Readiness, ctx: &mut dyn LoopContext) -> Served;
     /// Output was queued for the I/O thread to write (a kick).

@@ -153,11 +153,15 @@ impl Sources {
     fn add(&mut self, poll: &Poll, mut src: Box<dyn Source>, ctx: &mut dyn LoopContext) {
         let t = Token(self.next);
         self.next += 1;
-        match poll.registry().register(
-            &mut mio::unix::SourceFd(&src.fd()),
-            t,
-            Interest::READABLE | Interest::WRITABLE,
-        ) {
+        let interest = if src.writable_interest() {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        match poll
+            .registry()
+            .register(&mut mio::unix::SourceFd(&src.fd()), t, interest)
+        {
             Ok(()) => {
                 if src.has_timers() {
                     self.timed.push(t);

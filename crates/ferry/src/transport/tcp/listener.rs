@@ -71,6 +71,10 @@ impl Source for ListenerSource {
             }
         }
     }
+    /// A listener only accepts.
+    fn writable_interest(&self) -> bool {
+        false
+    }
     fn is_closed(&self) -> bool {
         false
     }

@@ -27,6 +27,11 @@ impl Source for UdpSource {
     fn service(&mut self, now: Instant) -> Option<Instant> {
         self.0.service(now)
     }
+    /// Sends never wait for the I/O loop: only reads are watched (a
+    /// writable edge per datagram sent would wake the loop for nothing).
+    fn writable_interest(&self) -> bool {
+        false
+    }
     fn is_closed(&self) -> bool {
         false
     }
