@@ -478,6 +478,34 @@ pub(crate) fn deliver_sample(
     }
 }
 
+/// Sends a reply on a connection a service opened back to its client
+/// (shared memory, UDP): one sample, [`reply_sample`], as a Reply frame.
+/// A reply that cannot go out is logged; the client's call times out.
+pub(crate) fn send_reply(
+    link: Option<&dyn Link>,
+    service: EndpointId,
+    request_id: u64,
+    result: Result<ReplyBody, String>,
+) {
+    let Some(link) = link else {
+        return;
+    };
+    let sample = reply_sample(request_id, result);
+    let bytes = move || Ok(sample.clone());
+    let frame = OutFrame {
+        kind: FrameKind::Reply,
+        seq: request_id,
+        stamp_ns: crate::stats::now_ns(),
+        payload: Payload {
+            typed: None,
+            bytes: &bytes,
+        },
+    };
+    if let Err(e) = link.send(&frame) {
+        tracing::debug!("{service}: reply {request_id} not sent: {e}");
+    }
+}
+
 /// The sample a reply travels as on a sample transport: its [`Envelope`]
 /// and the encoded response, or the error text.
 pub(crate) fn reply_sample(request_id: u64, result: Result<ReplyBody, String>) -> Bytes {

@@ -11,15 +11,11 @@
 
 use std::sync::{Arc, Weak};
 
-use ferry_wire::frame::FrameKind;
 use ferry_wire::{EndpointId, EndpointKind, Locator, Qos, TransportKind};
 use parking_lot::Mutex;
 
 use super::ShmTransport;
-use crate::message::Payload;
-use crate::transport::{
-    reply_sample, ConnectRequest, Link, OutFrame, PeerInfo, Replier, ReplyBody, Transport,
-};
+use crate::transport::{send_reply, ConnectRequest, Link, PeerInfo, Replier, ReplyBody, Transport};
 
 /// Answers the requests of one client connection.
 pub(super) struct ShmReplier {
@@ -91,23 +87,13 @@ impl ShmReplier {
 
 impl Replier for ShmReplier {
     fn reply(&self, request_id: u64, result: Result<ReplyBody, String>) {
-        let sample = reply_sample(request_id, result);
-        let Some(link) = self.link() else {
-            return; // the client's call times out
-        };
-        let bytes = move || Ok(sample.clone());
-        let frame = OutFrame {
-            kind: FrameKind::Reply,
-            seq: request_id,
-            stamp_ns: crate::stats::now_ns(),
-            payload: Payload {
-                typed: None,
-                bytes: &bytes,
-            },
-        };
-        if let Err(e) = link.send(&frame) {
-            tracing::debug!("{}: reply {request_id} not sent: {e}", self.service);
-        }
+        let link = self.link();
+        send_reply(
+            link.as_deref().map(|l| l as &dyn Link),
+            self.service,
+            request_id,
+            result,
+        );
     }
 }
 

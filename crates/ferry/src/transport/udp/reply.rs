@@ -11,13 +11,11 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 
-use ferry_wire::frame::FrameKind;
 use ferry_wire::{EndpointId, Qos};
 use parking_lot::Mutex;
 
 use super::{UdpLink, UdpShared};
-use crate::message::Payload;
-use crate::transport::{reply_sample, Link, OutFrame, Replier, ReplyBody};
+use crate::transport::{send_reply, Link, Replier, ReplyBody};
 
 /// Answers the requests of one client stream.
 pub(super) struct UdpReplier {
@@ -67,23 +65,13 @@ impl UdpReplier {
 
 impl Replier for UdpReplier {
     fn reply(&self, request_id: u64, result: Result<ReplyBody, String>) {
-        let sample = reply_sample(request_id, result);
-        let Some(link) = self.link() else {
-            return; // the runtime is stopping
-        };
-        let bytes = move || Ok(sample.clone());
-        let frame = OutFrame {
-            kind: FrameKind::Reply,
-            seq: request_id,
-            stamp_ns: crate::stats::now_ns(),
-            payload: Payload {
-                typed: None,
-                bytes: &bytes,
-            },
-        };
-        if let Err(e) = link.send(&frame) {
-            tracing::debug!("{}: reply {request_id} not sent: {e}", self.service);
-        }
+        let link = self.link();
+        send_reply(
+            link.as_deref().map(|l| l as &dyn Link),
+            self.service,
+            request_id,
+            result,
+        );
     }
 }
 
