@@ -134,9 +134,10 @@ pub enum SenderEvent {
 pub struct SenderStats {
     /// Samples accepted by `write`.
     pub written: u64,
-    /// Samples dropped by the history bounds (keep_last).
+    /// Samples the history bounds dropped before they had all gone out
+    /// (keep_last).
     pub dropped: u64,
-    /// Samples dropped for exceeding their lifespan.
+    /// Samples whose lifespan ended before they had all gone out.
     pub expired: u64,
     /// Fragments sent the first time.
     pub fragments: u64,
@@ -286,8 +287,9 @@ impl Sender {
                     bytes: self.history_bytes,
                 });
             }
-            self.pop_front();
-            self.stats.dropped += 1;
+            if self.pop_front() {
+                self.stats.dropped += 1;
+            }
         }
         let frags = data.len().div_ceil(self.max_payload()).max(1) as u16;
         let piece = data.len().div_ceil(frags as usize);
@@ -328,14 +330,21 @@ impl Sender {
         Ok(seq)
     }
 
-    fn pop_front(&mut self) {
-        if let Some(e) = self.history.pop_front() {
-            self.history_bytes -= e.data.len();
-            if self.fresh.front() == Some(&e.seq) {
-                self.fresh.pop_front();
-                self.fresh_frag = 0;
-            }
+    /// Forgets the oldest sample; true when it had not all gone out yet
+    /// (a sample dropped on the writer's side, rather than one sent and
+    /// not yet acknowledged: whether that one arrived is the reader's to
+    /// count).
+    fn pop_front(&mut self) -> bool {
+        let Some(e) = self.history.pop_front() else {
+            return false;
+        };
+        self.history_bytes -= e.data.len();
+        if self.fresh.front() == Some(&e.seq) {
+            self.fresh.pop_front();
+            self.fresh_frag = 0;
+            return true;
         }
+        false
     }
 
     fn first_seq(&self) -> u64 {
@@ -353,8 +362,9 @@ impl Sender {
             .front()
             .is_some_and(|e| now.saturating_duration_since(e.written) > ls)
         {
-            self.pop_front();
-            self.stats.expired += 1;
+            if self.pop_front() {
+                self.stats.expired += 1;
+            }
         }
     }
 

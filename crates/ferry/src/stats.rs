@@ -15,7 +15,8 @@ pub struct ConnStats {
     pub messages: AtomicU64,
     /// Payload bytes carried.
     pub bytes: AtomicU64,
-    /// Samples dropped.
+    /// Samples dropped, counted where they were dropped (see
+    /// [`StatsSnapshot::drops`]).
     pub drops: AtomicU64,
     /// Samples that failed to decode or deliver.
     pub errors: AtomicU64,
@@ -141,7 +142,13 @@ pub struct StatsSnapshot {
     pub messages: u64,
     /// Payload bytes carried.
     pub bytes: u64,
-    /// Samples dropped (queue overflow under keep_last, lifespan expiry).
+    /// Samples dropped, counted on the side that dropped them. A writer's
+    /// connection counts what its path dropped before it went out (a TCP
+    /// backlog or a shared-memory ring full under keep_last, UDP history
+    /// evictions and lifespan expiry of samples not yet sent); a reader's
+    /// counts what the reader dropped (its queue full under keep_last,
+    /// samples past their lifespan). Samples a network lost after they left
+    /// are `lost` on the reader's side, not drops.
     pub drops: u64,
     /// Samples that could not be decoded or delivered.
     pub errors: u64,

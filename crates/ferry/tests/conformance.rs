@@ -171,17 +171,27 @@ fn keep_last_bounds_the_queue_and_counts_drops(path: TransportKind, domain: u16)
         Some(&200),
         "{path}: the newest sample is the one kept"
     );
-    // Every sample that reached the queue and is not in it was counted
-    // dropped. (Samples a path drops before the queue are counted where it
-    // drops them: shared memory's ring overflow on the reader's connection,
-    // a TCP backlog's on the writer's; the two ends' counters do not yet mean
-    // the same on every transport — UDP's writer counts history evictions of
-    // samples it delivered — so only the queue's own accounting is held here.)
-    let drops: u64 = s.connections().iter().map(|c| c.stats.drops).sum();
-    assert!(
-        drops >= seen - got.len() as u64,
-        "{path}: {seen} reached the queue, {} kept, only {drops} counted dropped",
+    // Drops are counted on the side that dropped them: the reader's
+    // connection counts exactly what its queue dropped (it saw `seen`, keeps
+    // `got`), the writer's what its path dropped before sending; on this
+    // loss-free loopback every one of the 200 is delivered or counted.
+    let reader_drops: u64 = s.connections().iter().map(|c| c.stats.drops).sum();
+    assert_eq!(
+        reader_drops,
+        seen - got.len() as u64,
+        "{path}: {seen} reached the queue, {} kept, {reader_drops} counted dropped",
         got.len()
+    );
+    // (In-process both ends are one connection with one set of counters:
+    // its drops are the reader's.)
+    let writer_drops: u64 = match path {
+        TransportKind::InProcess => 0,
+        _ => p.connections().iter().map(|c| c.stats.drops).sum(),
+    };
+    assert_eq!(
+        seen + writer_drops,
+        200,
+        "{path}: {seen} arrived, the writer counted {writer_drops} dropped: some went uncounted"
     );
 }
 

@@ -24,7 +24,6 @@ pub(super) struct Inbound {
     pub(super) reader: Arc<dyn Inbox>,
     pub(super) inbound: Arc<InboundConn>,
     stream: UnixStream,
-    dropped: u64,
 }
 
 /// The reader side of a runtime: control socket, doorbell, delivery thread.
@@ -192,7 +191,6 @@ impl Receiving {
             stream: stream
                 .try_clone()
                 .map_err(|e| (RefuseReason::Segment, e.to_string()))?,
-            dropped: 0,
         })
     }
 
@@ -233,19 +231,12 @@ impl Receiving {
         (n, earliest)
     }
 
-    /// Ends connections whose writer went away; counts ring overflows.
+    /// Ends connections whose writer went away. (Ring overflow is counted
+    /// on the writer's side, where the sample was dropped.)
     fn housekeeping(list: &mut Vec<Inbound>) {
         let mut gone = Vec::new();
         {
             list.retain_mut(|inb| {
-                let d = inb.conn.dropped();
-                if d > inb.dropped {
-                    inb.inbound
-                        .stats
-                        .drops
-                        .fetch_add(d - inb.dropped, Ordering::Relaxed);
-                    inb.dropped = d;
-                }
                 // Deliver what is left before letting go of a closed one.
                 if (inb.conn.is_closed() || hung_up(&inb.stream)) && !inb.conn.has_data() {
                     inb.conn.close();
