@@ -23,26 +23,22 @@
 //! ```
 
 pub mod admin;
-pub mod config;
-pub mod error;
 pub mod event;
 pub mod graph;
-pub mod host;
 mod membership;
-pub mod message;
 pub mod msgs;
 mod names;
 mod node;
 mod port;
-pub mod priority;
 mod publisher;
 mod queue;
-mod reactor;
 mod runtime;
 mod service;
-pub mod stats;
 mod subscriber;
 pub mod transport;
+
+use ferry_transport::reactor;
+pub use ferry_transport::{config, error, host, message, priority, stats};
 
 pub use config::{AdminAccess, Config, DiscoveryRange, TopicRule};
 pub use error::{BuildError, CallError, DecodeError, EncodeError, PublishError, RecvError};

@@ -140,7 +140,7 @@ impl Node {
     }
     /// The MQTT broker connection of this node's runtime (`[mqtt]`), if any.
     #[cfg(feature = "mqtt")]
-    pub fn broker_state(&self) -> Option<crate::transport::mqtt::BrokerState> {
+    pub fn broker_state(&self) -> Option<ferry_mqtt::BrokerState> {
         self.inner.rt.shared.mqtt.as_ref().map(|b| b.state())
     }
     /// Expands a topic name against this node's namespace.

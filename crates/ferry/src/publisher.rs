@@ -94,7 +94,7 @@ impl<T: Codec> PublisherBuilder<T> {
         #[cfg(feature = "mqtt")]
         if let Some(b) = &rt.shared.mqtt {
             if rt.shared.cfg.topic_scope(&record.topic) == crate::config::mqtt::Scope::Cloud {
-                shared.add_link(crate::transport::mqtt::writer_link::<T>(
+                shared.add_link(ferry_mqtt::writer_link::<T>(
                     b,
                     &rt.shared.cfg,
                     id,

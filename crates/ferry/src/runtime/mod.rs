@@ -71,7 +71,7 @@ pub(crate) struct Shared {
     pub shm: Option<Arc<crate::transport::shm::ShmTransport>>,
     /// The MQTT broker connection, with an `[mqtt]` section.
     #[cfg(feature = "mqtt")]
-    pub mqtt: Option<Arc<crate::transport::mqtt::Broker>>,
+    pub mqtt: Option<Arc<ferry_mqtt::Broker>>,
     pub io: crate::reactor::IoHandle,
     next_entity: AtomicU32,
     /// Scheduling the I/O thread should run at (it delivers every inbound
@@ -164,7 +164,7 @@ impl Runtime {
         let mqtt = transports.iter().find_map(|t| {
             t.clone()
                 .as_any()
-                .downcast::<crate::transport::mqtt::MqttTransport>()
+                .downcast::<ferry_mqtt::MqttTransport>()
                 .ok()
                 .map(|m| m.0.clone())
         });
@@ -218,7 +218,7 @@ impl Runtime {
         });
         #[cfg(feature = "mqtt")]
         if let Some(b) = &shared.mqtt {
-            let host: Arc<dyn crate::transport::mqtt::BrokerHost> = shared.clone();
+            let host: Arc<dyn ferry_mqtt::BrokerHost> = shared.clone();
             b.bind(Arc::downgrade(&host));
         }
         let s2 = shared.clone();
@@ -806,7 +806,7 @@ impl Shared {
 }
 
 #[cfg(feature = "mqtt")]
-impl crate::transport::mqtt::BrokerHost for Shared {
+impl ferry_mqtt::BrokerHost for Shared {
     fn broker_beacon(&self, bytes: &[u8]) -> Result<(), ferry_discovery::DatagramError> {
         let from = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
         let r = self.core.lock().discovery.handle_datagram(

@@ -4,12 +4,10 @@
 //! Readers of every runtime of the process register here, so the path also
 //! works between two runtimes (two domains' configs) of one process.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 
 use ferry_wire::{EndpointId, Locator, TransportKind};
-use parking_lot::RwLock;
 
 use super::{
     Capabilities, ConnectError, ConnectRequest, InFrame, InboundConn, Inbox, Link, OutFrame,
@@ -18,25 +16,7 @@ use super::{
 use crate::priority::{Applied, Packets, Priority, PriorityError};
 use crate::stats::ConnStats;
 
-fn readers() -> &'static RwLock<HashMap<EndpointId, Weak<dyn Inbox>>> {
-    static R: OnceLock<RwLock<HashMap<EndpointId, Weak<dyn Inbox>>>> = OnceLock::new();
-    R.get_or_init(Default::default)
-}
-
-/// Makes a reader reachable by in-process writers and stream acceptors.
-pub fn register_reader(inbox: &Arc<dyn Inbox>) {
-    readers().write().insert(inbox.id(), Arc::downgrade(inbox));
-}
-
-/// Removes a reader.
-pub fn unregister_reader(id: EndpointId) {
-    readers().write().remove(&id);
-}
-
-/// Finds a live reader of this process.
-pub fn lookup_reader(id: EndpointId) -> Option<Arc<dyn Inbox>> {
-    readers().read().get(&id).and_then(Weak::upgrade)
-}
+pub use super::{lookup_reader, register_reader, unregister_reader};
 
 /// The in-process transport.
 #[derive(Debug, Default)]

@@ -19,6 +19,6 @@ pub(crate) fn registry() -> Vec<Start> {
         super::tcp::start,
     ];
     #[cfg(feature = "mqtt")]
-    v.push(super::mqtt::start);
+    v.push(ferry_mqtt::start);
     v
 }

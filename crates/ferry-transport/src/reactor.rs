@@ -21,11 +21,11 @@ use mio::{Poll, Token, Waker};
 use parking_lot::Mutex;
 
 /// The waker's token in every I/O loop.
-pub(crate) const WAKER: Token = Token(0);
+pub const WAKER: Token = Token(0);
 
 /// What happened on a source's socket.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Readiness {
+pub struct Readiness {
     /// Bytes (or the peer's close) can be read.
     pub readable: bool,
     /// The socket has room to write.
@@ -36,7 +36,7 @@ pub(crate) struct Readiness {
 
 /// What a served source wants next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Served {
+pub enum Served {
     /// Wait for the next event.
     Idle,
     /// Its read budget ran out: serve it again next turn.
@@ -46,7 +46,7 @@ pub(crate) enum Served {
 }
 
 /// What the I/O thread offers the sources it serves.
-pub(crate) trait LoopContext {
+pub trait LoopContext {
     /// This runtime.
     fn local(&self) -> ParticipantId;
     /// Whether source timestamps of `p` are from our clock (same host).
@@ -63,7 +63,7 @@ pub(crate) trait LoopContext {
 }
 
 /// A socket the I/O thread watches, with the code that serves it.
-pub(crate) trait Source: Send {
+pub trait Source: Send {
     /// The file descriptor to watch.
     fn fd(&self) -> RawFd;
     /// Whether to watch it for room to write too (a connection with a
@@ -93,7 +93,7 @@ pub(crate) trait Source: Send {
     fn shutdown(&mut self);
 }
 
-pub(crate) enum Command {
+pub enum Command {
     Add(Box<dyn Source>),
     Kick,
     Shutdown,
@@ -101,7 +101,7 @@ pub(crate) enum Command {
 
 /// Lets other threads hand work to the I/O thread.
 #[derive(Clone)]
-pub(crate) struct IoHandle {
+pub struct IoHandle {
     waker: Arc<Waker>,
     cmds: Arc<Mutex<Vec<Command>>>,
     /// A kick is queued and not yet taken: further kicks add nothing (a
@@ -150,12 +150,12 @@ thread_local! {
 }
 
 /// Marks the calling thread as a runtime's I/O thread.
-pub(crate) fn enter_io_thread() {
+pub fn enter_io_thread() {
     IO_THREAD.with(|c| c.set(true));
 }
 
 /// True on a runtime's I/O thread (where inline callbacks of network paths
 /// run): code that would wait for the I/O thread must not wait there.
-pub(crate) fn on_io_thread() -> bool {
+pub fn on_io_thread() -> bool {
     IO_THREAD.with(|c| c.get())
 }

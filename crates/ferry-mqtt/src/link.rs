@@ -15,11 +15,11 @@ use rumqttc::v5::mqttbytes::QoS;
 use super::meta::Meta;
 use super::outbox::OutMsg;
 use super::Broker;
-use crate::config::mqtt::Encoding;
-use crate::error::EncodeError;
-use crate::priority::{Applied, Packets, Priority, PriorityError};
-use crate::stats::ConnStats;
-use crate::transport::{Link, OutFrame, ReplyBody, SendError};
+use ferry_transport::config::mqtt::Encoding;
+use ferry_transport::error::EncodeError;
+use ferry_transport::priority::{Applied, Packets, Priority, PriorityError};
+use ferry_transport::stats::ConnStats;
+use ferry_transport::transport::{Link, OutFrame, ReplyBody, SendError};
 
 /// The remote end of a writer's broker link: the broker itself.
 pub const BROKER_ENDPOINT: EndpointId = EndpointId {
@@ -45,7 +45,7 @@ pub(crate) struct WriterSettings {
 }
 
 /// A cloud-scope writer's one link to the broker: every sample once.
-pub(crate) struct WriterLink {
+pub struct WriterLink {
     broker: Arc<Broker>,
     writer: EndpointId,
     /// `writer` as its metadata names it (formatted once, not per sample).
@@ -59,7 +59,11 @@ pub(crate) struct WriterLink {
 impl WriterLink {
     /// Creates the link and registers it, so pairs with readers reachable
     /// only through the broker can be served by it.
-    pub fn new(broker: Arc<Broker>, writer: EndpointId, set: WriterSettings) -> Arc<WriterLink> {
+    pub(crate) fn new(
+        broker: Arc<Broker>,
+        writer: EndpointId,
+        set: WriterSettings,
+    ) -> Arc<WriterLink> {
         let l = Arc::new(WriterLink {
             broker: broker.clone(),
             writer,
@@ -91,7 +95,7 @@ impl Link for WriterLink {
         self.publish(frame, None)
     }
     /// The broker is not a subscriber: readers it serves have their own
-    /// [`ReaderView`]s.
+    /// `ReaderView`s.
     fn reaches_reader(&self) -> bool {
         false
     }
@@ -312,7 +316,7 @@ pub(crate) struct Replier {
     pub topic: Bytes,
 }
 
-impl crate::transport::Replier for Replier {
+impl ferry_transport::transport::Replier for Replier {
     fn reply(&self, request_id: u64, result: Result<ReplyBody, String>) {
         let Some(b) = self.broker.upgrade() else {
             return;

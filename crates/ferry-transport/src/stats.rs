@@ -243,7 +243,7 @@ mod as_text {
 }
 
 impl ConnectionInfo {
-    pub(crate) fn new(
+    pub fn new(
         topic: &str,
         local: EndpointId,
         remote: EndpointId,
@@ -268,7 +268,7 @@ impl ConnectionInfo {
 
 /// Nanoseconds since the Unix epoch (the source timestamp of samples).
 #[inline]
-pub(crate) fn now_ns() -> u64 {
+pub fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)

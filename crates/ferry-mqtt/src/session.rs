@@ -27,7 +27,7 @@ use rumqttc::v5::mqttbytes::QoS;
 use super::outbox::{Outbox, Resend};
 use super::wire::{packet_kind, PacketReader, Wire};
 use super::Broker;
-use crate::config::mqtt::MqttConfig;
+use ferry_transport::config::mqtt::MqttConfig;
 
 const SOCK: Token = Token(0);
 /// The waker's token (`Broker::waker`).

@@ -418,10 +418,7 @@ impl Config {
 
     /// The unicast addresses a static peer entry stands for: `host:port`, or
     /// `host` = every unicast discovery port of the domain on that host.
-    pub(crate) fn peer_addrs_of(
-        &self,
-        entry: &str,
-    ) -> Result<Vec<std::net::SocketAddr>, ConfigError> {
+    pub fn peer_addrs_of(&self, entry: &str) -> Result<Vec<std::net::SocketAddr>, ConfigError> {
         use std::net::{SocketAddr, ToSocketAddrs};
         let err = || ConfigError::Invalid {
             key: "peers",

@@ -254,7 +254,7 @@ pub struct Sample<T> {
 }
 
 impl<T> Sample<T> {
-    pub(crate) fn new(value: Arc<T>, info: SampleInfo) -> Self {
+    pub fn new(value: Arc<T>, info: SampleInfo) -> Self {
         Sample { value, info }
     }
     /// The shared message.

@@ -292,7 +292,7 @@ pub enum PriorityError {
 static LANES: AtomicUsize = AtomicUsize::new(0);
 
 /// What a lane's work function asks for next.
-pub(crate) enum LaneTurn {
+pub enum LaneTurn {
     /// Nothing to do until woken.
     Idle,
     /// Run again after this long (pacing, a full socket) or when woken.
@@ -305,7 +305,7 @@ pub(crate) enum LaneTurn {
 /// policy — the paper's "thread that handles the connection". Only
 /// connections given a thread policy get one, at most `priority_threads`
 /// per process. The data path only queues and calls [`Lane::wake`].
-pub(crate) struct Lane {
+pub struct Lane {
     policy: Mutex<ThreadPolicy>,
     stop: AtomicBool,
     pending: Mutex<bool>,
@@ -516,7 +516,7 @@ impl fmt::Display for Applied {
 /// thread itself on its next turn. Only ever raised (it serves every
 /// subscriber of its path).
 #[derive(Debug, Default)]
-pub(crate) struct PolicyCell {
+pub struct PolicyCell {
     policy: parking_lot::Mutex<Option<ThreadPolicy>>,
     dirty: std::sync::atomic::AtomicBool,
 }
@@ -558,7 +558,7 @@ impl PolicyCell {
 
 /// Orders thread policies: real-time above SCHED_OTHER, then by priority;
 /// among SCHED_OTHER a lower nice is higher.
-pub(crate) fn policy_rank(p: ThreadPolicy) -> i32 {
+pub fn policy_rank(p: ThreadPolicy) -> i32 {
     match p {
         ThreadPolicy::Fifo(x) | ThreadPolicy::RoundRobin(x) => 100 + i32::from(x),
         ThreadPolicy::Other { nice } => -i32::from(nice),
@@ -592,10 +592,7 @@ pub fn apply_to_current_thread(policy: ThreadPolicy) -> std::io::Result<()> {
 }
 
 /// Sets the TOS byte and socket priority of a socket (IPv4 and IPv6).
-pub(crate) fn apply_to_socket(
-    sock: socket2::SockRef<'_>,
-    class: PacketClass,
-) -> std::io::Result<()> {
+pub fn apply_to_socket(sock: socket2::SockRef<'_>, class: PacketClass) -> std::io::Result<()> {
     let v6 = sock
         .local_addr()
         .ok()

@@ -36,7 +36,6 @@ mod session;
 mod wire;
 
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -52,16 +51,16 @@ use self::meta::{parse_endpoint, user_prop, Meta, SampleMeta};
 use self::outbox::OutMsg;
 use self::session::Session;
 use self::wire::Dial;
-use super::{
+use ferry_transport::config::mqtt::{BrokerUrl, MqttConfig, OnUnreachable};
+use ferry_transport::error::BuildError;
+use ferry_transport::message::Payload;
+use ferry_transport::stats::ConnStats;
+use ferry_transport::transport::{
     Capabilities, ConnectError, ConnectRequest, InFrame, InboundConn, Link, PeerInfo, SendError,
     Transport,
 };
-use crate::config::mqtt::{BrokerUrl, MqttConfig, OnUnreachable};
-use crate::error::BuildError;
-use crate::message::Payload;
-use crate::stats::ConnStats;
 
-pub(crate) use link::WriterLink;
+pub use link::WriterLink;
 
 /// Fuzzing entry point (feature `fuzzing`, used by `fuzz/`): the bytes a
 /// broker sends, cut into reads of the sizes `data` starts with, through
@@ -151,10 +150,9 @@ struct LinkState {
     last_error: Option<String>,
 }
 
-/// A runtime's connection to its MQTT broker.
 /// What the broker connection needs of its runtime (implemented by the
 /// runtime; the transport does not know the runtime's type).
-pub(crate) trait BrokerHost: Send + Sync {
+pub trait BrokerHost: Send + Sync {
     /// A discovery beacon that came through the broker: handled as if heard
     /// (the I/O thread is woken for what follows).
     fn broker_beacon(&self, bytes: &[u8]) -> Result<(), ferry_discovery::DatagramError>;
@@ -166,7 +164,8 @@ pub(crate) trait BrokerHost: Send + Sync {
     fn broker_vanished(&self, p: ParticipantId);
 }
 
-pub(crate) struct Broker {
+/// A runtime's connection to its MQTT broker.
+pub struct Broker {
     me: ParticipantId,
     /// `<prefix>/<domain>/`.
     base: String,
@@ -200,7 +199,7 @@ pub(crate) struct Broker {
     /// (its runtime subscribes before it announces, on one connection).
     heard_endpoints: Mutex<HashSet<EndpointId>>,
     writers: Mutex<HashMap<EndpointId, Weak<WriterLink>>>,
-    clients: Mutex<HashMap<u32, Weak<dyn super::ReplySink>>>,
+    clients: Mutex<HashMap<u32, Weak<dyn ferry_transport::transport::ReplySink>>>,
     duplicates: AtomicU64,
     garbage: AtomicU64,
     rt: OnceLock<Weak<dyn BrokerHost>>,
@@ -216,13 +215,13 @@ pub(crate) struct Broker {
     max_packet: usize,
     /// Scheduling asked for by subscribers (`thread_priority`): the
     /// `ferry-mqtt` thread runs their cloud-scope callbacks.
-    pub(super) policy: crate::priority::PolicyCell,
+    pub(crate) policy: ferry_transport::priority::PolicyCell,
 }
 
 impl Broker {
     /// Raises the `ferry-mqtt` thread to at least `p` (applied on its next
     /// turn; woken for it).
-    pub(crate) fn raise(&self, p: crate::priority::ThreadPolicy) {
+    pub fn raise(&self, p: ferry_transport::priority::ThreadPolicy) {
         if self.policy.raise(p) {
             let _ = self.waker.wake();
         }
@@ -378,7 +377,7 @@ impl Broker {
             keep
         });
         for (r, c) in gone {
-            if let Some(inbox) = super::intra::lookup_reader(r) {
+            if let Some(inbox) = ferry_transport::transport::lookup_reader(r) {
                 inbox.detach(&c);
             }
         }
@@ -445,7 +444,7 @@ impl Broker {
             .max_out
             .map_or(self.max_packet, |b| (b as usize).min(self.max_packet));
         if m.cost() > limit {
-            return Err(SendError::Encode(crate::error::EncodeError {
+            return Err(SendError::Encode(ferry_transport::error::EncodeError {
                 type_name: "sample".into(),
                 reason: format!(
                     "{} bytes do not fit an MQTT packet of at most {limit} bytes \
@@ -567,9 +566,9 @@ impl Broker {
         &self,
         reader: EndpointId,
         writer: EndpointId,
-        replier: impl FnOnce() -> Option<Arc<dyn super::Replier>>,
-    ) -> Option<(Arc<dyn super::Inbox>, Arc<InboundConn>)> {
-        let inbox = super::intra::lookup_reader(reader)?;
+        replier: impl FnOnce() -> Option<Arc<dyn ferry_transport::transport::Replier>>,
+    ) -> Option<(Arc<dyn ferry_transport::transport::Inbox>, Arc<InboundConn>)> {
+        let inbox = ferry_transport::transport::lookup_reader(reader)?;
         let mut rx = self.rx.lock();
         if rx.len() >= MAX_SEEN && !rx.contains_key(&(reader, writer)) {
             // Bounded whatever a client claims to be: a flood of made-up
@@ -671,7 +670,7 @@ impl Broker {
                 Arc::new(link::Replier {
                     broker: Arc::downgrade(&b),
                     topic: reply_to,
-                }) as Arc<dyn super::Replier>
+                }) as Arc<dyn ferry_transport::transport::Replier>
             })
         }) else {
             return;
@@ -727,9 +726,9 @@ impl Broker {
 
 /// The broker link of a new cloud-scope writer of `T`: QoS from the
 /// writer's (best_effort → 0, reliable → 1, or the rule's `mqtt_qos`).
-pub(crate) fn writer_link<T: crate::message::Codec>(
+pub fn writer_link<T: ferry_transport::message::Codec>(
     b: &Arc<Broker>,
-    cfg: &crate::config::Config,
+    cfg: &ferry_transport::config::Config,
     id: EndpointId,
     topic: &str,
     qos: &ferry_wire::Qos,
@@ -772,7 +771,7 @@ fn parse_path(s: &str) -> Option<EndpointId> {
 
 /// Hands one broker message to a local reader on `conn`.
 fn deliver(
-    inbox: &dyn super::Inbox,
+    inbox: &dyn ferry_transport::transport::Inbox,
     conn: &Arc<InboundConn>,
     kind: FrameKind,
     seq: u64,
@@ -804,7 +803,7 @@ fn data_filter(topic: String) -> Filter {
 
 /// TLS to the broker: rustls (ring), trusting `ca_file` or the system's
 /// roots, the certificate checked against `host`.
-#[cfg(feature = "mqtt-tls")]
+#[cfg(feature = "tls")]
 fn tls_config(cfg: &MqttConfig, host: &str) -> Result<wire::Tls, BuildError> {
     let fail = |why: String| BuildError::Broker {
         url: cfg.broker.to_string(),
@@ -846,7 +845,7 @@ fn tls_config(cfg: &MqttConfig, host: &str) -> Result<wire::Tls, BuildError> {
     Ok((Arc::new(tls), name))
 }
 
-#[cfg(not(feature = "mqtt-tls"))]
+#[cfg(not(feature = "tls"))]
 fn tls_config(cfg: &MqttConfig, _host: &str) -> Result<wire::Tls, BuildError> {
     Err(BuildError::Broker {
         url: cfg.broker.to_string(),
@@ -858,7 +857,7 @@ fn tls_config(cfg: &MqttConfig, _host: &str) -> Result<wire::Tls, BuildError> {
 #[cfg(feature = "embedded-broker")]
 fn embedded(port: u16, max_packet: usize) -> Result<(String, u16), BuildError> {
     let b = ferry_broker::EmbeddedBroker::start(&ferry_broker::BrokerConfig {
-        listen: SocketAddr::from(([0, 0, 0, 0], port)),
+        listen: std::net::SocketAddr::from(([0, 0, 0, 0], port)),
         listen_v311: None,
         max_payload: max_packet,
         users: None,
@@ -881,11 +880,11 @@ fn embedded(port: u16, _max_packet: usize) -> Result<(String, u16), BuildError> 
 /// The MQTT transport: carries service calls to runtimes reachable only
 /// through the broker; samples of cloud-scope topics travel on each
 /// writer's one [`WriterLink`].
-pub(crate) struct MqttTransport(pub Arc<Broker>);
+pub struct MqttTransport(pub Arc<Broker>);
 
 /// Starts the broker connection when the config has an `[mqtt]` section.
-pub(crate) fn start(
-    ctx: &super::StartContext<'_>,
+pub fn start(
+    ctx: &ferry_transport::transport::StartContext<'_>,
 ) -> Result<Option<Arc<dyn Transport>>, BuildError> {
     let Some(m) = &ctx.cfg.mqtt else {
         return Ok(None);
@@ -903,7 +902,7 @@ impl Transport for MqttTransport {
     fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
         self
     }
-    fn raise_delivery(&self, p: crate::priority::ThreadPolicy) {
+    fn raise_delivery(&self, p: ferry_transport::priority::ThreadPolicy) {
         self.0.raise(p);
     }
     fn shutdown(&self) {

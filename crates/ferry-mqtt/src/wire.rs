@@ -15,7 +15,7 @@ use std::cell::Cell;
 use std::io::{self, Read, Write};
 use std::net::{TcpStream as StdStream, ToSocketAddrs};
 use std::os::fd::{AsRawFd, RawFd};
-#[cfg(feature = "mqtt-tls")]
+#[cfg(feature = "tls")]
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,13 +42,13 @@ pub(crate) fn serve_here<T>(owner: &T) -> usize {
 }
 
 /// TLS settings of an `mqtts://` broker.
-#[cfg(feature = "mqtt-tls")]
+#[cfg(feature = "tls")]
 pub(crate) type Tls = (
     Arc<rustls::ClientConfig>,
     rustls::pki_types::ServerName<'static>,
 );
 /// TLS settings (ferry was built without `mqtt-tls`: never set).
-#[cfg(not(feature = "mqtt-tls"))]
+#[cfg(not(feature = "tls"))]
 pub(crate) type Tls = std::convert::Infallible;
 
 /// Where and how to connect.
@@ -65,7 +65,7 @@ pub(crate) struct Dial {
 /// The socket's encryption, if any.
 enum Crypto {
     Plain,
-    #[cfg(feature = "mqtt-tls")]
+    #[cfg(feature = "tls")]
     Tls(Box<rustls::ClientConnection>),
 }
 
@@ -76,7 +76,7 @@ struct Tx {
     backlog: Vec<u8>,
     /// TLS: plaintext bytes handed to rustls since its records last all
     /// went out (what `backlog` measures there).
-    #[cfg(feature = "mqtt-tls")]
+    #[cfg(feature = "tls")]
     tls_pending: usize,
     /// Set by the `ferry-mqtt` thread while it handles a batch of packets:
     /// its own writes (acks, a callback's publish) wait for `uncork`, which
@@ -87,7 +87,7 @@ struct Tx {
 /// One live connection to the broker.
 pub(crate) struct Wire {
     sock: mio::net::TcpStream,
-    #[cfg(feature = "mqtt-tls")]
+    #[cfg(feature = "tls")]
     tls: bool,
     tx: Mutex<Tx>,
     /// Its `ferry-mqtt` thread's token (the only reader, and the one that
@@ -132,7 +132,7 @@ impl Wire {
         sock.set_nodelay(true).map_err(|e| io("TCP_NODELAY", e))?;
         let mut crypto = match &d.tls {
             None => Crypto::Plain,
-            #[cfg(feature = "mqtt-tls")]
+            #[cfg(feature = "tls")]
             Some((cfg, name)) => {
                 let mut c = rustls::ClientConnection::new(cfg.clone(), name.clone())
                     .map_err(|e| format!("TLS: {e}"))?;
@@ -143,7 +143,7 @@ impl Wire {
                 }
                 Crypto::Tls(Box::new(c))
             }
-            #[cfg(not(feature = "mqtt-tls"))]
+            #[cfg(not(feature = "tls"))]
             Some(never) => match *never {},
         };
         set_timeouts(&sock, left()?)?;
@@ -173,12 +173,12 @@ impl Wire {
             .map_err(|e| io("non-blocking", e))?;
         let wire = Wire {
             sock: mio::net::TcpStream::from_std(sock),
-            #[cfg(feature = "mqtt-tls")]
+            #[cfg(feature = "tls")]
             tls: matches!(crypto, Crypto::Tls(_)),
             tx: Mutex::new(Tx {
                 crypto,
                 backlog: Vec::new(),
-                #[cfg(feature = "mqtt-tls")]
+                #[cfg(feature = "tls")]
                 tls_pending: 0,
                 corked: false,
             }),
@@ -208,7 +208,7 @@ impl Wire {
         let Tx {
             crypto,
             backlog,
-            #[cfg(feature = "mqtt-tls")]
+            #[cfg(feature = "tls")]
             tls_pending,
             ..
         } = &mut *tx;
@@ -221,7 +221,7 @@ impl Wire {
                 backlog.extend_from_slice(rest);
                 Ok(backlog.len())
             }
-            #[cfg(feature = "mqtt-tls")]
+            #[cfg(feature = "tls")]
             Crypto::Tls(c) => {
                 c.writer().write_all(packets)?;
                 if !defer {
@@ -246,7 +246,7 @@ impl Wire {
                 tx.backlog.drain(..done);
                 Ok(left == 0)
             }
-            #[cfg(feature = "mqtt-tls")]
+            #[cfg(feature = "tls")]
             Crypto::Tls(c) => {
                 tls_flush(c, &self.sock)?;
                 let done = !c.wants_write();
@@ -265,7 +265,7 @@ impl Wire {
         let tx = self.tx.lock();
         match &tx.crypto {
             Crypto::Plain => tx.backlog.len(),
-            #[cfg(feature = "mqtt-tls")]
+            #[cfg(feature = "tls")]
             Crypto::Tls(_) => tx.tls_pending,
         }
     }
@@ -286,7 +286,7 @@ impl Wire {
     /// `Ok(false)`: nothing more now. Errors when the broker closed or broke
     /// the connection.
     pub fn read(&self, r: &mut PacketReader) -> io::Result<bool> {
-        #[cfg(feature = "mqtt-tls")]
+        #[cfg(feature = "tls")]
         if self.tls {
             return self.read_tls(r);
         }
@@ -304,7 +304,7 @@ impl Wire {
         }
     }
 
-    #[cfg(feature = "mqtt-tls")]
+    #[cfg(feature = "tls")]
     fn read_tls(&self, r: &mut PacketReader) -> io::Result<bool> {
         let mut tx = self.tx.lock();
         let Crypto::Tls(c) = &mut tx.crypto else {
@@ -348,7 +348,7 @@ fn write_some<'a>(mut sock: &mio::net::TcpStream, mut buf: &'a [u8]) -> io::Resu
     Ok(buf)
 }
 
-#[cfg(feature = "mqtt-tls")]
+#[cfg(feature = "tls")]
 fn tls_flush(c: &mut rustls::ClientConnection, mut sock: &mio::net::TcpStream) -> io::Result<()> {
     while c.wants_write() {
         match c.write_tls(&mut sock) {
@@ -372,7 +372,7 @@ impl Crypto {
     fn write_blocking(&mut self, sock: &mut StdStream, buf: &[u8]) -> io::Result<()> {
         match self {
             Crypto::Plain => sock.write_all(buf),
-            #[cfg(feature = "mqtt-tls")]
+            #[cfg(feature = "tls")]
             Crypto::Tls(c) => {
                 c.writer().write_all(buf)?;
                 while c.wants_write() {
@@ -387,7 +387,7 @@ impl Crypto {
     fn read_blocking(&mut self, sock: &mut StdStream, buf: &mut [u8]) -> io::Result<usize> {
         let n = match self {
             Crypto::Plain => sock.read(buf)?,
-            #[cfg(feature = "mqtt-tls")]
+            #[cfg(feature = "tls")]
             Crypto::Tls(c) => loop {
                 match c.reader().read(buf) {
                     Ok(n) => break n,
