@@ -283,6 +283,15 @@ pub fn throughput(
         }
     }
     let t_end_ns = proto::mono_ns();
+    if std::env::var_os("FERRY_BENCH_MARKS").is_some() {
+        // For profiling one run: `perf record -k CLOCK_MONOTONIC`, then
+        // `perf report --time <start>,<end>` with these seconds.
+        eprintln!(
+            "mark run {run_id} size {size}: measured window {:.6},{:.6} (CLOCK_MONOTONIC s)",
+            t1_ns as f64 / 1e9,
+            t_end_ns as f64 / 1e9
+        );
+    }
     let end = proto::end_marker(size, run_id, t1_ns);
     let mut ended = false;
     for _ in 0..3 {

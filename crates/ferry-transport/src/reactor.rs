@@ -84,6 +84,13 @@ pub trait Source: Send {
     fn service(&mut self, _now: std::time::Instant) -> Option<std::time::Instant> {
         None
     }
+    /// Whether its timers need sub-millisecond precision: the loop then
+    /// wakes for them on a `timerfd` rather than at `epoll`'s whole
+    /// milliseconds (a TCP connection's batch linger of 100 µs). Off by
+    /// default: timers that tolerate a millisecond cost no extra wake-ups.
+    fn precise_timers(&self) -> bool {
+        false
+    }
     /// Whether its owner closed it (asked every turn; closed ones go).
     fn is_closed(&self) -> bool;
     /// It left the loop: it closed, its owner closed it, or it could not

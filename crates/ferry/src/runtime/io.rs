@@ -24,12 +24,15 @@ pub const DISCOVERY_GROUP: Ipv4Addr = Ipv4Addr::new(239, 255, 70, 1);
 
 const MCAST: Token = Token(1);
 const UCAST: Token = Token(2);
+const TIMER: Token = Token(3);
 const FIRST_CONN: usize = 16;
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
 
 /// Sockets opened before the thread starts (so errors reach the builder).
 pub(crate) struct Sockets {
     poll: Poll,
+    /// Wakes the poll for deadlines under a millisecond away.
+    timer: super::timer::PreciseTimer,
     mcast: Option<UdpSocket>,
     ucast: UdpSocket,
     /// Where transports bind their sockets: loopback when discovery stays
@@ -129,8 +132,17 @@ impl Sockets {
         poll.registry()
             .register(&mut ucast, UCAST, Interest::READABLE)
             .map_err(io_err("register"))?;
+        let timer = super::timer::PreciseTimer::new().map_err(io_err("timerfd"))?;
+        poll.registry()
+            .register(
+                &mut mio::unix::SourceFd(&timer.fd()),
+                TIMER,
+                Interest::READABLE,
+            )
+            .map_err(io_err("register"))?;
         Ok(Sockets {
             poll,
+            timer,
             mcast,
             ucast,
             bind_ip,
@@ -175,15 +187,23 @@ impl Sources {
         }
     }
 
-    /// Runs the timers of the sources that have them; the earliest next.
-    fn service(&mut self, now: Instant) -> Option<Instant> {
-        let mut next: Option<Instant> = None;
+    /// Runs the timers of the sources that have them; the earliest next,
+    /// and the earliest of those that asked for sub-millisecond precision.
+    fn service(&mut self, now: Instant) -> (Option<Instant>, Option<Instant>) {
+        let earliest = |a: Option<Instant>, b: Instant| Some(a.map_or(b, |x| x.min(b)));
+        let (mut next, mut precise) = (None, None);
         for t in &self.timed {
-            if let Some(n) = self.map.get_mut(t).and_then(|s| s.service(now)) {
-                next = Some(next.map_or(n, |x| x.min(n)));
+            let Some(src) = self.map.get_mut(t) else {
+                continue;
+            };
+            if let Some(n) = src.service(now) {
+                next = earliest(next, n);
+                if src.precise_timers() {
+                    precise = earliest(precise, n);
+                }
             }
         }
-        next
+        (next, precise)
     }
 
     fn remove(&mut self, poll: &Poll, t: Token, ctx: &mut dyn LoopContext) {
@@ -291,7 +311,8 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
         shared.io_policy.apply_if_raised("ferry-io");
         let now = Instant::now();
         let mut timeout = next_housekeeping.saturating_duration_since(now);
-        if let Some(t) = sources.service(now) {
+        let (next, precise) = sources.service(now);
+        if let Some(t) = next {
             timeout = timeout.min(t.saturating_duration_since(now));
         }
         if let Some(t) = shared.core.lock().discovery.poll_timeout() {
@@ -299,6 +320,15 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
         }
         if !again.is_empty() {
             timeout = Duration::ZERO;
+        }
+        if let Some(p) = precise {
+            let after = p.saturating_duration_since(now);
+            if timeout > Duration::ZERO && after < Duration::from_millis(1) {
+                // epoll would round this up to 1 ms.
+                if let Err(e) = s.timer.arm(after) {
+                    tracing::debug!("timerfd: {e}");
+                }
+            }
         }
         if let Err(e) = s.poll.poll(&mut events, Some(timeout)) {
             if e.kind() != io::ErrorKind::Interrupted {
@@ -331,6 +361,7 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                         }
                     }
                 }
+                TIMER => s.timer.clear(),
                 MCAST | UCAST => {
                     let (sock, via) = if ev.token() == MCAST {
                         (s.mcast.as_ref(), Via::Multicast)

@@ -3,6 +3,7 @@
 //! matches into connections.
 
 pub(crate) mod io;
+mod timer;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -2,9 +2,12 @@
 //! its own priority), a fixed 32-byte frame header ([`ferry_wire::frame`]),
 //! `TCP_NODELAY`. Writers write straight from the publishing thread when the
 //! socket has room; what does not fit waits in a per-connection backlog that
-//! the I/O thread flushes when the socket becomes writable. The backlog obeys
-//! the writer's QoS: keep_last drops the oldest unsent samples, keep_all
-//! blocks the publisher up to a bound.
+//! the I/O thread flushes when the socket becomes writable. A publisher
+//! faster than 50 k frames/s batches: frames queue, the publishing thread
+//! writes each full batch (up to 256 frames) in one `write`, and the I/O
+//! thread writes what is left 100 µs after the batch began (`source::LINGER`).
+//! The backlog obeys the writer's QoS: keep_last drops the oldest unsent
+//! samples, keep_all blocks the publisher up to a bound.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
@@ -85,8 +88,9 @@ struct OutQueue {
 }
 
 /// Below this interval between frames (> 50 k frames/s) a connection
-/// batches: frames queue and the I/O thread writes many per `writev`.
-/// Above it every frame is written at once from the publishing thread.
+/// batches: frames queue, the publishing thread writes full batches and the
+/// I/O thread the rest after a linger. Above it every frame is written at
+/// once from the publishing thread.
 const BATCH_BELOW_NS: f64 = 20_000.0;
 /// Most frames in one `writev` (two iovecs each).
 const BATCH_FRAMES: usize = 64;
@@ -359,6 +363,11 @@ impl TcpConn {
             self.io.kick();
         }
         Ok(())
+    }
+
+    /// Whether the publisher is fast enough that frames batch.
+    pub fn batching(&self) -> bool {
+        self.out.lock().interval_ns < BATCH_BELOW_NS
     }
 
     /// True when frames wait for the socket.

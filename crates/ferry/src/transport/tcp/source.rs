@@ -1,10 +1,11 @@
 //! A TCP connection as the I/O thread serves it: flush the backlog when the
-//! socket has room, read and dispatch frames up to a budget, and report
-//! the end of the connection.
+//! socket has room or a batch's linger ends, read and dispatch frames up to
+//! a budget, and report the end of the connection.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::{dispatch, on_closed, DispatchCtx, FrameReader, Role, TcpConn};
 use crate::reactor::{LoopContext, Readiness, Served, Source};
@@ -12,11 +13,20 @@ use crate::reactor::{LoopContext, Readiness, Served, Source};
 /// Most bytes read from one connection per loop turn (a saturated
 /// connection must not starve the I/O thread's timers).
 const READ_BUDGET: usize = 4 << 20;
+/// How long frames of a batching connection may wait for more before the
+/// I/O thread writes them. The publishing thread writes a full batch
+/// itself (`COALESCE_FRAMES`), so a sustained stream never waits for this;
+/// it bounds the delay of the last frames of a burst. Flushing at once
+/// instead woke the I/O thread for a few frames per write, and held 64 B
+/// throughput to 0.83x Zenoh's (`bench/results/core-redesign.md`).
+const LINGER: Duration = Duration::from_micros(100);
 
 /// One TCP connection in the I/O loop: the connection and its reader.
 pub(crate) struct TcpSource {
     conn: Arc<TcpConn>,
     reader: FrameReader,
+    /// A batch waits until then for more frames (see [`LINGER`]).
+    linger_until: Option<Instant>,
 }
 
 impl TcpSource {
@@ -24,6 +34,7 @@ impl TcpSource {
         TcpSource {
             conn,
             reader: FrameReader::new(max_frame),
+            linger_until: None,
         }
     }
 
@@ -108,8 +119,38 @@ impl Source for TcpSource {
 
     fn kicked(&mut self) {
         // Batching connections queue frames and kick.
-        if self.conn.has_backlog() && self.conn.flush().is_err() {
+        if !self.conn.has_backlog() {
+            return;
+        }
+        if self.conn.batching() {
+            // More frames are likely on their way: write them together.
+            self.linger_until
+                .get_or_insert_with(|| Instant::now() + LINGER);
+            return;
+        }
+        if self.conn.flush().is_err() {
             self.conn.mark_closed();
+        }
+    }
+
+    fn has_timers(&self) -> bool {
+        true
+    }
+
+    fn precise_timers(&self) -> bool {
+        true
+    }
+
+    fn service(&mut self, now: Instant) -> Option<Instant> {
+        match self.linger_until {
+            Some(t) if t <= now => {
+                self.linger_until = None;
+                if self.conn.flush().is_err() {
+                    self.conn.mark_closed();
+                }
+                None
+            }
+            other => other,
         }
     }
 
