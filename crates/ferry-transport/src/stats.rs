@@ -267,10 +267,41 @@ impl ConnectionInfo {
 }
 
 /// Nanoseconds since the Unix epoch (the source timestamp of samples).
+///
+/// One `clock_gettime(CLOCK_REALTIME)` (vDSO) and integer arithmetic:
+/// `SystemTime::now().duration_since(UNIX_EPOCH)` costs twice as much, and
+/// this runs once per published sample (a tenth of a 64 B publish).
 #[inline]
 pub fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we pass and nothing else.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    if r != 0 || ts.tv_sec < 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn now_ns_is_the_unix_time() {
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let t = now_ns();
+        let after = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        assert!(before <= t && t <= after, "{before} <= {t} <= {after}");
+    }
 }
