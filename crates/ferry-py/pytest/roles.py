@@ -100,6 +100,33 @@ def ping(msg: str, out_topic: str, in_topic: str, count: str) -> None:
     node.destroy_node()
 
 
+def echo_tcp(topic: str, count: str) -> None:
+    """Receives `count` raw samples over TCP as read-only arrays and sends
+    each view straight back on `<topic>/echo` over TCP (its bytes shared,
+    not copied); reports the paths it saw."""
+    from ferry.qos import QoSProfile
+    node = ferry.Node("echo_tcp")
+    qos = QoSProfile(depth=10, transport="tcp")
+    sub = node.create_subscription(np.ndarray, topic, None, qos)
+    pub = node.create_publisher(np.ndarray, topic + "/echo", qos)
+    print("ready", flush=True)
+    seen = set()
+    for _ in range(int(count)):
+        arr = sub.recv(20.0)
+        if arr is None:
+            print("missing", flush=True)
+            sys.exit(3)
+        seen.add(sub.last_info["transport"])
+        if arr.flags.writeable or not isinstance(arr.base, ferry.Buffer):
+            print(f"not a read-only view of a ferry.Buffer: {type(arr.base)}", flush=True)
+            sys.exit(4)
+        pub.publish(arr)
+        del arr
+    print("done via " + ",".join(sorted(seen)), flush=True)
+    time.sleep(1.0)   # the last echo leaves before the node goes
+    node.destroy_node()
+
+
 if __name__ == "__main__":
     role, *args = sys.argv[1:]
-    {"pub-arrays": pub_arrays, "spin": spin, "ping": ping}[role](*args)
+    {"pub-arrays": pub_arrays, "spin": spin, "ping": ping, "echo-tcp": echo_tcp}[role](*args)

@@ -51,6 +51,45 @@ def test_publish_wrong_type_is_a_type_error(topic):
             raw.publish(12)
 
 
+def test_raw_payloads_shared_not_copied_arrive_intact(topic):
+    """`bytes` from 4 KiB on, a received ferry.Buffer and a read-only view
+    of one are published by sharing their bytes (in-process here); each
+    arrives intact, and a view range outside its buffer is refused."""
+    from ferry import _ferry
+    with ferry.Node("api_shared") as node:
+        got = []
+        pub = node.create_publisher(bytes, topic, 10)
+        node.create_subscription(bytes, topic, got.append, 10)
+        big = bytes(range(256)) * 64          # 16 KiB
+        buf = _ferry.buffer_from(big[::-1])
+        view = np.asarray(buf)[100:5000]
+        assert not view.flags.writeable and view.base.base is buf
+
+
+        class Spy:
+            """Records which native method each publish takes."""
+            def __init__(self, native):
+                self.native, self.calls = native, []
+
+            def __getattr__(self, name):
+                self.calls.append(name)
+                return getattr(self.native, name)
+
+        native = pub._native
+        pub._native = Spy(native)
+        for payload in (big, buf, view):
+            pub.publish(payload)
+        assert pub._native.calls == ["publish", "publish", "publish_view"]
+        pub._native = native
+        assert spin_until(node, lambda: len(got) == 3)
+        assert got == [big, big[::-1], big[::-1][100:5000]]
+        start = view.__array_interface__["data"][0]
+        with pytest.raises(ValueError, match="not inside the buffer"):
+            pub._native.publish_view(buf, start, len(big))
+        with pytest.raises(ValueError, match="not inside the buffer"):
+            pub._native.publish_view(buf, buf.address - 1, 10)
+
+
 def test_build_errors_name_the_cause(topic):
     with pytest.raises(ferry.BuildError, match="name"):
         ferry.Node("bad name!")

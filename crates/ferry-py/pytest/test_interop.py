@@ -65,6 +65,31 @@ def test_shm_numpy_round_trip_zero_copy_1_to_16_mib(procs, topic, as_image):
     node.destroy_node()
 
 
+def test_tcp_bytes_and_echoed_views_go_out_without_a_copy(procs, topic):
+    """Over TCP (no shared memory to copy into) `bytes` from 4 KiB on are
+    sent as they are, and the other process echoes each received read-only
+    array (a view of a ferry.Buffer) by sharing its bytes: every size comes
+    back byte-exact, on TCP both ways."""
+    from ferry.qos import QoSProfile
+    qos = QoSProfile(depth=10, transport="tcp")
+    node = ferry.Node("tcp_zc")
+    pub = node.create_publisher(bytes, topic, qos)
+    echo = node.create_subscription(bytes, topic + "/echo", None, qos)
+    sizes = [4096, 65536, MiB, 4 * MiB]
+    p = procs.python("echo-tcp", topic, str(len(sizes)))
+    wait_line(p, "ready")
+    assert pub.wait_for_subscribers(1, 20.0) and echo.wait_for_publishers(1, 20.0)
+    for k, size in enumerate(sizes):
+        data = pattern(size, k).tobytes()
+        pub.publish(data)
+        back = echo.recv(20.0)
+        assert back == data, f"echo of {size} B missing or different"
+        assert echo.last_info["transport"] == "tcp"
+    assert {c["transport"] for c in pub.connections()} == {"tcp"}
+    assert wait_line(p, "done") == "done via tcp"
+    node.destroy_node()
+
+
 ECHO_CASES = {
     "String": String(data="héllo ferry"),
     "Header": Header(stamp=Time(sec=7, nanosec=9), frame_id="odd"),

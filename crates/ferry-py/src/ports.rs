@@ -132,7 +132,53 @@ pub fn make_publisher(
     })
 }
 
+/// A Python `bytes` object as the owner of a [`Bytes`]: immutable, and its
+/// data stay where they are while the reference lives. Dropped without the
+/// GIL (on a ferry thread), pyo3 defers the decref to the next GIL holder.
+struct PyBytesOwner {
+    _obj: Py<PyBytes>,
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: `ptr` points into the immutable payload of the `bytes` object
+// that `_obj` keeps alive; reading it from any thread is sound (nothing
+// writes it), and `Py<PyBytes>` itself is Send + Sync.
+unsafe impl Send for PyBytesOwner {}
+// SAFETY: as above; only shared reads.
+unsafe impl Sync for PyBytesOwner {}
+
+impl AsRef<[u8]> for PyBytesOwner {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `ptr`/`len` are the object's payload (see `Send`).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+/// The payload of `b` as [`Bytes`] without a copy.
+fn bytes_of(b: &Bound<'_, PyBytes>) -> Bytes {
+    let data = b.as_bytes();
+    Bytes::from_owner(PyBytesOwner {
+        ptr: data.as_ptr(),
+        len: data.len(),
+        _obj: b.clone().unbind(),
+    })
+}
+
 impl Publisher {
+    /// Publishes bytes that already exist and nobody changes: as they are,
+    /// unless a subscriber shares memory with us (then they are copied
+    /// into a slot, which is what the subscriber reads).
+    fn send_shared(&self, py: Python<'_>, data: Bytes) -> PyResult<()> {
+        let p = self.port.get("publisher")?;
+        if data.len() >= LOAN_FROM && !p.shares_memory() {
+            return py
+                .allow_threads(|| p.publish(RawBytes(data)))
+                .map_err(publish_err);
+        }
+        self.send(py, &data)
+    }
+
     fn send(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
         let p = self.port.get("publisher")?;
         let r = if data.len() >= LOAN_FROM {
@@ -152,10 +198,37 @@ impl Publisher {
     /// Publishes `bytes`, `bytearray` or `str` (UTF-8).
     fn publish(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
         if let Ok(b) = data.downcast::<PyBytes>() {
-            return self.send(py, b.as_bytes());
+            if b.as_bytes().len() < LOAN_FROM {
+                return self.send(py, b.as_bytes());
+            }
+            return self.send_shared(py, bytes_of(b));
+        }
+        if let Ok(b) = data.downcast::<convert::Buffer>() {
+            return self.send_shared(py, b.get().bytes.clone());
         }
         let b = convert::payload_bytes(data)?;
         self.send(py, &b)
+    }
+    /// Publishes the `len` bytes at `address` inside a received `Buffer`
+    /// (a read-only numpy view of it, echoed): shared, not copied, when no
+    /// subscriber shares memory with us. A range outside the buffer is
+    /// refused.
+    fn publish_view(
+        &self,
+        py: Python<'_>,
+        buffer: &Bound<'_, convert::Buffer>,
+        address: usize,
+        len: usize,
+    ) -> PyResult<()> {
+        let bytes = &buffer.get().bytes;
+        let start = address.wrapping_sub(bytes.as_ptr() as usize);
+        if start > bytes.len() || len > bytes.len() - start {
+            return Err(PyValueError::new_err(format!(
+                "{len} bytes at {address:#x} are not inside the buffer of {} bytes",
+                bytes.len()
+            )));
+        }
+        self.send_shared(py, bytes.slice(start..start + len))
     }
     /// Publishes `len` bytes at `address` (a C-contiguous numpy array the
     /// caller keeps alive for the duration of the call).

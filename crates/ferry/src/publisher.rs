@@ -312,6 +312,14 @@ impl<T: Codec> Publisher<T> {
         })
     }
 
+    /// Whether a subscriber gets this publisher's samples through shared
+    /// memory now (a [`Publisher::loan`] of `RawBytes` is then a slot).
+    /// When none does, bytes that already exist can be published as they
+    /// are, without a copy into a loan.
+    pub fn shares_memory(&self) -> bool {
+        self.shm_for(&self.shared.links.snapshot()).is_some()
+    }
+
     /// This publisher's shared-memory pool, when one of `links` uses it.
     fn shm_for(&self, links: &[Arc<dyn Link>]) -> Option<&ShmWriter> {
         let shm = self.node.rt.shared.shm.as_ref()?;

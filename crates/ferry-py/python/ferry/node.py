@@ -74,8 +74,11 @@ class Publisher:
 
     def publish(self, msg: Any) -> None:
         """Publishes a message of the publisher's type (raw publishers take
-        ``bytes``, ``bytearray``, ``str``, ``memoryview`` or a numpy array,
-        sent without an intermediate copy)."""
+        ``bytes``, ``bytearray``, ``str``, ``memoryview``, a numpy array or a
+        received :class:`ferry.Buffer`, sent without an intermediate copy;
+        from 4 KiB on, ``bytes``, a ``Buffer`` and a received sample's
+        read-only array view are sent without any copy on the network
+        paths)."""
         if self._encode is not None:
             if not isinstance(msg, self.msg_type):
                 raise TypeError(
@@ -84,14 +87,23 @@ class Publisher:
                 )
             self._native.publish(self._encode(msg))
             return
-        if isinstance(msg, (bytes, bytearray, str)):
+        if isinstance(msg, (bytes, bytearray, str, _ferry.Buffer)):
             self._native.publish(msg)
             return
         if isinstance(msg, memoryview):
             msg = np.frombuffer(msg, dtype=np.uint8)
         if isinstance(msg, np.ndarray):
             arr = msg if msg.flags.c_contiguous else np.ascontiguousarray(msg)
-            self._native.publish_address(arr.__array_interface__["data"][0], arr.nbytes)
+            address = arr.__array_interface__["data"][0]
+            owner = arr.base
+            while isinstance(owner, np.ndarray):
+                owner = owner.base
+            if isinstance(owner, _ferry.Buffer) and not arr.flags.writeable:
+                # A received sample's read-only view (or a slice of it),
+                # echoed: its bytes are shared, not copied (network paths).
+                self._native.publish_view(owner, address, arr.nbytes)
+            else:
+                self._native.publish_address(address, arr.nbytes)
             return
         raise TypeError(f"raw publisher on {self.topic_name} cannot send a {type(msg).__name__}")
 
