@@ -139,8 +139,9 @@ def main():
     if tp:
         md.append("## 64 B TCP throughput, longer runs (`bench/ferry-bench --sizes 64 --secs 1 --rounds 3`, builds alternating)")
         md.append("")
-        md.append("`old` is 0f090c7, the commit whose 64 B figure the issue quotes (1.00×), built the same way.")
-        md.append("")
+        if "old" in tp:
+            md.append("`old` is 0f090c7, the commit whose 64 B figure the issue quotes (1.00×), built the same way.")
+            md.append("")
         md.append("| build | runs | ferry M msg/s (median) | Zenoh M msg/s (median) | ferry/Zenoh median | every run's ferry/Zenoh |")
         md.append("|---|---:|---:|---:|---:|---|")
         for side in ("old", "before", "after"):
@@ -174,7 +175,10 @@ def main():
         md.append("")
     py = python_p50(d, "py*-{side}*.json")
     if py:
-        md.append("## Python publish → Python callback (`bench/python/pyrtt.py run --impl ferry`, two processes, shared memory)")
+        impls = sorted({impl for impl, _ in py})
+        md.append("## Python publish → Python callback (`bench/python/pyrtt.py run --impl "
+                  + ",".join(i for i in impls if i != "ferry-rust-pong")
+                  + "`, two processes; `ferry` takes shared memory, `ferry-tcp` is pinned to TCP)")
         md.append("")
         md.append("One-way p50 in µs (runs of 200 and 1,000 round trips; the 64 B cells swing between ~5 and")
         md.append("~15 µs with the scheduler's placement on both builds, so every run is listed):")

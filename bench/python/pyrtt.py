@@ -51,7 +51,9 @@ FERRY_DOMAIN = "152"
 CYCLONE_URI = ('<CycloneDDS><Domain id="any"><General><Interfaces>'
                '<NetworkInterface name="lo" multicast="true"/></Interfaces></General>'
                '</Domain></CycloneDDS>')
-ALL_IMPLS = ("ferry", "ferry-tcp", "rust", "cyclonedds", "zenoh", "tcp")   # tcp: a no-middleware reference
+# tcp: a no-middleware reference; zenoh is pinned to TCP (its shared memory off), zenoh-shm is
+# Zenoh's default (shared memory for large payloads between processes of one host).
+ALL_IMPLS = ("ferry", "ferry-tcp", "rust", "cyclonedds", "zenoh", "zenoh-shm", "tcp")
 PY_PEER = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                        "target", "release", "examples", "py_peer")   # cargo build --release -p ferry --example py_peer
 
@@ -168,15 +170,21 @@ class ZenohAdapter(Adapter):
     republishes the received ZBytes as is from the subscriber callback (Zenoh's
     thread); the ping blocks in the default FIFO handler's recv() (GIL released,
     faster than callback -> queue). recv() has no timeout, so a watchdog thread
-    puts an empty wake-up sample on the reply key once a wait is overdue."""
+    puts an empty wake-up sample on the reply key once a wait is overdue.
+    Zenoh's shared memory is off here (`transport.shared_memory.enabled`),
+    so this is the TCP path that `ferry-tcp` is compared with: since Zenoh
+    1.x it otherwise moves large payloads between local processes through
+    shared memory (`zenoh-shm`)."""
     name = "zenoh"
+    shm = False
 
     def open(self, role, size):
         import zenoh
         ep = f"tcp/127.0.0.1:{self.port}"
         conf = {"mode": "peer", "scouting": {"multicast": {"enabled": False}, "gossip": {"enabled": False}},
                 "listen": {"endpoints": [ep] if role == "pong" else []},
-                "connect": {"endpoints": [ep] if role == "ping" else []}}
+                "connect": {"endpoints": [ep] if role == "ping" else []},
+                "transport": {"shared_memory": {"enabled": self.shm}}}
         self.session = zenoh.open(zenoh.Config.from_json5(json.dumps(conf)))
         ping_key, pong_key = self.ping_topic or "pyrtt/ping", self.pong_topic or "pyrtt/pong"
         out_key, self.in_key = (pong_key, ping_key) if role == "pong" else (ping_key, pong_key)
@@ -382,8 +390,17 @@ class TcpAdapter(Adapter):
                 s.close()
 
 
+class ZenohShmAdapter(ZenohAdapter):
+    """Zenoh as it comes: shared memory on (its default), so large payloads
+    between the two local processes skip TCP — the peer of ferry's own
+    automatic path (`ferry`)."""
+    name = "zenoh-shm"
+    shm = True
+
+
 ADAPTERS = {"ferry": FerryAdapter, "ferry-tcp": FerryTcpAdapter, "rust": RustPingAdapter,
-            "cyclonedds": CycloneAdapter, "zenoh": ZenohAdapter, "tcp": TcpAdapter}
+            "cyclonedds": CycloneAdapter, "zenoh": ZenohAdapter, "zenoh-shm": ZenohShmAdapter,
+            "tcp": TcpAdapter}
 RUST_TOPICS = ("/pyrtt/rust/ping", "/pyrtt/rust/pong")
 
 
@@ -432,7 +449,7 @@ def child_env(args):
 
 def spawn_pong(impl, size, args, env, children):
     """Start one pong child; return (proc, the not yet opened ping-side adapter)."""
-    port = free_port() if impl in ("zenoh", "tcp") else None
+    port = free_port() if impl in ("zenoh", "zenoh-shm", "tcp") else None
     if impl == "rust":
         topics = ("/pyrtt/rr/ping", "/pyrtt/rr/pong")
         cmd = [PY_PEER, "pong", "--size", str(size), "--ping-topic", topics[0], "--pong-topic", topics[1]]
@@ -669,7 +686,8 @@ def run_main(args):
             "setup": f"Cyclone: domain {CYCLONE_DOMAIN}, `octet data[size]` (bytes), reliable keep-last 1, "
                      f"both sides block in a WaitSet, CYCLONEDDS_URI=`{env['CYCLONEDDS_URI']}`. "
                      "Zenoh: peer, TCP 127.0.0.1, scouting off, express, BLOCK; pong echoes from its "
-                     "callback, ping blocks in the FIFO handler's recv(). "
+                     "callback, ping blocks in the FIFO handler's recv(); `zenoh` with its shared memory "
+                     "off (TCP only), `zenoh-shm` with it on (Zenoh's default). "
                      f"ferry: FERRY_DOMAIN_ID={env['FERRY_DOMAIN_ID']}, FERRY_DISCOVERY={env['FERRY_DISCOVERY']}, "
                      f"np.ndarray subscriptions from {FerryAdapter.ndarray_min} B. "
                      "tcp: plain Python sockets (TCP_NODELAY, length prefix, echo copies), "

@@ -6,7 +6,9 @@ import contextlib
 
 RUST = "ferry-rust-pong"       # ferry Python ping -> Rust pong (pyrtt.py --rust-pong)
 DESCR = {"tcp": "plain Python sockets (reference)", "cyclonedds": "loopback UDP",
-         "zenoh": "loopback TCP", "rust": "Rust ping ↔ Rust pong (ferry's choice: shm)"}
+         "zenoh": "loopback TCP (Zenoh's shared memory off)",
+         "zenoh-shm": "Zenoh's default: shared memory for large payloads, else TCP",
+         "rust": "Rust ping ↔ Rust pong (ferry's choice: shm)"}
 
 
 def summarize(rtt_ns):
@@ -43,18 +45,19 @@ def write_md(path, doc):
             lines.append(f"| {size} | {impl} | {path_} | {o['p50']:.1f} | {o['p99']:.1f} | {r['p50']:.1f} "
                          f"| {r['p99']:.1f} | {r['iqr']:.1f} | {s['n']} | {c['lost']} |")
     lines += ["", "Ratios of one-way p50 (≤ 1.00: ferry-Python as fast or faster):", "",
-              "| size | ferry/cyclonedds | ferry/zenoh | target met | ferry-tcp/zenoh (both TCP) "
+              "| size | ferry/cyclonedds | ferry/zenoh | ferry/zenoh-shm | target met | ferry-tcp/zenoh (both TCP) "
               "| ferry-Python/ferry-Rust (what Python adds) |",
-              "|---:|---:|---:|---|---:|---:|"]
+              "|---:|---:|---:|---:|---|---:|---:|"]
     for size, cells in doc["results"].items():
         p50 = {k: c["summary"]["oneway_us"]["p50"] for k, c in cells.items() if c.get("summary")}
 
         def ratio(a, b):
             return f"{p50[a] / p50[b]:.2f}" if a in p50 and b in p50 else "–"
-        peers = [k for k in ("cyclonedds", "zenoh") if k in p50]
+        peers = [k for k in ("cyclonedds", "zenoh", "zenoh-shm") if k in p50]
         met = ("yes" if all(p50["ferry"] <= p50[k] for k in peers) else "**no**") \
             if "ferry" in p50 and peers else "n/a"
-        lines.append(f"| {size} | {ratio('ferry', 'cyclonedds')} | {ratio('ferry', 'zenoh')} | {met} "
+        lines.append(f"| {size} | {ratio('ferry', 'cyclonedds')} | {ratio('ferry', 'zenoh')} "
+                     f"| {ratio('ferry', 'zenoh-shm')} | {met} "
                      f"| {ratio('ferry-tcp', 'zenoh')} | {ratio('ferry', 'rust')} |")
     lines += ["", "Setup: " + m["setup"], ""]
     with open(path, "w") as fh:

@@ -4,7 +4,7 @@
 //! socket has room; what does not fit waits in a per-connection backlog that
 //! the I/O thread flushes when the socket becomes writable. A publisher
 //! faster than 50 k frames/s batches: frames queue, the publishing thread
-//! writes each full batch (up to 256 frames) in one `write`, and the I/O
+//! writes each full batch (256 frames) at once, and the I/O
 //! thread writes what is left 100 µs after the batch began (`source::LINGER`).
 //! The backlog obeys the writer's QoS: keep_last drops the oldest unsent
 //! samples, keep_all blocks the publisher up to a bound.
@@ -78,6 +78,8 @@ pub(crate) enum Role {
 /// decides between writing directly and batching.
 struct OutQueue {
     frames: VecDeque<Pending>,
+    /// Bytes of `frames` not written yet.
+    queued_bytes: usize,
     /// Source stamp of the previous frame (wall clock, ns; 0 = none): the
     /// publisher's one clock read per sample also drives the rate estimate.
     last_send: u64,
@@ -85,6 +87,20 @@ struct OutQueue {
     scratch: Vec<u8>,
     /// EWMA of the interval between frames, ns.
     interval_ns: f64,
+}
+
+impl OutQueue {
+    /// Queues a frame (its bytes not yet written count as queued).
+    fn push(&mut self, p: Pending) {
+        self.queued_bytes += p.len() - p.sent;
+        self.frames.push_back(p);
+    }
+
+    /// As many frames as one coalesced write takes (or the queue policy's
+    /// depth): the publishing thread writes them itself.
+    fn full(&self, depth: usize) -> bool {
+        self.frames.len() >= depth.min(COALESCE_FRAMES)
+    }
 }
 
 /// Below this interval between frames (> 50 k frames/s) a connection
@@ -134,6 +150,7 @@ impl TcpConn {
             stream,
             out: Mutex::new(OutQueue {
                 frames: VecDeque::new(),
+                queued_bytes: 0,
                 last_send: 0,
                 scratch: Vec::new(),
                 interval_ns: f64::MAX,
@@ -272,7 +289,7 @@ impl TcpConn {
         }
         out.last_send = now;
         let batching = out.interval_ns < BATCH_BELOW_NS;
-        if batching && !lane && out.frames.len() >= self.policy.depth.min(COALESCE_FRAMES) {
+        if batching && !lane && out.full(self.policy.depth) {
             // A full batch: write it now rather than let the queue policy
             // drop or block on frames the socket would take at once.
             if self.flush_queue(&mut out).is_err() {
@@ -308,8 +325,8 @@ impl TcpConn {
                 None => {
                     // keep_last: drop the oldest frame that has not started going out.
                     let idx = usize::from(out.frames.front().is_some_and(|p| p.sent > 0));
-                    if idx < out.frames.len() {
-                        out.frames.remove(idx);
+                    if let Some(p) = out.frames.remove(idx) {
+                        out.queued_bytes -= p.len() - p.sent;
                         self.stats.drops.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -317,7 +334,7 @@ impl TcpConn {
         }
         if lane {
             // The dedicated sender thread writes.
-            out.frames.push_back(Pending {
+            out.push(Pending {
                 header: header.encode(),
                 body,
                 sent: 0,
@@ -338,7 +355,7 @@ impl TcpConn {
             let h = header.encode();
             match write_vectored_all(&self.stream, &h, &body, 0) {
                 Ok(n) if n == HEADER_LEN + body.len() => {}
-                Ok(n) => out.frames.push_back(Pending {
+                Ok(n) => out.push(Pending {
                     header: h,
                     body,
                     sent: n,
@@ -352,22 +369,30 @@ impl TcpConn {
             return Ok(());
         }
         let was_empty = out.frames.is_empty();
-        out.frames.push_back(Pending {
+        let was_below = out.queued_bytes < COALESCE_BYTES;
+        out.push(Pending {
             header: header.encode(),
             body,
             sent: 0,
         });
+        let now_above = out.queued_bytes >= COALESCE_BYTES;
         drop(out);
-        if was_empty {
-            // Batch mode: the I/O thread flushes everything queued so far.
+        if was_empty || (was_below && now_above) {
+            // Batch mode: the I/O thread writes what is queued — at once
+            // from 64 KiB on (a large frame; the I/O thread's write overlaps
+            // the publisher's next sample), else after a linger
+            // (`source::LINGER`) unless the publisher fills a batch first.
             self.io.kick();
         }
         Ok(())
     }
 
-    /// Whether the publisher is fast enough that frames batch.
-    pub fn batching(&self) -> bool {
-        self.out.lock().interval_ns < BATCH_BELOW_NS
+    /// Whether queued frames should wait for more (the I/O thread's
+    /// linger): the publisher is fast enough that frames batch, and less
+    /// than one coalesced write (64 KiB) waits.
+    pub fn lingers(&self) -> bool {
+        let out = self.out.lock();
+        out.interval_ns < BATCH_BELOW_NS && out.queued_bytes < COALESCE_BYTES
     }
 
     /// True when frames wait for the socket.
@@ -432,9 +457,11 @@ impl TcpConn {
                 let rest = p.len() - p.sent;
                 if left >= rest {
                     left -= rest;
+                    out.queued_bytes -= rest;
                     out.frames.pop_front();
                 } else {
                     p.sent += left;
+                    out.queued_bytes -= left;
                     left = 0;
                 }
             }

@@ -15,7 +15,8 @@ use crate::reactor::{LoopContext, Readiness, Served, Source};
 const READ_BUDGET: usize = 4 << 20;
 /// How long frames of a batching connection may wait for more before the
 /// I/O thread writes them. The publishing thread writes a full batch
-/// itself (`COALESCE_FRAMES`), so a sustained stream never waits for this;
+/// itself (256 frames) and 64 KiB queued end the linger at once, so a
+/// sustained stream never waits for this;
 /// it bounds the delay of the last frames of a burst. Flushing at once
 /// instead woke the I/O thread for a few frames per write, and held 64 B
 /// throughput to 0.83x Zenoh's (`bench/results/core-redesign.md`).
@@ -122,12 +123,13 @@ impl Source for TcpSource {
         if !self.conn.has_backlog() {
             return;
         }
-        if self.conn.batching() {
+        if self.conn.lingers() {
             // More frames are likely on their way: write them together.
             self.linger_until
                 .get_or_insert_with(|| Instant::now() + LINGER);
             return;
         }
+        self.linger_until = None;
         if self.conn.flush().is_err() {
             self.conn.mark_closed();
         }
