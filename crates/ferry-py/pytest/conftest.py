@@ -18,6 +18,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 HERE = pathlib.Path(__file__).resolve().parent
 
 
+# A test run started from a background job inherits SIGINT as ignored, and
+# an ignored signal stays ignored across exec: the children of the Ctrl-C
+# tests would never see their Ctrl-C. With a handler here instead, every
+# child starts with SIGINT at its default (exec resets caught signals).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_domain() -> int:
     """Every node of the session (children inherit it) in a domain of its

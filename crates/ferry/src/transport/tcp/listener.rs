@@ -61,7 +61,7 @@ impl Source for ListenerSource {
                         },
                         self.io.clone(),
                     ));
-                    ctx.add_source(Box::new(TcpSource::new(conn, self.max_frame)));
+                    ctx.add_source(Box::new(TcpSource::accepted(conn, self.max_frame)));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Served::Idle,
                 Err(e) => {

@@ -4,7 +4,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 
 use bytes::Bytes;
-use ferry_wire::frame::{FrameHeader, HEADER_LEN};
+use ferry_wire::frame::{FrameHeader, FrameKind, Hello, HEADER_LEN};
 
 /// Largest buffer growth per read call.
 const READ_CHUNK: usize = 4 << 20;
@@ -20,6 +20,10 @@ pub(crate) struct FrameReader {
     buf: Vec<u8>,
     head: usize,
     max_body: usize,
+    /// The kind and exact body length the first frame must have (an
+    /// accepted connection's Hello): until it is in, a peer cannot make us
+    /// buffer more than that, whatever length it announces.
+    first: Option<(FrameKind, usize)>,
 }
 
 /// One complete frame.
@@ -36,6 +40,17 @@ impl FrameReader {
             buf: Vec::with_capacity(INITIAL_BUF),
             head: 0,
             max_body,
+            first: None,
+        }
+    }
+
+    /// A reader for an accepted connection: its first frame must be a
+    /// [`Hello`] of exactly [`Hello::LEN`] bytes, or the stream is refused
+    /// as soon as that frame's header is in.
+    pub fn expecting_hello(max_body: usize) -> Self {
+        FrameReader {
+            first: Some((FrameKind::Hello, Hello::LEN)),
+            ..FrameReader::new(max_body)
         }
     }
 
@@ -136,6 +151,7 @@ impl FrameReader {
                 b
             };
             frames.push(RawFrame { header: h, body });
+            self.first = None;
         }
         if self.head == self.buf.len() {
             self.head = 0;
@@ -156,9 +172,20 @@ impl FrameReader {
             }
             return Ok(None);
         }
-        FrameHeader::parse(&avail[..HEADER_LEN], self.max_body)
-            .map(Some)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        let h = FrameHeader::parse(&avail[..HEADER_LEN], self.max_body)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        if let Some((kind, len)) = self.first {
+            if h.kind != kind || h.body_len as usize != len {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "expected a {kind:?} frame of {len} bytes first, got {:?} of {} bytes",
+                        h.kind, h.body_len
+                    ),
+                ));
+            }
+        }
+        Ok(Some(h))
     }
 }
 
@@ -356,5 +383,60 @@ mod tests {
             .read(&b, &mut Vec::new(), usize::MAX)
             .unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+    }
+
+    #[test]
+    fn an_accepted_stream_must_start_with_a_hello_of_its_real_size() {
+        // A Hello announcing 256 MiB is refused on its header: nothing of
+        // the announced body is buffered.
+        let (mut a, b) = pair();
+        a.write_all(&header(FrameKind::Hello, 256 << 20)).unwrap();
+        a.write_all(&[0; 4096]).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let mut r = FrameReader::expecting_hello(256 << 20);
+        let e = r.read(&b, &mut Vec::new(), usize::MAX).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("Hello frame of 25 bytes"), "{e}");
+        assert!(r.buf.capacity() <= INITIAL_BUF, "{}", r.buf.capacity());
+        // Data before the Hello is refused too.
+        let (mut a, b) = pair();
+        a.write_all(&header(FrameKind::Data, 8)).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let e = FrameReader::expecting_hello(1 << 20)
+            .read(&b, &mut Vec::new(), usize::MAX)
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        // A real Hello, then a large frame: accepted.
+        let (mut a, b) = pair();
+        let hello = Hello {
+            from: EndpointId {
+                participant: ferry_wire::ParticipantId(1),
+                entity: 1,
+            },
+            from_kind: ferry_wire::EndpointKind::Publisher,
+            to: EndpointId {
+                participant: ferry_wire::ParticipantId(2),
+                entity: 1,
+            },
+        }
+        .encode();
+        assert_eq!(hello.len(), Hello::LEN);
+        a.write_all(&header(FrameKind::Hello, Hello::LEN as u32))
+            .unwrap();
+        a.write_all(&hello).unwrap();
+        a.write_all(&header(FrameKind::Data, 100_000)).unwrap();
+        a.write_all(&[9; 100_000]).unwrap();
+        let mut r = FrameReader::expecting_hello(1 << 20);
+        let mut frames = Vec::new();
+        for _ in 0..200 {
+            r.read(&b, &mut frames, usize::MAX).unwrap();
+            if frames.len() == 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(frames.len(), 2);
+        assert_eq!(frames[0].header.kind, FrameKind::Hello);
+        assert_eq!(frames[1].body.len(), 100_000);
     }
 }

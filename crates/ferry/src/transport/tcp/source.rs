@@ -21,6 +21,10 @@ const READ_BUDGET: usize = 4 << 20;
 /// instead woke the I/O thread for a few frames per write, and held 64 B
 /// throughput to 0.83x Zenoh's (`bench/results/core-redesign.md`).
 const LINGER: Duration = Duration::from_micros(100);
+/// An accepted connection that has not sent its Hello by then is closed:
+/// idle connections from a stranger must not hold descriptors and memory.
+/// (A writer sends its Hello right after connecting.)
+const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One TCP connection in the I/O loop: the connection and its reader.
 pub(crate) struct TcpSource {
@@ -28,6 +32,8 @@ pub(crate) struct TcpSource {
     reader: FrameReader,
     /// A batch waits until then for more frames (see [`LINGER`]).
     linger_until: Option<Instant>,
+    /// An accepted connection is closed unless its Hello is in by then.
+    hello_by: Option<Instant>,
 }
 
 impl TcpSource {
@@ -36,6 +42,19 @@ impl TcpSource {
             conn,
             reader: FrameReader::new(max_frame),
             linger_until: None,
+            hello_by: None,
+        }
+    }
+
+    /// An accepted connection: its first frame must be a Hello of the
+    /// Hello's real size (`FrameReader::expecting_hello`), within
+    /// [`HELLO_TIMEOUT`].
+    pub fn accepted(conn: Arc<TcpConn>, max_frame: usize) -> TcpSource {
+        TcpSource {
+            conn,
+            reader: FrameReader::expecting_hello(max_frame),
+            linger_until: None,
+            hello_by: Some(Instant::now() + HELLO_TIMEOUT),
         }
     }
 
@@ -144,7 +163,20 @@ impl Source for TcpSource {
     }
 
     fn service(&mut self, now: Instant) -> Option<Instant> {
-        match self.linger_until {
+        if let Some(by) = self.hello_by {
+            if self.conn.peer_participant().is_some() {
+                self.hello_by = None;
+            } else if now >= by {
+                tracing::debug!(
+                    "closing connection from {}: no Hello within {HELLO_TIMEOUT:?}",
+                    self.conn.peer
+                );
+                self.hello_by = None;
+                self.conn.mark_closed();
+                return None;
+            }
+        }
+        let linger = match self.linger_until {
             Some(t) if t <= now => {
                 self.linger_until = None;
                 if self.conn.flush().is_err() {
@@ -153,6 +185,10 @@ impl Source for TcpSource {
                 None
             }
             other => other,
+        };
+        match (linger, self.hello_by) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
