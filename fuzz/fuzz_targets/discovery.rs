@@ -35,10 +35,10 @@ fn machine(now: Instant) -> Discovery {
         pid: 1,
         lease_ms: 3000,
         name: "fuzz".into(),
-        locators: vec![Locator {
-            transport: TransportKind::Tcp,
-            address: "127.0.0.1:7400".into(),
-        }],
+        locators: vec![Locator::socket(
+            TransportKind::Tcp,
+            "127.0.0.1:7400".parse().expect("address"),
+        )],
     };
     let mut d = Discovery::new(Config::new(DOMAIN, ME, info), now);
     d.set_records(

@@ -1,4 +1,24 @@
 //! The discovery state machine.
+//!
+//! At rest a participant sends only a 25-byte heartbeat per period (its
+//! record revision and lease). Its records (nodes, endpoints, locators) go
+//! out once when they change, and to whoever asks with a `Request` — which a
+//! peer sends when a heartbeat shows a revision it has not got. The period
+//! grows with the number of participants (like RTCP's report interval) so
+//! that in a domain of more than [`SMALL_DOMAIN`] each participant receives
+//! at most [`HEARTBEATS_PER_S`] heartbeats a second whatever the domain's
+//! size: the cost of a domain at rest is linear in its participants, not
+//! quadratic. A newcomer is greeted by everyone (a unicast heartbeat) and
+//! asks each for its records: a join costs O(N) datagrams once.
+//!
+//! A participant's state changes only through datagrams from the address it
+//! was first heard from ([`guard::Origin`]); revisions advance by at most
+//! [`MAX_REVISION_STEP`]; leases are capped at [`MAX_LEASE_MS`]; a
+//! participant is only visible once it answered a request at that address,
+//! and is dropped if it has not within [`FIRST_CONTACT`]; one source address
+//! is capped in participants, records and rate.
+
+mod guard;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -9,12 +29,30 @@ use ferry_wire::beacon::{
 };
 use ferry_wire::{ParticipantId, WireError};
 
-/// Most remote participants remembered; beacons from more are dropped and counted.
-pub const MAX_PARTICIPANTS: usize = 1024;
+use guard::{Origin, Sources, Verdict};
+pub use guard::{MAX_PARTICIPANTS_PER_SOURCE, MAX_RECORDS_PER_SOURCE, SOURCE_BURST, SOURCE_RATE};
+
+/// Most remote participants remembered (visible or still being learned).
+pub const MAX_PARTICIPANTS: usize = 2048;
 /// Most records remembered per remote participant.
 pub const MAX_RECORDS_PER_PARTICIPANT: usize = 4096;
 /// Most parts one announcement may be split into.
 pub const MAX_PARTS: u16 = 256;
+/// Longest lease honoured: a participant claiming more is expired after this.
+pub const MAX_LEASE_MS: u32 = 600_000;
+/// How long a participant may take to answer our request for its records
+/// before it is forgotten (it is announced again by its next heartbeat).
+pub const FIRST_CONTACT: Duration = Duration::from_secs(3);
+/// Largest forward step of a record revision: a participant changes its
+/// records far less often between two of its heartbeats.
+pub const MAX_REVISION_STEP: u32 = 1 << 16;
+/// Heartbeats each participant receives per second at most in a domain of
+/// more than [`SMALL_DOMAIN`] participants, whatever its size: the period is
+/// stretched to keep within it (and the announced lease with it).
+pub const HEARTBEATS_PER_S: u32 = 10;
+/// Up to this many participants, the period is the configured one (each
+/// receives at most ~35 heartbeats a second at the default lease).
+pub const SMALL_DOMAIN: u32 = 16;
 
 /// Announcement period for a lease: six announcements fit in every lease
 /// even when the ±10 % jitter stretches each period (lease / 6.6).
@@ -31,7 +69,7 @@ pub struct Config {
     pub participant: ParticipantId,
     /// What this runtime tells others (lease, locators, host identity).
     pub info: ParticipantInfo,
-    /// Time between periodic announcements (default: lease / 6).
+    /// Time between heartbeats with few participants (default: lease / 6.6).
     pub announce_period: Duration,
     /// Largest datagram to send.
     pub mtu: usize,
@@ -41,14 +79,17 @@ pub struct Config {
     pub static_peers: Vec<SocketAddr>,
     /// Whether announcements also go to an MQTT broker (cloud scope).
     pub broker: bool,
+    /// Accept datagrams from loopback addresses only (`discovery =
+    /// localhost`): anything else is counted and ignored.
+    pub loopback_only: bool,
     /// Seed for the announcement jitter.
     pub seed: u64,
 }
 
 impl Config {
     /// A config with ferry's defaults: the period is a sixth of the lease
-    /// (500 ms for the default 3 s lease), so a live peer is only expired
-    /// after six announcements in a row are lost; 1472 B MTU.
+    /// (454 ms for the default 3 s lease), so a live peer is only expired
+    /// after six heartbeats in a row are lost; 1472 B MTU.
     pub fn new(domain: u16, participant: ParticipantId, info: ParticipantInfo) -> Self {
         let period = period_for(info.lease_ms);
         Config {
@@ -60,6 +101,7 @@ impl Config {
             multicast: true,
             static_peers: Vec::new(),
             broker: false,
+            loopback_only: false,
             seed: participant.0 | 1,
         }
     }
@@ -146,12 +188,38 @@ pub enum DatagramError {
     /// From another domain.
     #[error("beacon for domain {0} ignored (this runtime is in another domain)")]
     ForeignDomain(u16),
-    /// Too many participants already known.
-    #[error("participant table full ({MAX_PARTICIPANTS}); beacon dropped")]
-    TableFull,
-    /// An announcement exceeds the per-participant bounds.
+    /// Too many participants already known (from this source or in all).
+    #[error("participant table full ({0}); beacon dropped")]
+    TableFull(&'static str),
+    /// An announcement exceeds the per-participant or per-source bounds.
     #[error("announcement exceeds bounds: {0}")]
     TooLarge(&'static str),
+    /// Names a known participant but comes from another address than the
+    /// one it was first heard from (a forgery, or a peer whose address
+    /// changed: it is learned again once its lease ends).
+    #[error("datagram for participant {participant} from {from}, not from its address {origin}")]
+    NotOwner {
+        /// The participant named.
+        participant: ParticipantId,
+        /// Where the datagram came from.
+        from: SocketAddr,
+        /// Where that participant's datagrams come from.
+        origin: String,
+    },
+    /// A revision that jumps further than [`MAX_REVISION_STEP`].
+    #[error("revision jump from {from} to {to} ignored (at most {MAX_REVISION_STEP} forward)")]
+    RevisionJump {
+        /// The revision known.
+        from: u32,
+        /// The revision claimed.
+        to: u32,
+    },
+    /// The source address spent its rate budget.
+    #[error("source {0} is over its discovery rate ({SOURCE_RATE}/s); datagram dropped")]
+    Throttled(std::net::IpAddr),
+    /// `discovery = localhost` and the datagram came from elsewhere.
+    #[error("datagram from {0} ignored: discovery is limited to this host (localhost)")]
+    NotLoopback(SocketAddr),
 }
 
 /// Counters for the driver and the CLI.
@@ -165,6 +233,14 @@ pub struct Stats {
     pub malformed: u64,
     /// Datagrams from other domains.
     pub foreign_domain: u64,
+    /// Datagrams naming a known participant from another address (forged).
+    pub not_owner: u64,
+    /// Datagrams dropped by a source's rate budget, caps or a revision jump.
+    pub refused: u64,
+    /// Datagrams from outside this host while limited to it.
+    pub not_loopback: u64,
+    /// Participants forgotten to make room for new ones.
+    pub evicted: u64,
 }
 
 /// What is known about one remote participant.
@@ -172,41 +248,129 @@ pub struct Stats {
 pub struct RemoteParticipant {
     /// Its id.
     pub id: ParticipantId,
-    /// Its info from the latest beacon.
+    /// Its info from its latest announcement.
     pub info: ParticipantInfo,
     /// Its nodes.
     pub nodes: BTreeMap<u32, NodeRecord>,
     /// Its endpoints.
     pub endpoints: BTreeMap<u32, EndpointRecord>,
-    /// Where its unicast beacons come from, if it ever used unicast.
+    /// Where its unicast beacons come from, if it sends them periodically
+    /// (a peer without multicast).
     pub unicast: Option<SocketAddr>,
     /// Heard on multicast or unicast at least once (not only through the
     /// broker): its network locators are worth trying.
     pub direct: bool,
-    expires: Instant,
-    revision: u32,
-    assembly: Option<Assembly>,
 }
 
 #[derive(Debug, Clone)]
 struct Assembly {
     revision: u32,
     got: Vec<bool>,
+    info: Option<ParticipantInfo>,
     records: Vec<Record>,
 }
 
-/// The discovery state machine. See the crate docs.
+/// One entry of the participant table.
+#[derive(Debug)]
+struct Entry {
+    origin: Origin,
+    /// `None` until its first whole record set arrived.
+    known: Option<RemoteParticipant>,
+    /// Revision of `known` (0: none yet).
+    revision: u32,
+    /// Latest revision it said it has.
+    advertised: u32,
+    lease: Duration,
+    expires: Instant,
+    assembly: Option<Assembly>,
+    /// When to ask for its records (again), while `advertised` is not had.
+    next_request: Option<Instant>,
+    request_gap: Duration,
+    first_seen: Instant,
+    /// Last evidence from the data plane (a live connection).
+    last_data: Option<Instant>,
+    /// Where it sends us its periodic heartbeats by unicast (we send ours
+    /// back there).
+    unicast: Option<SocketAddr>,
+}
+
+impl Entry {
+    fn records(&self) -> usize {
+        self.known
+            .as_ref()
+            .map_or(0, |k| k.nodes.len() + k.endpoints.len())
+    }
+
+    fn live(&self, now: Instant) -> bool {
+        self.last_data
+            .is_some_and(|t| now.duration_since(t) < self.lease)
+    }
+}
+
+/// `to` is at most [`MAX_REVISION_STEP`] ahead of `from` (serial arithmetic).
+fn ahead(to: u32, from: u32) -> bool {
+    let d = to.wrapping_sub(from);
+    d != 0 && d <= MAX_REVISION_STEP
+}
+
+/// Unicast answers waiting for their (coalescing) moment.
+#[derive(Debug, Default)]
+struct Pending {
+    to: Vec<SocketAddr>,
+    at: Option<Instant>,
+}
+
+impl Pending {
+    fn add(&mut self, to: SocketAddr, at: Instant) {
+        if self.to.len() < 4096 && !self.to.contains(&to) {
+            self.to.push(to);
+        }
+        self.at = Some(self.at.map_or(at, |t| t.min(at)));
+    }
+
+    fn due(&mut self, now: Instant) -> Option<Vec<SocketAddr>> {
+        if self.at.is_some_and(|t| t <= now) {
+            self.at = None;
+            Some(std::mem::take(&mut self.to))
+        } else {
+            None
+        }
+    }
+}
+
+/// More answers than this at once go to the group once instead.
+const GROUP_ANSWER: usize = 4;
+/// After starting, ask everyone to greet us again after this, then at
+/// doubling intervals while our table keeps growing.
+const HELLO_FIRST: Duration = Duration::from_millis(300);
+/// `Request` for this id: "everyone, greet me".
+pub const EVERYONE: ParticipantId = ParticipantId(0);
+
+/// The discovery state machine. See the module docs.
 #[derive(Debug)]
 pub struct Discovery {
     cfg: Config,
     records: Vec<Record>,
     revision: u32,
-    remotes: HashMap<ParticipantId, RemoteParticipant>,
-    /// Unicast peers that reached us and get our announcements too.
+    table: HashMap<ParticipantId, Entry>,
+    sources: Sources,
+    /// Unicast peers that send us their heartbeats and get ours.
     learned_peers: Vec<SocketAddr>,
     next_periodic: Instant,
-    next_soon: Option<Instant>,
+    /// Our records changed: send them to everyone at this time.
+    changed: Option<Instant>,
+    /// Earliest expiry or request due in the table (a lower bound).
+    next_scan: Instant,
     fast_until: Instant,
+    /// Requests for our records, answered with an announcement.
+    replies: Pending,
+    /// Newcomers, greeted with a heartbeat so they learn about us.
+    greetings: Pending,
+    /// While our table still grows after we started: when to ask everyone
+    /// to greet us again (a greeting lost in a crowd's burst is otherwise
+    /// only repaired by the next, possibly long, period), and how many we
+    /// knew when we last asked.
+    hello: Option<(Instant, Duration, usize)>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     rng: u64,
@@ -223,11 +387,16 @@ impl Discovery {
             cfg,
             records: Vec::new(),
             revision: 1,
-            remotes: HashMap::new(),
+            table: HashMap::new(),
+            sources: Sources::default(),
             learned_peers: Vec::new(),
             next_periodic: now,
-            next_soon: None,
+            changed: Some(now),
+            next_scan: now,
             fast_until,
+            replies: Pending::default(),
+            greetings: Pending::default(),
+            hello: Some((now + HELLO_FIRST, HELLO_FIRST, 0)),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             rng,
@@ -252,15 +421,19 @@ impl Discovery {
             return;
         }
         self.records = records;
+        self.changed_at(now + Duration::from_millis(2));
+    }
+
+    fn changed_at(&mut self, at: Instant) {
         self.revision = self.revision.wrapping_add(1).max(1);
         // Coalesce bursts of local changes (a node creating ten ports) into one.
-        self.schedule_soon(now + Duration::from_millis(2));
+        self.changed = Some(self.changed.map_or(at, |t| t.min(at)));
     }
 
     /// Changes the announced lease (and the period: a sixth of it). Used to
     /// honour an endpoint's liveliness lease shorter than the runtime's.
     pub fn set_lease(&mut self, lease_ms: u32, now: Instant) {
-        let lease_ms = lease_ms.max(60);
+        let lease_ms = lease_ms.clamp(60, MAX_LEASE_MS);
         if self.cfg.info.lease_ms == lease_ms {
             return;
         }
@@ -268,21 +441,45 @@ impl Discovery {
         self.cfg.info.lease_ms = lease_ms;
         self.cfg.announce_period = period_for(lease_ms);
         if shorter {
-            self.next_periodic = self.next_periodic.min(now + self.cfg.announce_period);
-            self.schedule_soon(now);
+            self.next_periodic = now;
         }
     }
 
-    /// The lease this runtime announces.
+    /// The lease this runtime announces: its configured lease, or longer
+    /// when the domain is so large that the period had to stretch.
     pub fn lease_ms(&self) -> u32 {
-        self.cfg.info.lease_ms
+        let p = self.period();
+        let base = period_for(self.cfg.info.lease_ms);
+        if p <= base {
+            self.cfg.info.lease_ms
+        } else {
+            (p.as_millis() as u64 * 66 / 10).min(u64::from(MAX_LEASE_MS)) as u32
+        }
+    }
+
+    /// Time between heartbeats: the configured period, stretched so that
+    /// every participant receives at most [`HEARTBEATS_PER_S`] a second.
+    pub fn period(&self) -> Duration {
+        // Only participants whose records arrived: a flood of forged ids
+        // must not slow our heartbeats.
+        let n = self.table.values().filter(|e| e.known.is_some()).count() as u32 + 1;
+        if n <= SMALL_DOMAIN {
+            // A lease shorter than the default (fast failure detection)
+            // is honoured as configured.
+            return self.cfg.announce_period;
+        }
+        let scaled = Duration::from_secs(1) * n / HEARTBEATS_PER_S;
+        self.cfg
+            .announce_period
+            .max(scaled)
+            .min(period_for(MAX_LEASE_MS))
     }
 
     /// Updates the announced locators (e.g. a transport started listening).
     pub fn set_locators(&mut self, locators: Vec<ferry_wire::Locator>, now: Instant) {
         if self.cfg.info.locators != locators {
             self.cfg.info.locators = locators;
-            self.schedule_soon(now);
+            self.changed_at(now);
         }
     }
 
@@ -291,20 +488,22 @@ impl Discovery {
     /// that keeps sending is not expired because a lossy link ate its
     /// beacons; one that stops (kill -9) still expires within its lease.
     pub fn refresh(&mut self, participant: ParticipantId, now: Instant) {
-        if let Some(rp) = self.remotes.get_mut(&participant) {
-            let t = now + Duration::from_millis(u64::from(rp.info.lease_ms));
-            rp.expires = rp.expires.max(t);
+        if let Some(e) = self.table.get_mut(&participant) {
+            if e.known.is_some() {
+                e.expires = e.expires.max(now + e.lease);
+                e.last_data = Some(now);
+            }
         }
     }
 
-    /// Known remote participants.
+    /// Known remote participants (those whose records arrived).
     pub fn participants(&self) -> impl Iterator<Item = &RemoteParticipant> {
-        self.remotes.values()
+        self.table.values().filter_map(|e| e.known.as_ref())
     }
 
     /// One remote participant.
     pub fn participant_info(&self, id: ParticipantId) -> Option<&RemoteParticipant> {
-        self.remotes.get(&id)
+        self.table.get(&id).and_then(|e| e.known.as_ref())
     }
 
     /// Feeds one received datagram.
@@ -315,6 +514,10 @@ impl Discovery {
         via: Via,
         bytes: &[u8],
     ) -> Result<(), DatagramError> {
+        if self.cfg.loopback_only && via != Via::Broker && !from.ip().is_loopback() {
+            self.stats.not_loopback += 1;
+            return Err(DatagramError::NotLoopback(from));
+        }
         let beacon = match Beacon::parse(bytes) {
             Ok(b) => b,
             Err(e) => {
@@ -326,24 +529,267 @@ impl Discovery {
             self.stats.foreign_domain += 1;
             return Err(DatagramError::ForeignDomain(beacon.domain));
         }
-        if beacon.participant == self.cfg.participant {
+        let id = beacon.participant;
+        if id == self.cfg.participant {
             return Ok(()); // our own multicast, looped back
         }
-        self.stats.received += 1;
-        match beacon.body {
-            BeaconBody::Bye => {
-                self.remove(beacon.participant, LeaveReason::Bye);
+        let r = match beacon.body {
+            BeaconBody::Bye => match self.verdict(id, from, via)? {
+                Some(Verdict::Owner) => {
+                    self.remove(id, LeaveReason::Bye);
+                    Ok(())
+                }
+                _ => Ok(()),
+            },
+            BeaconBody::Heartbeat {
+                revision,
+                lease_ms,
+                greeting,
+            } => self.on_alive(now, from, via, id, revision, lease_ms, !greeting, false),
+            BeaconBody::Announce(a) => {
+                self.spend(from, via, now)?;
+                self.on_alive(now, from, via, id, a.revision, a.info.lease_ms, false, true)?;
+                self.on_part(now, id, a)
+            }
+            BeaconBody::Request { target } => {
+                if via != Via::Broker && !self.left {
+                    if target == self.cfg.participant {
+                        self.spend(from, via, now)?;
+                        self.replies.add(from, now + Duration::from_millis(2));
+                    } else if target == EVERYONE {
+                        self.spend(from, via, now)?;
+                        let at = now + self.greeting_jitter();
+                        self.greetings.add(from, at);
+                    }
+                }
                 Ok(())
             }
-            BeaconBody::Announce(a) => self.on_announce(now, from, via, beacon.participant, a),
+        };
+        if r.is_ok() {
+            self.stats.received += 1;
+        }
+        r
+    }
+
+    fn spend(&mut self, from: SocketAddr, via: Via, now: Instant) -> Result<(), DatagramError> {
+        if self.sources.spend(Origin::of(from, via).ip(), now) {
+            Ok(())
+        } else {
+            self.stats.refused += 1;
+            Err(DatagramError::Throttled(from.ip()))
         }
     }
 
-    fn on_announce(
+    /// How a datagram naming `id` relates to it (`None`: unknown id).
+    fn verdict(
+        &mut self,
+        id: ParticipantId,
+        from: SocketAddr,
+        via: Via,
+    ) -> Result<Option<Verdict>, DatagramError> {
+        let Some(e) = self.table.get(&id) else {
+            return Ok(None);
+        };
+        let v = e
+            .origin
+            .verdict(from, via, e.known.as_ref().map(|k| &k.info));
+        if v == Verdict::Stranger {
+            self.stats.not_owner += 1;
+            return Err(DatagramError::NotOwner {
+                participant: id,
+                from,
+                origin: format!("{:?}", e.origin),
+            });
+        }
+        Ok(Some(v))
+    }
+
+    /// A heartbeat or announcement part from `id`: admits it, checks that
+    /// it comes from its origin, renews its lease and asks for its records
+    /// when they are newer than ours.
+    #[allow(clippy::too_many_arguments)]
+    fn on_alive(
         &mut self,
         now: Instant,
         from: SocketAddr,
         via: Via,
+        id: ParticipantId,
+        revision: u32,
+        lease_ms: u32,
+        periodic: bool,
+        announce: bool,
+    ) -> Result<(), DatagramError> {
+        let lease = Duration::from_millis(u64::from(lease_ms.min(MAX_LEASE_MS)));
+        match self.verdict(id, from, via)? {
+            None => {
+                self.spend(from, via, now)?;
+                self.admit(now, from, via, id, revision, lease)?;
+            }
+            Some(Verdict::BrokerCopy) => {
+                let e = self.table.get_mut(&id).expect("verdict found it");
+                if e.known.is_some() && revision == e.revision {
+                    e.expires = e.expires.max(now + e.lease);
+                }
+                return Ok(());
+            }
+            Some(Verdict::Upgrade) => {
+                let e = self.table.get_mut(&id).expect("verdict found it");
+                let ip = e.origin.ip();
+                e.origin = Origin::Direct(from);
+                let records = e.records();
+                if let Some(k) = &mut e.known {
+                    k.direct = true;
+                    // Now reachable directly: let matching try the network paths.
+                    self.events.push_back(Event::ParticipantJoined(id));
+                }
+                self.sources.remove_participant(ip, records);
+                self.sources.add_participant(Some(from.ip()), now);
+                self.sources.set_records(Some(from.ip()), 0, records);
+            }
+            Some(Verdict::Owner | Verdict::Stranger) => {}
+        }
+        let e = self.table.get_mut(&id).expect("admitted");
+        if e.known.is_some() && revision != e.revision {
+            if ahead(e.revision, revision) {
+                return Ok(()); // an old datagram, reordered
+            }
+            if !ahead(revision, e.revision) {
+                self.stats.refused += 1;
+                return Err(DatagramError::RevisionJump {
+                    from: e.revision,
+                    to: revision,
+                });
+            }
+        }
+        if e.known.is_some() {
+            e.lease = lease;
+            e.expires = e.expires.max(now + lease);
+        }
+        if revision != e.revision && via != Via::Broker {
+            // Records we have not got: ask for them, at once after a
+            // heartbeat, after a grace period after a part of the
+            // announcement itself (its other parts are on their way).
+            let at = if announce {
+                now + Duration::from_millis(100)
+            } else {
+                now
+            };
+            if e.advertised != revision || e.next_request.is_none() {
+                e.advertised = revision;
+                e.request_gap = Duration::from_millis(100);
+                e.next_request = Some(e.next_request.map_or(at, |t| t.min(at)));
+                self.next_scan = self.next_scan.min(at);
+            }
+        }
+        if via == Via::Unicast && !announce && periodic && e.unicast.is_none() {
+            let learned = &mut self.learned_peers;
+            if !self.cfg.static_peers.contains(&from) && learned.len() < MAX_PARTICIPANTS {
+                if !learned.contains(&from) {
+                    learned.push(from);
+                }
+                e.unicast = Some(from);
+                if let Some(k) = &mut e.known {
+                    k.unicast = Some(from);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A participant heard for the first time: into the table (making
+    /// room if needed), greeted so that it learns about us soon.
+    fn admit(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        via: Via,
+        id: ParticipantId,
+        revision: u32,
+        lease: Duration,
+    ) -> Result<(), DatagramError> {
+        let origin = Origin::of(from, via);
+        if self.sources.participants(origin.ip()) >= MAX_PARTICIPANTS_PER_SOURCE
+            && !self.evict(now, origin.ip())
+        {
+            self.stats.refused += 1;
+            return Err(DatagramError::TableFull("per source address"));
+        }
+        if self.table.len() >= MAX_PARTICIPANTS && !self.evict(now, None) {
+            self.stats.refused += 1;
+            return Err(DatagramError::TableFull("in all"));
+        }
+        self.sources.add_participant(origin.ip(), now);
+        self.table.insert(
+            id,
+            Entry {
+                origin,
+                known: None,
+                revision: 0,
+                advertised: revision,
+                lease,
+                expires: now + FIRST_CONTACT,
+                assembly: None,
+                next_request: None,
+                request_gap: Duration::from_millis(100),
+                first_seen: now,
+                last_data: None,
+                unicast: None,
+            },
+        );
+        self.next_scan = self.next_scan.min(now + FIRST_CONTACT);
+        // Let the newcomer learn about us quickly, with jitter so that a
+        // crowd answering one join does not answer at the same instant.
+        let jitter = self.greeting_jitter();
+        match origin {
+            Origin::Direct(a) if !self.left => self.greetings.add(a, now + jitter),
+            Origin::Broker => {
+                let at = now + jitter;
+                self.changed = Some(self.changed.map_or(at, |t| t.min(at)));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Makes room for one participant (of source `ip` when given, else of
+    /// any): forgets a participant still being learned, the oldest first;
+    /// else the one whose source holds the most, without a live
+    /// connection. Never one the data plane shows alive.
+    fn evict(&mut self, now: Instant, ip: Option<std::net::IpAddr>) -> bool {
+        let of_source = |e: &Entry| ip.is_none() || e.origin.ip() == ip;
+        let learning = self
+            .table
+            .iter()
+            .filter(|(_, e)| e.known.is_none() && of_source(e))
+            .min_by_key(|(_, e)| e.first_seen)
+            .map(|(id, _)| *id);
+        let victim = learning.or_else(|| {
+            self.table
+                .iter()
+                .filter(|(_, e)| !e.live(now) && of_source(e))
+                .max_by_key(|(_, e)| {
+                    (
+                        self.sources.participants(e.origin.ip()),
+                        std::cmp::Reverse(e.first_seen),
+                    )
+                })
+                .map(|(id, _)| *id)
+        });
+        match victim {
+            Some(id) => {
+                self.stats.evicted += 1;
+                self.remove(id, LeaveReason::LeaseExpired);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// One part of an announcement from its owner: assembled; a whole
+    /// record set replaces the participant's records.
+    fn on_part(
+        &mut self,
+        now: Instant,
         id: ParticipantId,
         a: Announce,
     ) -> Result<(), DatagramError> {
@@ -351,176 +797,187 @@ impl Discovery {
             self.stats.malformed += 1;
             return Err(DatagramError::TooLarge("more than 256 parts"));
         }
-        if !self.remotes.contains_key(&id) {
-            if self.remotes.len() >= MAX_PARTICIPANTS {
-                return Err(DatagramError::TableFull);
-            }
-            self.remotes.insert(
-                id,
-                RemoteParticipant {
-                    id,
-                    info: a.info.clone(),
-                    nodes: BTreeMap::new(),
-                    endpoints: BTreeMap::new(),
-                    unicast: None,
-                    direct: via != Via::Broker,
-                    expires: now,
-                    revision: 0,
-                    assembly: None,
-                },
-            );
-            self.events.push_back(Event::ParticipantJoined(id));
-            // Let the newcomer learn about us quickly, with jitter so that a
-            // crowd answering one join does not answer at the same instant.
-            let jitter = Duration::from_millis(self.next_rand() % 50);
-            self.schedule_soon(now + jitter);
+        let Some(e) = self.table.get_mut(&id) else {
+            return Ok(());
+        };
+        if e.known.is_some() && !ahead(a.revision, e.revision) {
+            return Ok(()); // had it already (or older)
         }
-        if via == Via::Unicast
-            && !self.learned_peers.contains(&from)
-            && !self.cfg.static_peers.contains(&from)
-        {
-            if self.learned_peers.len() < MAX_PARTICIPANTS {
-                self.learned_peers.push(from);
-            }
-            self.schedule_soon(now);
-        }
-        let rp = self.remotes.get_mut(&id).expect("inserted above");
-        if via == Via::Unicast {
-            rp.unicast = Some(from);
-        }
-        if via != Via::Broker && !rp.direct {
-            rp.direct = true;
-            // Now reachable directly: let matching try the network paths.
-            self.events.push_back(Event::ParticipantJoined(id));
-        }
-        rp.info = a.info;
-        rp.expires = now + Duration::from_millis(u64::from(rp.info.lease_ms));
-        if a.revision < rp.revision {
-            return Ok(()); // stale part of an older revision
-        }
-        let asm = match &mut rp.assembly {
+        let held = e.records();
+        let ip = e.origin.ip();
+        let asm = match &mut e.assembly {
             Some(asm) if asm.revision == a.revision && asm.got.len() == a.parts as usize => asm,
-            _ => rp.assembly.insert(Assembly {
+            _ => e.assembly.insert(Assembly {
                 revision: a.revision,
                 got: vec![false; a.parts as usize],
+                info: None,
                 records: Vec::new(),
             }),
         };
+        if asm.got[a.part as usize] {
+            return Ok(());
+        }
         if asm.records.len() + a.records.len() > MAX_RECORDS_PER_PARTICIPANT {
-            rp.assembly = None;
-            self.stats.malformed += 1;
+            e.assembly = None;
+            self.stats.refused += 1;
             return Err(DatagramError::TooLarge("more than 4096 records"));
         }
-        let mut added = Vec::new();
-        if !asm.got[a.part as usize] {
-            asm.got[a.part as usize] = true;
-            for rec in a.records {
-                match &rec {
-                    Record::Node(n) => {
-                        rp.nodes.insert(n.id, n.clone());
-                    }
-                    Record::Endpoint(e) => {
-                        if rp.endpoints.get(&e.entity) != Some(e) {
-                            rp.endpoints.insert(e.entity, e.clone());
-                            added.push(e.clone());
-                        }
-                    }
-                }
-                asm.records.push(rec);
-            }
+        if self.sources.records(ip) + asm.records.len() + a.records.len()
+            > MAX_RECORDS_PER_SOURCE + held
+        {
+            e.assembly = None;
+            self.stats.refused += 1;
+            return Err(DatagramError::TooLarge(
+                "source address holds too many records",
+            ));
         }
-        let complete = asm.got.iter().all(|g| *g);
-        let mut removed = Vec::new();
-        if complete {
-            let asm = rp.assembly.take().expect("matched above");
-            rp.revision = asm.revision;
-            let keep_ep: std::collections::HashSet<u32> = asm
-                .records
-                .iter()
-                .filter_map(|r| match r {
-                    Record::Endpoint(e) => Some(e.entity),
-                    _ => None,
-                })
-                .collect();
-            let keep_nodes: std::collections::HashSet<u32> = asm
-                .records
-                .iter()
-                .filter_map(|r| match r {
-                    Record::Node(n) => Some(n.id),
-                    _ => None,
-                })
-                .collect();
-            rp.nodes.retain(|k, _| keep_nodes.contains(k));
-            let gone: Vec<u32> = rp
-                .endpoints
-                .keys()
-                .filter(|k| !keep_ep.contains(k))
-                .copied()
-                .collect();
-            for k in gone {
-                if let Some(e) = rp.endpoints.remove(&k) {
-                    removed.push(e);
+        asm.got[a.part as usize] = true;
+        asm.info = Some(a.info);
+        asm.records.extend(a.records);
+        if !asm.got.iter().all(|g| *g) {
+            return Ok(());
+        }
+        let asm = e.assembly.take().expect("matched above");
+        let info = asm.info.expect("a part arrived");
+        let old = held;
+        let lease = Duration::from_millis(u64::from(info.lease_ms.min(MAX_LEASE_MS)));
+        e.revision = asm.revision;
+        if !ahead(e.advertised, e.revision) {
+            e.advertised = e.revision;
+            e.next_request = None;
+        }
+        e.lease = lease;
+        e.expires = now + lease;
+        self.next_scan = self.next_scan.min(e.expires);
+        let joined = e.known.is_none();
+        let direct = e.origin != Origin::Broker;
+        let k = e.known.get_or_insert_with(|| RemoteParticipant {
+            id,
+            info: info.clone(),
+            nodes: BTreeMap::new(),
+            endpoints: BTreeMap::new(),
+            unicast: e.unicast,
+            direct,
+        });
+        k.info = info;
+        let mut nodes = BTreeMap::new();
+        let mut endpoints = BTreeMap::new();
+        for rec in asm.records {
+            match rec {
+                Record::Node(n) => {
+                    nodes.insert(n.id, n);
+                }
+                Record::Endpoint(ep) => {
+                    endpoints.insert(ep.entity, ep);
                 }
             }
         }
-        for endpoint in removed {
-            self.events.push_back(Event::EndpointLeft {
-                participant: id,
-                endpoint,
-            });
+        k.nodes = nodes;
+        let old_eps = std::mem::replace(&mut k.endpoints, endpoints);
+        let new = k.nodes.len() + k.endpoints.len();
+        if joined {
+            self.events.push_back(Event::ParticipantJoined(id));
         }
+        let k = self.table[&id].known.as_ref().expect("just set");
+        for (entity, ep) in &old_eps {
+            if k.endpoints.get(entity) != Some(ep) {
+                self.events.push_back(Event::EndpointLeft {
+                    participant: id,
+                    endpoint: ep.clone(),
+                });
+            }
+        }
+        let added: Vec<EndpointRecord> = k
+            .endpoints
+            .iter()
+            .filter(|(entity, ep)| old_eps.get(entity) != Some(ep))
+            .map(|(_, ep)| ep.clone())
+            .collect();
         for endpoint in added {
             self.events.push_back(Event::EndpointJoined {
                 participant: id,
                 endpoint,
             });
         }
+        self.sources.set_records(ip, old, new);
         Ok(())
     }
 
     /// The broker reported `id`'s connection lost (its last will): it
     /// leaves now, as [`LeaveReason::ConnectionLost`].
     pub fn peer_vanished(&mut self, id: ParticipantId) {
-        self.remove(id, LeaveReason::ConnectionLost);
-    }
-
-    fn remove(&mut self, id: ParticipantId, reason: LeaveReason) {
-        if let Some(rp) = self.remotes.remove(&id) {
-            for endpoint in rp.endpoints.into_values() {
-                self.events.push_back(Event::EndpointLeft {
-                    participant: id,
-                    endpoint,
-                });
-            }
-            if let Some(u) = rp.unicast {
-                self.learned_peers.retain(|p| *p != u);
-            }
-            self.events.push_back(Event::ParticipantLeft { id, reason });
+        if self
+            .table
+            .get(&id)
+            .is_some_and(|e| e.origin == Origin::Broker)
+        {
+            self.remove(id, LeaveReason::ConnectionLost);
         }
     }
 
-    /// Advances time: expires silent participants, sends due announcements.
+    fn remove(&mut self, id: ParticipantId, reason: LeaveReason) {
+        let Some(e) = self.table.remove(&id) else {
+            return;
+        };
+        self.sources.remove_participant(e.origin.ip(), e.records());
+        if let Some(u) = e.unicast {
+            self.learned_peers.retain(|p| *p != u);
+        }
+        let Some(k) = e.known else { return };
+        for endpoint in k.endpoints.into_values() {
+            self.events.push_back(Event::EndpointLeft {
+                participant: id,
+                endpoint,
+            });
+        }
+        self.events.push_back(Event::ParticipantLeft { id, reason });
+    }
+
+    /// Advances time: expires silent participants, asks for records,
+    /// sends due heartbeats, announcements and answers.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let expired: Vec<ParticipantId> = self
-            .remotes
-            .values()
-            .filter(|rp| rp.expires <= now)
-            .map(|rp| rp.id)
-            .collect();
-        for id in expired {
-            self.remove(id, LeaveReason::LeaseExpired);
+        if self.next_scan <= now {
+            self.scan(now);
         }
         if self.left {
             return;
         }
-        let soon_due = self.next_soon.is_some_and(|t| t <= now);
-        if soon_due || self.next_periodic <= now {
-            self.announce();
-            self.next_soon = None;
+        if let Some(to) = self.replies.due(now) {
+            self.answer(to);
+        }
+        if let Some(to) = self.greetings.due(now) {
+            self.greet(to);
+        }
+        if let Some((at, gap, known)) = self.hello {
+            if at <= now {
+                let n = self.table.len();
+                // Stop once an interval passed without anyone new (after
+                // the first two asks).
+                self.hello = if n <= known && gap > HELLO_FIRST {
+                    None
+                } else {
+                    let ask = self.beacon(BeaconBody::Request { target: EVERYONE });
+                    for to in self.destinations(false) {
+                        self.transmits.push_back(Transmit {
+                            to,
+                            bytes: ask.clone(),
+                        });
+                    }
+                    Some((now + gap * 2, gap * 2, n))
+                };
+            }
+        }
+        if self.changed.is_some_and(|t| t <= now) {
+            self.changed = None;
+            let all = self.destinations(true);
+            self.send_announce(&all);
+        }
+        if self.next_periodic <= now {
+            self.heartbeat_all();
             let period = if now < self.fast_until {
                 self.cfg.announce_period / 4
             } else {
-                self.cfg.announce_period
+                self.period()
             };
             // ±10 % jitter keeps a crowd of runtimes from synchronising.
             let tenth = (period.as_micros() as u64 / 10).max(1);
@@ -530,20 +987,62 @@ impl Discovery {
         }
     }
 
+    /// Expiries and requests due; the next such moment.
+    fn scan(&mut self, now: Instant) {
+        let expired: Vec<ParticipantId> = self
+            .table
+            .iter()
+            .filter(|(_, e)| e.expires <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            self.remove(id, LeaveReason::LeaseExpired);
+        }
+        let mut next = now + Duration::from_secs(3600);
+        let domain = self.cfg.domain;
+        let me = self.cfg.participant;
+        for (id, e) in &mut self.table {
+            if let (Some(t), Origin::Direct(a)) = (e.next_request, e.origin) {
+                if t <= now && !self.left {
+                    let rq = Beacon {
+                        domain,
+                        participant: me,
+                        body: BeaconBody::Request { target: *id },
+                    };
+                    self.transmits.push_back(Transmit {
+                        to: Destination::Peer(a),
+                        bytes: rq.encode(),
+                    });
+                    e.next_request = Some(now + e.request_gap);
+                    e.request_gap = (e.request_gap * 2).min(Duration::from_secs(1));
+                }
+            }
+            next = next.min(e.expires);
+            if let Some(t) = e.next_request {
+                next = next.min(t);
+            }
+        }
+        self.next_scan = next;
+    }
+
     /// When [`Discovery::handle_timeout`] should next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut t = if self.left {
-            None
-        } else {
-            Some(self.next_periodic)
-        };
-        if let Some(s) = self.next_soon {
-            t = Some(t.map_or(s, |t| t.min(s)));
+        let mut t = self.next_scan;
+        if !self.left {
+            t = t.min(self.next_periodic);
+            for x in [
+                self.changed,
+                self.replies.at,
+                self.greetings.at,
+                self.hello.map(|h| h.0),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                t = t.min(x);
+            }
         }
-        for rp in self.remotes.values() {
-            t = Some(t.map_or(rp.expires, |t| t.min(rp.expires)));
-        }
-        t
+        Some(t)
     }
 
     /// Next datagram to send.
@@ -560,10 +1059,10 @@ impl Discovery {
         self.events.pop_front()
     }
 
-    /// Sends a full announcement at the next timeout (e.g. a broker
+    /// Sends the whole announcement at the next timeout (e.g. a broker
     /// connection just came up).
     pub fn announce_now(&mut self, now: Instant) {
-        self.schedule_soon(now);
+        self.changed = Some(self.changed.map_or(now, |t| t.min(now)));
     }
 
     /// Clean exit: queues a goodbye to everyone; no further announcements.
@@ -572,13 +1071,8 @@ impl Discovery {
             return;
         }
         self.left = true;
-        let bye = Beacon {
-            domain: self.cfg.domain,
-            participant: self.cfg.participant,
-            body: BeaconBody::Bye,
-        }
-        .encode();
-        for to in self.destinations() {
+        let bye = self.beacon(BeaconBody::Bye);
+        for to in self.destinations(true) {
             self.transmits.push_back(Transmit {
                 to,
                 bytes: bye.clone(),
@@ -586,7 +1080,18 @@ impl Discovery {
         }
     }
 
-    fn destinations(&self) -> Vec<Destination> {
+    fn beacon(&self, body: BeaconBody) -> Vec<u8> {
+        Beacon {
+            domain: self.cfg.domain,
+            participant: self.cfg.participant,
+            body,
+        }
+        .encode()
+    }
+
+    /// Everyone our periodic datagrams reach (the broker only with
+    /// `broker_too`).
+    fn destinations(&self, broker_too: bool) -> Vec<Destination> {
         let mut d = Vec::new();
         if self.cfg.multicast {
             d.push(Destination::Group);
@@ -594,33 +1099,91 @@ impl Discovery {
         for p in self.cfg.static_peers.iter().chain(&self.learned_peers) {
             d.push(Destination::Peer(*p));
         }
-        if self.cfg.broker {
+        if self.cfg.broker && broker_too {
             d.push(Destination::Broker);
         }
         d
     }
 
-    fn announce(&mut self) {
+    fn heartbeat(&self, greeting: bool) -> Vec<u8> {
+        self.beacon(BeaconBody::Heartbeat {
+            revision: self.revision,
+            lease_ms: self.lease_ms(),
+            greeting,
+        })
+    }
+
+    /// The periodic heartbeat; the broker, which cannot carry requests,
+    /// gets the whole announcement instead.
+    fn heartbeat_all(&mut self) {
+        let hb = self.heartbeat(false);
+        for to in self.destinations(false) {
+            self.transmits.push_back(Transmit {
+                to,
+                bytes: hb.clone(),
+            });
+        }
+        if self.cfg.broker {
+            self.send_announce(&[Destination::Broker]);
+        }
+    }
+
+    fn send_announce(&mut self, to: &[Destination]) {
+        if to.is_empty() {
+            return;
+        }
+        let mut info = self.cfg.info.clone();
+        info.lease_ms = self.lease_ms();
         let parts = Beacon::pack_announce(
             self.cfg.domain,
             self.cfg.participant,
-            &self.cfg.info,
+            &info,
             self.revision,
             &self.records,
             self.cfg.mtu,
         );
-        for to in self.destinations() {
+        for d in to {
             for p in &parts {
                 self.transmits.push_back(Transmit {
-                    to: to.clone(),
+                    to: d.clone(),
                     bytes: p.clone(),
                 });
             }
         }
     }
 
-    fn schedule_soon(&mut self, at: Instant) {
-        self.next_soon = Some(self.next_soon.map_or(at, |s| s.min(at)));
+    /// Answers requests for our records: to each requester, or once to the
+    /// group when many asked at once.
+    fn answer(&mut self, to: Vec<SocketAddr>) {
+        let dest: Vec<Destination> = if to.len() > GROUP_ANSWER && self.cfg.multicast {
+            vec![Destination::Group]
+        } else {
+            to.into_iter().map(Destination::Peer).collect()
+        };
+        self.send_announce(&dest);
+    }
+
+    /// Greets newcomers with a heartbeat (they then ask for our records).
+    fn greet(&mut self, to: Vec<SocketAddr>) {
+        let hb = self.heartbeat(true);
+        let dest: Vec<Destination> = if to.len() > GROUP_ANSWER && self.cfg.multicast {
+            vec![Destination::Group]
+        } else {
+            to.into_iter().map(Destination::Peer).collect()
+        };
+        for d in dest {
+            self.transmits.push_back(Transmit {
+                to: d,
+                bytes: hb.clone(),
+            });
+        }
+    }
+
+    /// Spread of a crowd's greetings: 50 ms, or half a millisecond per
+    /// participant in a larger domain (the newcomer's socket takes them in).
+    fn greeting_jitter(&mut self) -> Duration {
+        let spread = (self.table.len() as u64 / 2).max(50);
+        Duration::from_millis(self.next_rand() % spread)
     }
 
     fn next_rand(&mut self) -> u64 {
@@ -636,3 +1199,6 @@ impl Discovery {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod attack_tests;

@@ -53,9 +53,14 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// The library code of one file: test modules (`#[cfg(test)] mod …`, which
 /// this project keeps at the end of a file, or in a `tests.rs` of their
-/// own) are cut off; comments are dropped.
+/// own, or one whose name ends in `_tests.rs`) are cut off; comments are
+/// dropped.
 fn library_code(path: &Path) -> String {
-    if path.file_name().is_some_and(|n| n == "tests.rs") {
+    if path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n == "tests.rs" || n.ends_with("_tests.rs"))
+    {
         return String::new();
     }
     let text = std::fs::read_to_string(path).expect("readable source");

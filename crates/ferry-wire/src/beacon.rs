@@ -5,18 +5,26 @@
 //! 0     2   3    4        6       8              16
 //! | "FD" | v | kind | domain | flags | participant u64 | body…
 //! ```
-//! An `Announce` body carries the participant's info plus one *part* of its
-//! node and endpoint records; a participant with many endpoints sends several
-//! parts, each small enough for one unfragmented datagram. A `Bye` body is
-//! empty: the participant is leaving.
+//! Four bodies:
+//! - `Heartbeat` (periodic, 25 B): "I am alive, my records are at revision
+//!   r, forget me after `lease_ms`". This is all a participant sends at rest.
+//! - `Announce`: the participant's info plus one *part* of its node and
+//!   endpoint records; a participant with many endpoints sends several parts,
+//!   each small enough for one unfragmented datagram. Sent when the records
+//!   change and in answer to a `Request`, not periodically.
+//! - `Request`: "send me your announcement" (to the participant named in the
+//!   body, at the address its heartbeats come from).
+//! - `Bye` (empty): the participant is leaving.
 
 use crate::codec::{Reader, WireError, Writer};
 use crate::types::{EndpointKind, Locator, ParticipantId, Qos, TypeHash};
 
 const MAGIC: [u8; 2] = *b"FD";
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 const KIND_ANNOUNCE: u8 = 1;
 const KIND_BYE: u8 = 2;
+const KIND_HEARTBEAT: u8 = 3;
+const KIND_REQUEST: u8 = 4;
 /// Bytes of the common beacon header.
 pub const HEADER_LEN: usize = 16;
 /// Longest name, namespace, topic or type name accepted on the wire.
@@ -107,6 +115,21 @@ pub enum BeaconBody {
     Announce(Announce),
     /// "I am leaving": withdraw me now, don't wait for my lease.
     Bye,
+    /// "I am alive; my records are at `revision`."
+    Heartbeat {
+        /// Revision of the sender's records (and info).
+        revision: u32,
+        /// Forget the sender if silent this long.
+        lease_ms: u32,
+        /// Sent to greet a newcomer, not periodically: does not make the
+        /// receiver send its own periodic heartbeats to the sender.
+        greeting: bool,
+    },
+    /// "Participant `target`, send me your announcement."
+    Request {
+        /// Whose records are wanted.
+        target: ParticipantId,
+    },
 }
 
 /// A whole discovery datagram.
@@ -132,6 +155,34 @@ impl Beacon {
         let body = match kind {
             KIND_ANNOUNCE => BeaconBody::Announce(read_announce(&mut r)?),
             KIND_BYE => BeaconBody::Bye,
+            KIND_HEARTBEAT => {
+                let revision = r.u32()?;
+                let lease_ms = r.u32()?;
+                if lease_ms == 0 {
+                    return Err(WireError::InvalidValue {
+                        field: "heartbeat.lease_ms",
+                        value: 0,
+                    });
+                }
+                let greeting = match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    v => {
+                        return Err(WireError::InvalidValue {
+                            field: "heartbeat.greeting",
+                            value: v as u64,
+                        })
+                    }
+                };
+                BeaconBody::Heartbeat {
+                    revision,
+                    lease_ms,
+                    greeting,
+                }
+            }
+            KIND_REQUEST => BeaconBody::Request {
+                target: ParticipantId(r.u64()?),
+            },
             v => {
                 return Err(WireError::InvalidValue {
                     field: "beacon.kind",
@@ -151,14 +202,29 @@ impl Beacon {
         let kind = match self.body {
             BeaconBody::Announce(_) => KIND_ANNOUNCE,
             BeaconBody::Bye => KIND_BYE,
+            BeaconBody::Heartbeat { .. } => KIND_HEARTBEAT,
+            BeaconBody::Request { .. } => KIND_REQUEST,
         };
         let mut w = header(self.domain, self.participant, kind);
-        if let BeaconBody::Announce(a) = &self.body {
-            write_announce_head(&mut w, &a.info, a.revision, a.part, a.parts);
-            w.u16(a.records.len() as u16);
-            for rec in &a.records {
-                write_record(&mut w, rec);
+        match &self.body {
+            BeaconBody::Announce(a) => {
+                write_announce_head(&mut w, &a.info, a.revision, a.part, a.parts);
+                w.u16(a.records.len() as u16);
+                for rec in &a.records {
+                    write_record(&mut w, rec);
+                }
             }
+            BeaconBody::Bye => {}
+            BeaconBody::Heartbeat {
+                revision,
+                lease_ms,
+                greeting,
+            } => {
+                w.u32(*revision);
+                w.u32(*lease_ms);
+                w.u8(u8::from(*greeting));
+            }
+            BeaconBody::Request { target } => w.u64(target.0),
         }
         w.into_vec()
     }
@@ -423,6 +489,35 @@ mod tests {
             body: BeaconBody::Bye,
         };
         assert_eq!(Beacon::parse(&b.encode()).unwrap(), b);
+    }
+
+    #[test]
+    fn heartbeat_and_request_round_trip_and_a_heartbeat_is_25_bytes() {
+        let hb = Beacon {
+            domain: 9,
+            participant: ParticipantId(1),
+            body: BeaconBody::Heartbeat {
+                revision: 7,
+                lease_ms: 3000,
+                greeting: true,
+            },
+        };
+        assert_eq!(hb.encode().len(), 25);
+        assert_eq!(Beacon::parse(&hb.encode()).unwrap(), hb);
+        let rq = Beacon {
+            domain: 9,
+            participant: ParticipantId(1),
+            body: BeaconBody::Request {
+                target: ParticipantId(2),
+            },
+        };
+        assert_eq!(Beacon::parse(&rq.encode()).unwrap(), rq);
+        for n in 0..hb.encode().len() {
+            assert!(
+                Beacon::parse(&hb.encode()[..n]).is_err(),
+                "prefix {n} parsed"
+            );
+        }
     }
 
     #[test]

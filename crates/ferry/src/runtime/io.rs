@@ -22,11 +22,18 @@ use crate::reactor::{self, Command, IoHandle, LoopContext, Readiness, Served, So
 /// Multicast group of ferry discovery (administratively scoped).
 pub const DISCOVERY_GROUP: Ipv4Addr = Ipv4Addr::new(239, 255, 70, 1);
 
+/// Receive buffer asked for the discovery sockets (the kernel caps it at
+/// `net.core.rmem_max`).
+const DISCOVERY_RCVBUF: usize = 2 << 20;
+
 const MCAST: Token = Token(1);
 const UCAST: Token = Token(2);
 const TIMER: Token = Token(3);
 const FIRST_CONN: usize = 16;
+/// Port housekeeping (deadlines, closed links) while some port has a
+/// deadline or a connection; `IDLE_HOUSEKEEPING` otherwise.
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
+const IDLE_HOUSEKEEPING: Duration = Duration::from_secs(2);
 
 /// Sockets opened before the thread starts (so errors reach the builder).
 pub(crate) struct Sockets {
@@ -82,8 +89,15 @@ impl Sockets {
                 .map_err(io_err("discovery socket"))?;
             s.set_reuse_address(true).map_err(io_err("SO_REUSEADDR"))?;
             s.set_reuse_port(true).map_err(io_err("SO_REUSEPORT"))?;
-            s.bind(&SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port).into())
+            // Bound to the group (not 0.0.0.0): unicast datagrams to the
+            // discovery port are not taken for multicast ones.
+            s.bind(&SocketAddrV4::new(DISCOVERY_GROUP, port).into())
                 .map_err(io_err(format!("discovery port {port}")))?;
+            // Only the memberships of this socket, on the interfaces it
+            // joined (Linux otherwise delivers every group any socket of
+            // the host joined, on any interface).
+            s.set_multicast_all_v4(false)
+                .map_err(io_err("IP_MULTICAST_ALL"))?;
             let mut joined = 0;
             for ip in &mcast_ifaces {
                 match s.join_multicast_v4(&DISCOVERY_GROUP, ip) {
@@ -97,6 +111,8 @@ impl Sockets {
                     source: io::Error::other("no interface accepted the membership"),
                 });
             }
+            // A crowd starting at once sends bursts: room for them.
+            let _ = s.set_recv_buffer_size(DISCOVERY_RCVBUF);
             s.set_nonblocking(true)
                 .map_err(io_err("discovery socket"))?;
             Some(UdpSocket::from_std(s.into()))
@@ -115,6 +131,7 @@ impl Sockets {
             source: io::Error::other("no port available"),
         })?;
         let sr = SockRef::from(&ucast);
+        let _ = sr.set_recv_buffer_size(DISCOVERY_RCVBUF);
         sr.set_multicast_ttl_v4(if local_only { 0 } else { 1 })
             .map_err(io_err("IP_MULTICAST_TTL"))?;
         sr.set_multicast_loop_v4(true)
@@ -475,9 +492,23 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
             }
             return;
         }
+        if shared
+            .housekeep_soon
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+        {
+            next_housekeeping = now;
+        }
         let housekeeping = now >= next_housekeeping;
         if housekeeping {
-            next_housekeeping = now + HOUSEKEEPING;
+            let every = if shared.busy() {
+                HOUSEKEEPING
+            } else {
+                IDLE_HOUSEKEEPING
+            };
+            next_housekeeping = now + every;
+        } else if !disc_events.is_empty() {
+            // Matching may have connected ports: housekeep them soon.
+            next_housekeeping = next_housekeeping.min(now + HOUSEKEEPING);
         }
         if !disc_events.is_empty() || housekeeping {
             shared.on_discovery(disc_events, housekeeping);

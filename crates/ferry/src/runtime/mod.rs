@@ -78,6 +78,8 @@ pub(crate) struct Shared {
     /// Scheduling the I/O thread should run at (it delivers every inbound
     /// network connection): the highest any subscriber asked for.
     pub io_policy: crate::priority::PolicyCell,
+    /// A port with a deadline appeared: housekeep at once and then often.
+    pub housekeep_soon: std::sync::atomic::AtomicBool,
 }
 
 /// Handle that keeps a runtime alive; the last one stops it.
@@ -189,6 +191,7 @@ impl Runtime {
         let mut dcfg = ferry_discovery::Config::new(cfg.domain_id, id, info);
         dcfg.multicast = cfg.discovery != crate::config::DiscoveryRange::Off;
         dcfg.broker = cfg.mqtt.is_some();
+        dcfg.loopback_only = cfg.discovery == crate::config::DiscoveryRange::Localhost;
         for p in &cfg.peers {
             dcfg.static_peers.extend(cfg.peer_addrs_of(p)?);
         }
@@ -216,6 +219,7 @@ impl Runtime {
             io: sockets.handle.clone(),
             next_entity: AtomicU32::new(1),
             io_policy: Default::default(),
+            housekeep_soon: Default::default(),
         });
         #[cfg(feature = "mqtt")]
         if let Some(b) = &shared.mqtt {
@@ -289,6 +293,7 @@ impl Shared {
     }
 
     pub fn add_writer(self: &Arc<Self>, record: EndpointRecord, port: Weak<dyn WriterPort>) {
+        self.deadline_port(&record);
         {
             let mut core = self.core.lock();
             let opts = self.local_options(&record);
@@ -301,6 +306,7 @@ impl Shared {
     }
 
     pub fn add_reader(self: &Arc<Self>, record: EndpointRecord, port: Weak<dyn ReaderPort>) {
+        self.deadline_port(&record);
         {
             let mut core = self.core.lock();
             let opts = self.local_options(&record);
@@ -315,6 +321,30 @@ impl Shared {
             self.publish_records(&mut core);
         }
         self.drive();
+    }
+
+    fn deadline_port(&self, record: &EndpointRecord) {
+        if record.qos.deadline.is_some() {
+            self.housekeep_soon
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            self.io.kick();
+        }
+    }
+
+    /// Whether ports need their housekeeping (deadlines, closed links)
+    /// often: some port has a deadline or a connection. An idle runtime
+    /// housekeeps every 2 s, so a host of idle processes stays asleep.
+    pub fn busy(&self) -> bool {
+        let core = self.core.lock();
+        core.table.pairs().next().is_some()
+            || core
+                .writers
+                .values()
+                .any(|w| w.record.qos.deadline.is_some())
+            || core
+                .readers
+                .values()
+                .any(|r| r.record.qos.deadline.is_some())
     }
 
     /// How the config lets a local port be connected: a `[[topics]]` pin,

@@ -18,6 +18,10 @@ use super::{hung_up, ShmTransport, HOUSEKEEPING};
 use crate::stats::ConnStats;
 use crate::transport::{deliver_sample, Carries, InboundConn, Inbox, Replier};
 
+/// Longest sleep of an idle delivery thread (no connections): attaching
+/// and stopping ring the doorbell, so this only bounds a lost ring.
+const IDLE_NAP: Duration = Duration::from_secs(2);
+
 /// One writer connected to a local reader.
 pub(super) struct Inbound {
     pub(super) conn: ReaderConn,
@@ -315,7 +319,14 @@ impl Receiving {
             }
             // A writer's connection request rings too: the next round
             // accepts it (`take_attach`), without a syscall per sample.
-            self.bell.sleep(HOUSEKEEPING, || Self::has_data(&list));
+            // Without connections there is nothing to look after: sleep
+            // until a connection request (or the stop) rings.
+            let nap = if list.is_empty() {
+                IDLE_NAP
+            } else {
+                HOUSEKEEPING
+            };
+            self.bell.sleep(nap, || Self::has_data(&list));
         }
         list
     }
