@@ -19,18 +19,22 @@
 //! is capped in participants, records and rate.
 
 mod guard;
+mod pending;
+mod types;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use ferry_wire::beacon::{
-    Announce, Beacon, BeaconBody, EndpointRecord, NodeRecord, ParticipantInfo, Record,
-};
-use ferry_wire::{ParticipantId, WireError};
+use ferry_wire::beacon::{Announce, Beacon, BeaconBody, EndpointRecord, ParticipantInfo, Record};
+use ferry_wire::ParticipantId;
 
 use guard::{Origin, Sources, Verdict};
 pub use guard::{MAX_PARTICIPANTS_PER_SOURCE, MAX_RECORDS_PER_SOURCE, SOURCE_BURST, SOURCE_RATE};
+use pending::Pending;
+pub use types::{
+    Config, DatagramError, Destination, Event, LeaveReason, RemoteParticipant, Stats, Transmit, Via,
+};
 
 /// Most remote participants remembered (visible or still being learned).
 pub const MAX_PARTICIPANTS: usize = 2048;
@@ -40,9 +44,12 @@ pub const MAX_RECORDS_PER_PARTICIPANT: usize = 4096;
 pub const MAX_PARTS: u16 = 256;
 /// Longest lease honoured: a participant claiming more is expired after this.
 pub const MAX_LEASE_MS: u32 = 600_000;
-/// How long a participant may take to answer our request for its records
-/// before it is forgotten (it is announced again by its next heartbeat).
-pub const FIRST_CONTACT: Duration = Duration::from_secs(3);
+/// How long a participant whose records have not arrived yet may stay
+/// silent before it is forgotten (it is learned again from its next
+/// heartbeat): a forged id that never answers our requests goes after this.
+pub const FIRST_CONTACT: Duration = Duration::from_secs(5);
+/// How long an id claimed from two addresses at first contact is ignored.
+pub const CONTESTED: Duration = Duration::from_secs(10);
 /// Largest forward step of a record revision: a participant changes its
 /// records far less often between two of its heartbeats.
 pub const MAX_REVISION_STEP: u32 = 1 << 16;
@@ -58,208 +65,6 @@ pub const SMALL_DOMAIN: u32 = 16;
 /// even when the ±10 % jitter stretches each period (lease / 6.6).
 pub fn period_for(lease_ms: u32) -> Duration {
     Duration::from_millis(u64::from(lease_ms) * 10 / 66).max(Duration::from_millis(10))
-}
-
-/// Settings of one discovery instance.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Domain id: beacons from other domains are ignored.
-    pub domain: u16,
-    /// This runtime's id.
-    pub participant: ParticipantId,
-    /// What this runtime tells others (lease, locators, host identity).
-    pub info: ParticipantInfo,
-    /// Time between heartbeats with few participants (default: lease / 6.6).
-    pub announce_period: Duration,
-    /// Largest datagram to send.
-    pub mtu: usize,
-    /// Whether to send to the multicast group.
-    pub multicast: bool,
-    /// Unicast addresses to announce to (for networks without multicast).
-    pub static_peers: Vec<SocketAddr>,
-    /// Whether announcements also go to an MQTT broker (cloud scope).
-    pub broker: bool,
-    /// Accept datagrams from loopback addresses only (`discovery =
-    /// localhost`): anything else is counted and ignored.
-    pub loopback_only: bool,
-    /// Seed for the announcement jitter.
-    pub seed: u64,
-}
-
-impl Config {
-    /// A config with ferry's defaults: the period is a sixth of the lease
-    /// (454 ms for the default 3 s lease), so a live peer is only expired
-    /// after six heartbeats in a row are lost; 1472 B MTU.
-    pub fn new(domain: u16, participant: ParticipantId, info: ParticipantInfo) -> Self {
-        let period = period_for(info.lease_ms);
-        Config {
-            domain,
-            participant,
-            info,
-            announce_period: period,
-            mtu: ferry_wire::beacon::DEFAULT_MTU,
-            multicast: true,
-            static_peers: Vec::new(),
-            broker: false,
-            loopback_only: false,
-            seed: participant.0 | 1,
-        }
-    }
-}
-
-/// Where a datagram should go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Destination {
-    /// The domain's multicast group.
-    Group,
-    /// One unicast address (static peer, or a peer that reached us by unicast).
-    Peer(SocketAddr),
-    /// The MQTT broker (the driver publishes it on the domain's discovery topic).
-    Broker,
-}
-
-/// A datagram for the driver to send.
-#[derive(Debug, Clone)]
-pub struct Transmit {
-    /// Where to.
-    pub to: Destination,
-    /// The datagram.
-    pub bytes: Vec<u8>,
-}
-
-/// How a datagram arrived.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Via {
-    /// On the multicast group.
-    Multicast,
-    /// On this runtime's unicast socket.
-    Unicast,
-    /// Through the MQTT broker (`from` is meaningless): the peer is not
-    /// known to be reachable directly.
-    Broker,
-}
-
-/// Why a participant is gone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaveReason {
-    /// It said goodbye (clean exit).
-    Bye,
-    /// It was silent for longer than its lease (crash, kill -9, link loss).
-    LeaseExpired,
-    /// Its connection to the MQTT broker broke without a goodbye: the
-    /// broker delivered its last will (crash, kill -9, link loss).
-    ConnectionLost,
-}
-
-/// What discovery learned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
-    /// A new participant appeared.
-    ParticipantJoined(ParticipantId),
-    /// A participant is gone; its endpoints were withdrawn (with events).
-    ParticipantLeft {
-        /// Who.
-        id: ParticipantId,
-        /// Why.
-        reason: LeaveReason,
-    },
-    /// A remote endpoint appeared.
-    EndpointJoined {
-        /// Its participant.
-        participant: ParticipantId,
-        /// The endpoint.
-        endpoint: EndpointRecord,
-    },
-    /// A remote endpoint was withdrawn.
-    EndpointLeft {
-        /// Its participant.
-        participant: ParticipantId,
-        /// The endpoint.
-        endpoint: EndpointRecord,
-    },
-}
-
-/// Why a datagram was rejected (counted; never fatal).
-#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-pub enum DatagramError {
-    /// Not parseable.
-    #[error("malformed discovery datagram: {0}")]
-    Malformed(#[from] WireError),
-    /// From another domain.
-    #[error("beacon for domain {0} ignored (this runtime is in another domain)")]
-    ForeignDomain(u16),
-    /// Too many participants already known (from this source or in all).
-    #[error("participant table full ({0}); beacon dropped")]
-    TableFull(&'static str),
-    /// An announcement exceeds the per-participant or per-source bounds.
-    #[error("announcement exceeds bounds: {0}")]
-    TooLarge(&'static str),
-    /// Names a known participant but comes from another address than the
-    /// one it was first heard from (a forgery, or a peer whose address
-    /// changed: it is learned again once its lease ends).
-    #[error("datagram for participant {participant} from {from}, not from its address {origin}")]
-    NotOwner {
-        /// The participant named.
-        participant: ParticipantId,
-        /// Where the datagram came from.
-        from: SocketAddr,
-        /// Where that participant's datagrams come from.
-        origin: String,
-    },
-    /// A revision that jumps further than [`MAX_REVISION_STEP`].
-    #[error("revision jump from {from} to {to} ignored (at most {MAX_REVISION_STEP} forward)")]
-    RevisionJump {
-        /// The revision known.
-        from: u32,
-        /// The revision claimed.
-        to: u32,
-    },
-    /// The source address spent its rate budget.
-    #[error("source {0} is over its discovery rate ({SOURCE_RATE}/s); datagram dropped")]
-    Throttled(std::net::IpAddr),
-    /// `discovery = localhost` and the datagram came from elsewhere.
-    #[error("datagram from {0} ignored: discovery is limited to this host (localhost)")]
-    NotLoopback(SocketAddr),
-}
-
-/// Counters for the driver and the CLI.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Datagrams handed to the driver.
-    pub sent: u64,
-    /// Datagrams accepted.
-    pub received: u64,
-    /// Datagrams rejected as malformed or oversized.
-    pub malformed: u64,
-    /// Datagrams from other domains.
-    pub foreign_domain: u64,
-    /// Datagrams naming a known participant from another address (forged).
-    pub not_owner: u64,
-    /// Datagrams dropped by a source's rate budget, caps or a revision jump.
-    pub refused: u64,
-    /// Datagrams from outside this host while limited to it.
-    pub not_loopback: u64,
-    /// Participants forgotten to make room for new ones.
-    pub evicted: u64,
-}
-
-/// What is known about one remote participant.
-#[derive(Debug, Clone)]
-pub struct RemoteParticipant {
-    /// Its id.
-    pub id: ParticipantId,
-    /// Its info from its latest announcement.
-    pub info: ParticipantInfo,
-    /// Its nodes.
-    pub nodes: BTreeMap<u32, NodeRecord>,
-    /// Its endpoints.
-    pub endpoints: BTreeMap<u32, EndpointRecord>,
-    /// Where its unicast beacons come from, if it sends them periodically
-    /// (a peer without multicast).
-    pub unicast: Option<SocketAddr>,
-    /// Heard on multicast or unicast at least once (not only through the
-    /// broker): its network locators are worth trying.
-    pub direct: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -313,33 +118,6 @@ fn ahead(to: u32, from: u32) -> bool {
     d != 0 && d <= MAX_REVISION_STEP
 }
 
-/// Unicast answers waiting for their (coalescing) moment.
-#[derive(Debug, Default)]
-struct Pending {
-    to: Vec<SocketAddr>,
-    at: Option<Instant>,
-}
-
-impl Pending {
-    fn add(&mut self, to: SocketAddr, at: Instant) {
-        if self.to.len() < 4096 && !self.to.contains(&to) {
-            self.to.push(to);
-        }
-        self.at = Some(self.at.map_or(at, |t| t.min(at)));
-    }
-
-    fn due(&mut self, now: Instant) -> Option<Vec<SocketAddr>> {
-        if self.at.is_some_and(|t| t <= now) {
-            self.at = None;
-            Some(std::mem::take(&mut self.to))
-        } else {
-            None
-        }
-    }
-}
-
-/// More answers than this at once go to the group once instead.
-const GROUP_ANSWER: usize = 4;
 /// After starting, ask everyone to greet us again after this, then at
 /// doubling intervals while our table keeps growing.
 const HELLO_FIRST: Duration = Duration::from_millis(300);
@@ -354,6 +132,8 @@ pub struct Discovery {
     revision: u32,
     table: HashMap<ParticipantId, Entry>,
     sources: Sources,
+    /// Ids claimed from two addresses while being learned: ignored until then.
+    contested: HashMap<ParticipantId, Instant>,
     /// Unicast peers that send us their heartbeats and get ours.
     learned_peers: Vec<SocketAddr>,
     next_periodic: Instant,
@@ -389,6 +169,7 @@ impl Discovery {
             revision: 1,
             table: HashMap::new(),
             sources: Sources::default(),
+            contested: HashMap::new(),
             learned_peers: Vec::new(),
             next_periodic: now,
             changed: Some(now),
@@ -460,9 +241,11 @@ impl Discovery {
     /// Time between heartbeats: the configured period, stretched so that
     /// every participant receives at most [`HEARTBEATS_PER_S`] a second.
     pub fn period(&self) -> Duration {
-        // Only participants whose records arrived: a flood of forged ids
-        // must not slow our heartbeats.
-        let n = self.table.values().filter(|e| e.known.is_some()).count() as u32 + 1;
+        // Every participant heard (also those still being learned: in a
+        // crowd starting at once the period must stretch before records
+        // arrive). Forged ids are capped per source and in all; at worst
+        // they stretch it to the lease cap.
+        let n = self.table.len() as u32 + 1;
         if n <= SMALL_DOMAIN {
             // A lease shorter than the default (fast failure detection)
             // is honoured as configured.
@@ -534,7 +317,7 @@ impl Discovery {
             return Ok(()); // our own multicast, looped back
         }
         let r = match beacon.body {
-            BeaconBody::Bye => match self.verdict(id, from, via)? {
+            BeaconBody::Bye => match self.verdict(now, id, from, via)? {
                 Some(Verdict::Owner) => {
                     self.remove(id, LeaveReason::Bye);
                     Ok(())
@@ -545,11 +328,16 @@ impl Discovery {
                 revision,
                 lease_ms,
                 greeting,
-            } => self.on_alive(now, from, via, id, revision, lease_ms, !greeting, false),
+            } => self
+                .on_alive(now, from, via, id, revision, lease_ms, !greeting, false)
+                .map(|_| ()),
             BeaconBody::Announce(a) => {
                 self.spend(from, via, now)?;
-                self.on_alive(now, from, via, id, a.revision, a.info.lease_ms, false, true)?;
-                self.on_part(now, id, a)
+                if self.on_alive(now, from, via, id, a.revision, a.info.lease_ms, false, true)? {
+                    self.on_part(now, id, a)
+                } else {
+                    Ok(())
+                }
             }
             BeaconBody::Request { target } => {
                 if via != Via::Broker && !self.left {
@@ -583,10 +371,18 @@ impl Discovery {
     /// How a datagram naming `id` relates to it (`None`: unknown id).
     fn verdict(
         &mut self,
+        now: Instant,
         id: ParticipantId,
         from: SocketAddr,
         via: Via,
     ) -> Result<Option<Verdict>, DatagramError> {
+        if let Some(until) = self.contested.get(&id) {
+            if now < *until {
+                self.stats.not_owner += 1;
+                return Err(DatagramError::Contested(id));
+            }
+            self.contested.remove(&id);
+        }
         let Some(e) = self.table.get(&id) else {
             return Ok(None);
         };
@@ -595,10 +391,27 @@ impl Discovery {
             .verdict(from, via, e.known.as_ref().map(|k| &k.info));
         if v == Verdict::Stranger {
             self.stats.not_owner += 1;
+            let origin = format!("{:?}", e.origin);
+            let young = now < e.first_seen + FIRST_CONTACT && !e.live(now);
+            if e.known.is_none() || young {
+                // Two addresses claim one id within its first seconds (an
+                // attacker heard its first multicast and raced it): one of
+                // them is forging. Neither is believed for a while. A
+                // participant known longer, or with a live connection,
+                // keeps its address: established peers cannot be taken
+                // over.
+                self.remove(id, LeaveReason::LeaseExpired);
+                if self.contested.len() >= MAX_PARTICIPANTS {
+                    self.contested.retain(|_, t| *t > now);
+                }
+                if self.contested.len() < MAX_PARTICIPANTS {
+                    self.contested.insert(id, now + CONTESTED);
+                }
+            }
             return Err(DatagramError::NotOwner {
                 participant: id,
                 from,
-                origin: format!("{:?}", e.origin),
+                origin,
             });
         }
         Ok(Some(v))
@@ -618,9 +431,9 @@ impl Discovery {
         lease_ms: u32,
         periodic: bool,
         announce: bool,
-    ) -> Result<(), DatagramError> {
+    ) -> Result<bool, DatagramError> {
         let lease = Duration::from_millis(u64::from(lease_ms.min(MAX_LEASE_MS)));
-        match self.verdict(id, from, via)? {
+        match self.verdict(now, id, from, via)? {
             None => {
                 self.spend(from, via, now)?;
                 self.admit(now, from, via, id, revision, lease)?;
@@ -630,7 +443,7 @@ impl Discovery {
                 if e.known.is_some() && revision == e.revision {
                     e.expires = e.expires.max(now + e.lease);
                 }
-                return Ok(());
+                return Ok(false);
             }
             Some(Verdict::Upgrade) => {
                 let e = self.table.get_mut(&id).expect("verdict found it");
@@ -646,12 +459,14 @@ impl Discovery {
                 self.sources.add_participant(Some(from.ip()), now);
                 self.sources.set_records(Some(from.ip()), 0, records);
             }
+            Some(Verdict::Copy) => return Ok(false),
             Some(Verdict::Owner | Verdict::Stranger) => {}
         }
+        let spread_us = self.next_rand() % (self.table.len() as u64 * 500 + 1);
         let e = self.table.get_mut(&id).expect("admitted");
         if e.known.is_some() && revision != e.revision {
             if ahead(e.revision, revision) {
-                return Ok(()); // an old datagram, reordered
+                return Ok(false); // an old datagram, reordered
             }
             if !ahead(revision, e.revision) {
                 self.stats.refused += 1;
@@ -664,6 +479,9 @@ impl Discovery {
         if e.known.is_some() {
             e.lease = lease;
             e.expires = e.expires.max(now + lease);
+        } else {
+            // Still being learned: silent for FIRST_CONTACT, it is dropped.
+            e.expires = now + FIRST_CONTACT;
         }
         if revision != e.revision && via != Via::Broker {
             // Records we have not got: ask for them, at once after a
@@ -671,6 +489,10 @@ impl Discovery {
             // announcement itself (its other parts are on their way).
             let at = if announce {
                 now + Duration::from_millis(100)
+            } else if e.known.is_none() {
+                // A crowd's newcomers: spread the requests (half a
+                // millisecond per participant known).
+                now + Duration::from_micros(spread_us)
             } else {
                 now
             };
@@ -693,7 +515,7 @@ impl Discovery {
                 }
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// A participant heard for the first time: into the table (making
@@ -942,10 +764,11 @@ impl Discovery {
         if self.left {
             return;
         }
-        if let Some(to) = self.replies.due(now) {
+        let group_ok = self.cfg.multicast;
+        if let Some(to) = self.replies.due(now, group_ok) {
             self.answer(to);
         }
-        if let Some(to) = self.greetings.due(now) {
+        if let Some(to) = self.greetings.due(now, group_ok) {
             self.greet(to);
         }
         if let Some((at, gap, known)) = self.hello {
@@ -974,7 +797,7 @@ impl Discovery {
         }
         if self.next_periodic <= now {
             self.heartbeat_all();
-            let period = if now < self.fast_until {
+            let period = if now < self.fast_until && self.table.len() < SMALL_DOMAIN as usize {
                 self.cfg.announce_period / 4
             } else {
                 self.period()
@@ -1154,24 +977,14 @@ impl Discovery {
 
     /// Answers requests for our records: to each requester, or once to the
     /// group when many asked at once.
-    fn answer(&mut self, to: Vec<SocketAddr>) {
-        let dest: Vec<Destination> = if to.len() > GROUP_ANSWER && self.cfg.multicast {
-            vec![Destination::Group]
-        } else {
-            to.into_iter().map(Destination::Peer).collect()
-        };
-        self.send_announce(&dest);
+    fn answer(&mut self, to: Vec<Destination>) {
+        self.send_announce(&to);
     }
 
     /// Greets newcomers with a heartbeat (they then ask for our records).
-    fn greet(&mut self, to: Vec<SocketAddr>) {
+    fn greet(&mut self, to: Vec<Destination>) {
         let hb = self.heartbeat(true);
-        let dest: Vec<Destination> = if to.len() > GROUP_ANSWER && self.cfg.multicast {
-            vec![Destination::Group]
-        } else {
-            to.into_iter().map(Destination::Peer).collect()
-        };
-        for d in dest {
+        for d in to {
             self.transmits.push_back(Transmit {
                 to: d,
                 bytes: hb.clone(),

@@ -44,6 +44,8 @@ pub use config::{AdminAccess, Config, DiscoveryRange, TopicRule};
 pub use error::{BuildError, CallError, DecodeError, EncodeError, PublishError, RecvError};
 pub use event::{PortEvent, UnmatchReason};
 pub use ferry_discovery::matching::QosPolicy;
+/// Counters of a runtime's discovery ([`Node::discovery_stats`]).
+pub use ferry_discovery::Stats as DiscoveryStats;
 pub use ferry_wire::{
     Durability, EndpointId, EndpointKind, History, Locator, ParticipantId, Qos, Reliability,
     TransportKind, TypeHash,

@@ -198,4 +198,11 @@ impl Node {
     pub fn participant(&self) -> ferry_wire::ParticipantId {
         self.inner.rt.shared.id
     }
+    /// What this node's runtime's discovery sent, accepted and refused:
+    /// malformed datagrams, other domains, forged ones (`not_owner`: naming
+    /// a known participant from another address), refused by caps or rate,
+    /// from off this host under `discovery = localhost`, evictions.
+    pub fn discovery_stats(&self) -> crate::DiscoveryStats {
+        self.inner.rt.shared.core.lock().discovery.stats()
+    }
 }

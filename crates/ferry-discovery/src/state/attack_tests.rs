@@ -7,10 +7,11 @@ use std::net::{IpAddr, Ipv4Addr};
 
 const ATTACKER: usize = 200;
 
-/// Two participants that know each other (0 observes, 1 is the victim).
+/// Two established participants that know each other (0 observes, 1 is
+/// the victim); see the first-contact test for a younger one.
 fn pair() -> Net {
     let mut net = Net::new(2, 0, 21);
-    net.run(Duration::from_millis(300));
+    net.run(FIRST_CONTACT + Duration::from_secs(1));
     assert!(net.all_know_all());
     net
 }
@@ -260,4 +261,49 @@ fn localhost_discovery_ignores_other_hosts() {
     d.handle_datagram(now, lo, Via::Multicast, &t.bytes)
         .unwrap();
     assert_eq!(d.stats().not_loopback, 1);
+}
+
+#[test]
+fn an_id_claimed_from_two_addresses_at_first_contact_is_believed_from_neither() {
+    // The attacker heard the victim's first multicast and forged its id at
+    // an observer that had not heard the victim yet.
+    let now = Instant::now();
+    let mut o = Discovery::new(Config::new(0, ParticipantId(1), info()), now);
+    let forged = forged_announce(7, &[], vec!["tcp/10.0.0.201:9".parse().unwrap()]);
+    o.handle_datagram(now, addr(ATTACKER), Via::Multicast, &forged)
+        .unwrap();
+    let mut victim = Discovery::new(Config::new(0, VICTIM, info()), now);
+    victim.set_records(vec![endpoint(1, "/real")], now);
+    victim.handle_timeout(now + Duration::from_millis(5));
+    let t = victim.poll_transmit().unwrap();
+    let r = o.handle_datagram(now, addr(1), Via::Multicast, &t.bytes);
+    assert!(matches!(r, Err(DatagramError::NotOwner { .. })), "{r:?}");
+    assert!(o.participant_info(VICTIM).is_none(), "a claim was believed");
+    // Neither is believed while contested, from either address.
+    let again = now + Duration::from_secs(1);
+    assert!(matches!(
+        o.handle_datagram(again, addr(ATTACKER), Via::Multicast, &forged),
+        Err(DatagramError::Contested(_))
+    ));
+    assert!(o.participant_info(VICTIM).is_none());
+    // Once the attacker stops, the real one is learned from its own address.
+    let later = now + CONTESTED + Duration::from_millis(1);
+    let mut net_now = later;
+    victim.handle_timeout(later);
+    while let Some(t) = victim.poll_transmit() {
+        let _ = o.handle_datagram(later, addr(1), Via::Multicast, &t.bytes);
+    }
+    for _ in 0..50 {
+        net_now += Duration::from_millis(10);
+        o.handle_timeout(net_now);
+        while let Some(t) = o.poll_transmit() {
+            let _ = victim.handle_datagram(net_now, addr(0), Via::Unicast, &t.bytes);
+        }
+        victim.handle_timeout(net_now);
+        while let Some(t) = victim.poll_transmit() {
+            let _ = o.handle_datagram(net_now, addr(1), Via::Unicast, &t.bytes);
+        }
+    }
+    let p = o.participant_info(VICTIM).expect("the real one, learned");
+    assert!(p.endpoints.values().any(|e| e.topic == "/real"));
 }

@@ -30,6 +30,9 @@ pub(crate) enum Verdict {
     /// A first datagram on the network from a participant known only
     /// through the broker: the origin becomes this address.
     Upgrade,
+    /// The same-host copy of a runtime's datagram on its other interface,
+    /// before its locators say which addresses are its own: ignored.
+    Copy,
     /// From anyone else: ignored and counted.
     Stranger,
 }
@@ -68,6 +71,15 @@ impl Origin {
                 });
                 if a.port() == from.port() && own_ip {
                     Verdict::Owner
+                } else if a.port() == from.port()
+                    && info.is_none()
+                    && (a.ip().is_loopback() || from.ip().is_loopback())
+                {
+                    // The other copy of a same-host runtime's multicast
+                    // (sent on loopback and on its network interface)
+                    // before its locators are known: not a forgery, but
+                    // not taken either.
+                    Verdict::Copy
                 } else {
                     Verdict::Stranger
                 }

@@ -403,7 +403,7 @@ fn at_rest_only_small_heartbeats_travel_and_each_participant_hears_a_bounded_num
         per_sec <= f64::from(HEARTBEATS_PER_S) * 1.15,
         "each participant received {per_sec:.1} datagrams/s at rest"
     );
-    assert!(per_sec > 10.0, "{per_sec:.1}/s: heartbeats stopped?");
+    assert!(per_sec > 5.0, "{per_sec:.1}/s: heartbeats stopped?");
     assert!(
         size <= 25.0,
         "{size:.0} B per datagram at rest: records resent?"

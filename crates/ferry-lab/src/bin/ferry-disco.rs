@@ -49,6 +49,34 @@ enum Cmd {
         #[arg(long)]
         window: Option<u64>,
     },
+    /// Publishes COUNT samples on TOPIC at RATE Hz once a subscriber is
+    /// matched (attack tests); prints `published N` and its discovery stats.
+    #[command(hide = true)]
+    Pub {
+        domain: u16,
+        topic: String,
+        count: usize,
+        rate: f64,
+        #[arg(long)]
+        localhost: bool,
+    },
+    /// Counts samples on TOPIC for SECS s; prints `received N` and its
+    /// discovery stats.
+    #[command(hide = true)]
+    Sub {
+        domain: u16,
+        topic: String,
+        secs: u64,
+        /// Static discovery peers (`host` or `host:port`).
+        #[arg(long)]
+        peer: Vec<String>,
+    },
+    /// A LAN attacker: for MS ms, forges a goodbye, a heartbeat and an
+    /// empty announcement with its own locators for every participant it
+    /// hears on the discovery group, 20 of each per second, to the group
+    /// and to the participant's address.
+    #[command(hide = true)]
+    Attack { domain: u16, ms: u64 },
     /// K participants in this process (spawned by `run`).
     #[command(hide = true)]
     Child {
@@ -106,7 +134,17 @@ fn child(domain: u16, runtimes: usize, expect: usize, tag: &str, subnet: bool) {
         }
         if Instant::now() > deadline {
             let least = nodes.iter().map(|n| n.graph().nodes.len()).min();
-            println!("incomplete {}", least.unwrap_or(0));
+            let mut t = ferry::DiscoveryStats::default();
+            for n in &nodes {
+                let s = n.discovery_stats();
+                t.sent += s.sent;
+                t.received += s.received;
+                t.not_owner += s.not_owner;
+                t.refused += s.refused;
+                t.malformed += s.malformed;
+                t.evicted += s.evicted;
+            }
+            println!("incomplete {} {t:?}", least.unwrap_or(0));
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -322,7 +360,43 @@ struct FleetResult {
     cpu_pct: f64,
 }
 
+/// Raises the kernel's neighbour (ARP) table limits for the fleet and puts
+/// them back when dropped. The table is one for all namespaces of a kernel
+/// (default hard limit 1,024 entries): 50 emulated hosts that each talk to
+/// 49 others need 2,450, and past the limit unicast sends fail with
+/// ENOBUFS ("neighbor table overflow") — a lab artifact, a real host only
+/// holds its own neighbours.
+struct Neighbours(Vec<(String, String)>);
+
+impl Neighbours {
+    fn raise() -> Self {
+        let mut old = Vec::new();
+        for (k, v) in [
+            ("gc_thresh1", "8192"),
+            ("gc_thresh2", "16384"),
+            ("gc_thresh3", "32768"),
+        ] {
+            let key = format!("net.ipv4.neigh.default.{k}");
+            let was = out_of(&format!("sysctl -n {key}")).trim().to_string();
+            sh(&format!("sysctl -qw {key}={v}"));
+            old.push((key, was));
+        }
+        Neighbours(old)
+    }
+}
+
+impl Drop for Neighbours {
+    fn drop(&mut self) {
+        for (k, v) in &self.0 {
+            if !v.is_empty() {
+                sh(&format!("sysctl -qw {k}={v}"));
+            }
+        }
+    }
+}
+
 fn fleet(hosts: usize, per: usize, window: Duration, domain: u16) -> FleetResult {
+    let _neigh = Neighbours::raise();
     let tag = std::process::id() % 10_000;
     let hub = format!("fdhub{tag}");
     let host_ns = |h: usize| format!("fdh{tag}_{h}");
@@ -460,8 +534,195 @@ fn run(
     }
 }
 
+fn stats_line(node: &Node) -> String {
+    let s = node.discovery_stats();
+    format!(
+        "stats received={} not_owner={} refused={} not_loopback={} malformed={}",
+        s.received, s.not_owner, s.refused, s.not_loopback, s.malformed
+    )
+}
+
+fn lab_config(domain: u16, localhost: bool, peers: Vec<String>) -> Config {
+    Config {
+        domain_id: domain,
+        discovery: if localhost {
+            DiscoveryRange::Localhost
+        } else {
+            DiscoveryRange::Subnet
+        },
+        peers,
+        ..Config::default()
+    }
+}
+
+fn publish(domain: u16, topic: &str, count: usize, rate: f64, localhost: bool) {
+    let node = Node::builder()
+        .name("victim_pub")
+        .config(lab_config(domain, localhost, Vec::new()))
+        .build()
+        .expect("node");
+    let p = node
+        .publisher::<RawBytes>(topic)
+        .build()
+        .expect("publisher");
+    let matched = p.wait_for_subscribers(1, Duration::from_secs(8));
+    println!("matched {matched}");
+    let gap = Duration::from_secs_f64(1.0 / rate);
+    let mut sent = 0;
+    for i in 0..count {
+        if p.publish(RawBytes(bytes::Bytes::from(
+            (i as u32).to_le_bytes().to_vec(),
+        )))
+        .is_ok()
+        {
+            sent += 1;
+        }
+        std::thread::sleep(gap);
+    }
+    // Let the last ones be delivered (and retransmitted) before leaving.
+    std::thread::sleep(Duration::from_secs(1));
+    println!("published {sent}");
+    println!("{}", stats_line(&node));
+}
+
+fn subscribe(domain: u16, topic: &str, secs: u64, peer: Vec<String>) {
+    let node = Node::builder()
+        .name("victim_sub")
+        .config(lab_config(domain, false, peer))
+        .build()
+        .expect("node");
+    let s = node
+        .subscriber::<RawBytes>(topic)
+        .build()
+        .expect("subscriber");
+    let end = Instant::now() + Duration::from_secs(secs);
+    let mut n = 0;
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        if s.recv_timeout(left).is_ok() {
+            n += 1;
+        }
+    }
+    println!("received {n}");
+    println!("{}", stats_line(&node));
+}
+
+fn attack(domain: u16, ms: u64) {
+    use ferry_wire::beacon::{Beacon, BeaconBody, ParticipantInfo};
+    use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+    let port = Config {
+        domain_id: domain,
+        ..Config::default()
+    }
+    .discovery_port();
+    let group = Ipv4Addr::new(239, 255, 70, 1);
+    let listen = socket2::Socket::new(
+        socket2::Domain::IPV4,
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )
+    .expect("socket");
+    listen.set_reuse_address(true).expect("reuse");
+    listen.set_reuse_port(true).expect("reuse");
+    listen
+        .bind(&SocketAddr::from((group, port)).into())
+        .expect("bind");
+    for i in ferry::host::interfaces().iter().filter(|i| !i.loopback) {
+        let _ = listen.join_multicast_v4(&group, &i.addr);
+    }
+    let listen: UdpSocket = listen.into();
+    listen
+        .set_read_timeout(Some(Duration::from_millis(10)))
+        .expect("timeout");
+    let send = UdpSocket::bind("0.0.0.0:0").expect("send socket");
+    let own_ip = ferry::host::interfaces()
+        .iter()
+        .find(|i| !i.loopback)
+        .map(|i| i.addr)
+        .unwrap_or(Ipv4Addr::LOCALHOST);
+    let mut victims: std::collections::HashMap<ferry::ParticipantId, SocketAddr> =
+        Default::default();
+    let end = Instant::now() + Duration::from_millis(ms);
+    let mut next = Instant::now();
+    let mut forged = 0u64;
+    let mut buf = [0u8; 2048];
+    while Instant::now() < end {
+        if let Ok((n, from)) = listen.recv_from(&mut buf) {
+            if let Ok(b) = Beacon::parse(&buf[..n]) {
+                if b.domain == domain {
+                    victims.insert(b.participant, from);
+                }
+            }
+        }
+        if Instant::now() < next {
+            continue;
+        }
+        next += Duration::from_millis(50);
+        for (&id, &addr) in &victims {
+            let info = ParticipantInfo {
+                host_id: 1,
+                net_id: 1,
+                pid: 1,
+                lease_ms: u32::MAX,
+                name: "evil".into(),
+                locators: vec![ferry::Locator::socket(
+                    ferry::TransportKind::Tcp,
+                    SocketAddr::from((own_ip, 9)),
+                )],
+            };
+            let mut out = vec![
+                Beacon {
+                    domain,
+                    participant: id,
+                    body: BeaconBody::Bye,
+                }
+                .encode(),
+                Beacon {
+                    domain,
+                    participant: id,
+                    body: BeaconBody::Heartbeat {
+                        revision: u32::MAX,
+                        lease_ms: u32::MAX,
+                        greeting: false,
+                    },
+                }
+                .encode(),
+            ];
+            out.extend(Beacon::pack_announce(
+                domain,
+                id,
+                &info,
+                u32::MAX,
+                &[],
+                1472,
+            ));
+            for d in &out {
+                for to in [addr, SocketAddr::from((group, port))] {
+                    if send.send_to(d, to).is_ok() {
+                        forged += 1;
+                    }
+                }
+            }
+        }
+    }
+    println!("forged {forged} for {} participants", victims.len());
+}
+
 fn main() {
     match Cli::parse().cmd {
+        Cmd::Pub {
+            domain,
+            topic,
+            count,
+            rate,
+            localhost,
+        } => publish(domain, &topic, count, rate, localhost),
+        Cmd::Sub {
+            domain,
+            topic,
+            secs,
+            peer,
+        } => subscribe(domain, &topic, secs, peer),
+        Cmd::Attack { domain, ms } => attack(domain, ms),
         Cmd::Run {
             quick,
             out,

@@ -22,8 +22,8 @@ use crate::reactor::{self, Command, IoHandle, LoopContext, Readiness, Served, So
 /// Multicast group of ferry discovery (administratively scoped).
 pub const DISCOVERY_GROUP: Ipv4Addr = Ipv4Addr::new(239, 255, 70, 1);
 
-/// Receive buffer asked for the discovery sockets (the kernel caps it at
-/// `net.core.rmem_max`).
+/// Receive (and send) buffer asked for the discovery sockets (the kernel
+/// caps it at `net.core.rmem_max` / `wmem_max`).
 const DISCOVERY_RCVBUF: usize = 2 << 20;
 
 const MCAST: Token = Token(1);
@@ -132,6 +132,7 @@ impl Sockets {
         })?;
         let sr = SockRef::from(&ucast);
         let _ = sr.set_recv_buffer_size(DISCOVERY_RCVBUF);
+        let _ = sr.set_send_buffer_size(DISCOVERY_RCVBUF);
         sr.set_multicast_ttl_v4(if local_only { 0 } else { 1 })
             .map_err(io_err("IP_MULTICAST_TTL"))?;
         sr.set_multicast_loop_v4(true)
@@ -315,6 +316,7 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
     };
     let mut added: Vec<Box<dyn Source>> = Vec::new();
     let mut buf = vec![0u8; 65536];
+    let mut outbox = super::outbox::Outbox::default();
     let mut next_housekeeping = Instant::now();
     // A peer at one of our own addresses runs on this machine's clock.
     let mut alive = Alive::default();
@@ -337,6 +339,10 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
         }
         if !again.is_empty() {
             timeout = Duration::ZERO;
+        }
+        if !outbox.is_empty() {
+            // Discovery datagrams wait for room in the send buffer.
+            timeout = timeout.min(Duration::from_millis(2));
         }
         if let Some(p) = precise {
             let after = p.saturating_duration_since(now);
@@ -462,21 +468,16 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
             let e: Vec<_> = std::iter::from_fn(|| core.discovery.poll_event()).collect();
             (t, e)
         };
+        outbox.flush(&s.ucast);
         for t in transmits {
             match t.to {
                 Destination::Group => {
-                    let sr = SockRef::from(&s.ucast);
+                    let group = SocketAddr::V4(SocketAddrV4::new(DISCOVERY_GROUP, s.mcast_port));
                     for ip in &s.mcast_ifaces {
-                        let _ = sr.set_multicast_if_v4(ip);
-                        let _ = s.ucast.send_to(
-                            &t.bytes,
-                            SocketAddr::V4(SocketAddrV4::new(DISCOVERY_GROUP, s.mcast_port)),
-                        );
+                        outbox.send(&s.ucast, Some(*ip), group, t.bytes.clone());
                     }
                 }
-                Destination::Peer(a) => {
-                    let _ = s.ucast.send_to(&t.bytes, a);
-                }
+                Destination::Peer(a) => outbox.send(&s.ucast, None, a, t.bytes),
                 Destination::Broker =>
                 {
                     #[cfg(feature = "mqtt")]

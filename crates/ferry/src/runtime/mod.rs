@@ -3,6 +3,7 @@
 //! matches into connections.
 
 pub(crate) mod io;
+mod outbox;
 mod timer;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -1,0 +1,58 @@
+//! Answers (to requests for our records, greetings to newcomers) waiting
+//! for their coalescing moment.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use super::Destination;
+
+/// Answers waiting for their (coalescing) moment: to each asker by unicast,
+/// or once to the group when many asked — at most every [`GROUP_GAP`], so a
+/// crowd asking over a second is answered by a few datagrams to the group,
+/// not one per crowd member.
+#[derive(Debug, Default)]
+pub(super) struct Pending {
+    to: Vec<SocketAddr>,
+    pub(super) at: Option<Instant>,
+    last_group: Option<Instant>,
+}
+
+/// Least time between two answers of one kind to the group.
+const GROUP_GAP: Duration = Duration::from_secs(2);
+
+impl Pending {
+    pub(super) fn add(&mut self, to: SocketAddr, at: Instant) {
+        if self.to.len() < 4096 && !self.to.contains(&to) {
+            self.to.push(to);
+        }
+        self.at = Some(self.at.map_or(at, |t| t.min(at)));
+    }
+
+    /// The destinations due now, if any. Many askers at once get one
+    /// datagram to the group — at most every [`GROUP_GAP`]; in between,
+    /// askers (those that lost it) are answered by unicast, at most
+    /// [`UNICAST_BATCH`] per turn (the rest a millisecond later), so a crowd
+    /// neither floods the group nor our send buffer.
+    pub(super) fn due(&mut self, now: Instant, group_ok: bool) -> Option<Vec<Destination>> {
+        if self.at.is_none_or(|t| t > now) {
+            return None;
+        }
+        let group_free = self.last_group.is_none_or(|t| now >= t + GROUP_GAP);
+        if group_ok && self.to.len() > GROUP_ANSWER && group_free {
+            self.at = None;
+            self.to.clear();
+            self.last_group = Some(now);
+            return Some(vec![Destination::Group]);
+        }
+        let n = self.to.len().min(UNICAST_BATCH);
+        let batch: Vec<Destination> = self.to.drain(..n).map(Destination::Peer).collect();
+        self.at = (!self.to.is_empty()).then(|| now + Duration::from_millis(1));
+        Some(batch)
+    }
+}
+
+/// Most unicast answers of one kind sent in one turn.
+const UNICAST_BATCH: usize = 64;
+
+/// More answers than this at once go to the group once instead.
+pub(super) const GROUP_ANSWER: usize = 4;

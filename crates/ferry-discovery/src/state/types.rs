@@ -1,0 +1,217 @@
+//! The types discovery takes and gives: its config, what it sends, how a
+//! datagram arrived, what it learned, its errors and counters.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ferry_wire::beacon::{EndpointRecord, NodeRecord, ParticipantInfo};
+use ferry_wire::{ParticipantId, WireError};
+
+use super::{period_for, MAX_REVISION_STEP, SOURCE_RATE};
+
+/// Settings of one discovery instance.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Domain id: beacons from other domains are ignored.
+    pub domain: u16,
+    /// This runtime's id.
+    pub participant: ParticipantId,
+    /// What this runtime tells others (lease, locators, host identity).
+    pub info: ParticipantInfo,
+    /// Time between heartbeats with few participants (default: lease / 6.6).
+    pub announce_period: Duration,
+    /// Largest datagram to send.
+    pub mtu: usize,
+    /// Whether to send to the multicast group.
+    pub multicast: bool,
+    /// Unicast addresses to announce to (for networks without multicast).
+    pub static_peers: Vec<SocketAddr>,
+    /// Whether announcements also go to an MQTT broker (cloud scope).
+    pub broker: bool,
+    /// Accept datagrams from loopback addresses only (`discovery =
+    /// localhost`): anything else is counted and ignored.
+    pub loopback_only: bool,
+    /// Seed for the announcement jitter.
+    pub seed: u64,
+}
+
+impl Config {
+    /// A config with ferry's defaults: the period is a sixth of the lease
+    /// (454 ms for the default 3 s lease), so a live peer is only expired
+    /// after six heartbeats in a row are lost; 1472 B MTU.
+    pub fn new(domain: u16, participant: ParticipantId, info: ParticipantInfo) -> Self {
+        let period = period_for(info.lease_ms);
+        Config {
+            domain,
+            participant,
+            info,
+            announce_period: period,
+            mtu: ferry_wire::beacon::DEFAULT_MTU,
+            multicast: true,
+            static_peers: Vec::new(),
+            broker: false,
+            loopback_only: false,
+            seed: participant.0 | 1,
+        }
+    }
+}
+
+/// Where a datagram should go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Destination {
+    /// The domain's multicast group.
+    Group,
+    /// One unicast address (static peer, or a peer that reached us by unicast).
+    Peer(SocketAddr),
+    /// The MQTT broker (the driver publishes it on the domain's discovery topic).
+    Broker,
+}
+
+/// A datagram for the driver to send.
+#[derive(Debug, Clone)]
+pub struct Transmit {
+    /// Where to.
+    pub to: Destination,
+    /// The datagram.
+    pub bytes: Vec<u8>,
+}
+
+/// How a datagram arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// On the multicast group.
+    Multicast,
+    /// On this runtime's unicast socket.
+    Unicast,
+    /// Through the MQTT broker (`from` is meaningless): the peer is not
+    /// known to be reachable directly.
+    Broker,
+}
+
+/// Why a participant is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaveReason {
+    /// It said goodbye (clean exit).
+    Bye,
+    /// It was silent for longer than its lease (crash, kill -9, link loss).
+    LeaseExpired,
+    /// Its connection to the MQTT broker broke without a goodbye: the
+    /// broker delivered its last will (crash, kill -9, link loss).
+    ConnectionLost,
+}
+
+/// What discovery learned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A new participant appeared.
+    ParticipantJoined(ParticipantId),
+    /// A participant is gone; its endpoints were withdrawn (with events).
+    ParticipantLeft {
+        /// Who.
+        id: ParticipantId,
+        /// Why.
+        reason: LeaveReason,
+    },
+    /// A remote endpoint appeared.
+    EndpointJoined {
+        /// Its participant.
+        participant: ParticipantId,
+        /// The endpoint.
+        endpoint: EndpointRecord,
+    },
+    /// A remote endpoint was withdrawn.
+    EndpointLeft {
+        /// Its participant.
+        participant: ParticipantId,
+        /// The endpoint.
+        endpoint: EndpointRecord,
+    },
+}
+
+/// Why a datagram was rejected (counted; never fatal).
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum DatagramError {
+    /// Not parseable.
+    #[error("malformed discovery datagram: {0}")]
+    Malformed(#[from] WireError),
+    /// From another domain.
+    #[error("beacon for domain {0} ignored (this runtime is in another domain)")]
+    ForeignDomain(u16),
+    /// Too many participants already known (from this source or in all).
+    #[error("participant table full ({0}); beacon dropped")]
+    TableFull(&'static str),
+    /// An announcement exceeds the per-participant or per-source bounds.
+    #[error("announcement exceeds bounds: {0}")]
+    TooLarge(&'static str),
+    /// Names a known participant but comes from another address than the
+    /// one it was first heard from (a forgery, or a peer whose address
+    /// changed: it is learned again once its lease ends).
+    #[error("datagram for participant {participant} from {from}, not from its address {origin}")]
+    NotOwner {
+        /// The participant named.
+        participant: ParticipantId,
+        /// Where the datagram came from.
+        from: SocketAddr,
+        /// Where that participant's datagrams come from.
+        origin: String,
+    },
+    /// The id was claimed from two addresses before either proved it:
+    /// ignored for [`super::CONTESTED`].
+    #[error("participant {0} is claimed from two addresses; ignored for a while (a forgery?)")]
+    Contested(ParticipantId),
+    /// A revision that jumps further than [`MAX_REVISION_STEP`].
+    #[error("revision jump from {from} to {to} ignored (at most {MAX_REVISION_STEP} forward)")]
+    RevisionJump {
+        /// The revision known.
+        from: u32,
+        /// The revision claimed.
+        to: u32,
+    },
+    /// The source address spent its rate budget.
+    #[error("source {0} is over its discovery rate ({SOURCE_RATE}/s); datagram dropped")]
+    Throttled(std::net::IpAddr),
+    /// `discovery = localhost` and the datagram came from elsewhere.
+    #[error("datagram from {0} ignored: discovery is limited to this host (localhost)")]
+    NotLoopback(SocketAddr),
+}
+
+/// Counters for the driver and the CLI.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Datagrams handed to the driver.
+    pub sent: u64,
+    /// Datagrams accepted.
+    pub received: u64,
+    /// Datagrams rejected as malformed or oversized.
+    pub malformed: u64,
+    /// Datagrams from other domains.
+    pub foreign_domain: u64,
+    /// Datagrams naming a known participant from another address (forged).
+    pub not_owner: u64,
+    /// Datagrams dropped by a source's rate budget, caps or a revision jump.
+    pub refused: u64,
+    /// Datagrams from outside this host while limited to it.
+    pub not_loopback: u64,
+    /// Participants forgotten to make room for new ones.
+    pub evicted: u64,
+}
+
+/// What is known about one remote participant.
+#[derive(Debug, Clone)]
+pub struct RemoteParticipant {
+    /// Its id.
+    pub id: ParticipantId,
+    /// Its info from its latest announcement.
+    pub info: ParticipantInfo,
+    /// Its nodes.
+    pub nodes: BTreeMap<u32, NodeRecord>,
+    /// Its endpoints.
+    pub endpoints: BTreeMap<u32, EndpointRecord>,
+    /// Where its unicast beacons come from, if it sends them periodically
+    /// (a peer without multicast).
+    pub unicast: Option<SocketAddr>,
+    /// Heard on multicast or unicast at least once (not only through the
+    /// broker): its network locators are worth trying.
+    pub direct: bool,
+}
