@@ -71,4 +71,13 @@ if [ "$(grep -cE '^\| [0-9]+ (B|KiB|MiB) \| [0-9.]+ / [0-9.]+ \| [0-9.]+ / [0-9.
 fi
 echo "== discovery storm --quick"
 bash bench/discovery_storm.sh --quick target/release/ferry
+echo "== ferry-disco run --quick (discovery at rest: 40 participants on a host, a 4-host fleet)"
+./target/release/ferry-disco run --quick --out "$out/disco" | tee "$out/d.txt"
+# Both graphs complete, and the host at rest sends heartbeats only (25 B
+# each: well under 100 B per datagram on average).
+if grep -q 'never' "$out/disco.md" \
+  || ! python3 -c 'import json,sys; h=json.load(open(sys.argv[1]))["host"]; sys.exit(0 if h["bytes_per_s"] < 100 * h["datagrams_per_s"] else 1)' "$out/disco.json"; then
+  echo "bench smoke: discovery did not complete or is not at rest" >&2
+  exit 1
+fi
 echo "bench smoke: ok"

@@ -82,15 +82,22 @@ pub fn run(a: AdminArgs, spin: Duration) -> Result<(), String> {
     };
     let reply = client.call(req, timeout).map_err(|e| e.to_string())?;
     if a.json {
-        println!("{}", reply.json);
+        out!("{}", reply.json);
         return Ok(());
     }
     match a.cmd {
         AdminCmd::Connections => {
             let conns = ferry::admin::parse_connections(&reply).map_err(|e| e.to_string())?;
-            println!(
+            out!(
                 "{:<24} {:<6} {:<22} {:<6} {:<22} {:<18} {:>9} {:>10}",
-                "topic", "side", "peer", "path", "locator", "priority", "msgs", "rate Hz"
+                "topic",
+                "side",
+                "peer",
+                "path",
+                "locator",
+                "priority",
+                "msgs",
+                "rate Hz"
             );
             for c in conns {
                 let peer = if c.remote_node.is_empty() {
@@ -98,7 +105,7 @@ pub fn run(a: AdminArgs, spin: Duration) -> Result<(), String> {
                 } else {
                     c.remote_node.clone()
                 };
-                println!(
+                out!(
                     "{:<24} {:<6} {:<22} {:<6} {:<22} {:<18} {:>9} {:>10.1}",
                     c.topic,
                     format!("{:?}", c.side).to_lowercase(),
@@ -121,10 +128,10 @@ pub fn run(a: AdminArgs, spin: Duration) -> Result<(), String> {
                     &o.remote_node
                 };
                 match &o.result {
-                    Ok(note) => println!("{peer}: {} — {note}", o.priority),
+                    Ok(note) => out!("{peer}: {} — {note}", o.priority),
                     Err(e) => {
                         failed += 1;
-                        println!("{peer}: NOT changed — {e}");
+                        out!("{peer}: NOT changed — {e}");
                     }
                 }
             }

@@ -167,7 +167,7 @@ pub fn run(args: DemoArgs) -> Result<(), String> {
         let _ = std::io::stdout().flush();
     }
     kill_all(&mut children);
-    println!(
+    out!(
         "ferry demo: stopped; {} processes cleaned up",
         children.len()
     );

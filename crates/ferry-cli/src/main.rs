@@ -1,5 +1,23 @@
 //! `ferry`: inspect and drive a ferry system from the shell, shaped like `ros2`.
 
+/// `println!` that ends the CLI quietly (exit 0) when its stdout is gone
+/// (`ferry topic echo /t | head -3`), instead of panicking on the broken
+/// pipe.
+macro_rules! out {
+    () => {
+        out!("")
+    };
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let mut o = std::io::stdout().lock();
+        if let Err(e) = writeln!(o, $($t)*).and_then(|_| o.flush()) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+        }
+    }};
+}
+
 mod admin;
 mod demo;
 mod topic;
@@ -93,9 +111,9 @@ fn broker(a: BrokerArgs) -> Result<(), String> {
         users,
     })
     .map_err(|e| e.to_string())?;
-    println!("ferry broker: MQTT 5 on {}", b.addr());
+    out!("ferry broker: MQTT 5 on {}", b.addr());
     if let Some(v) = b.addr_v311() {
-        println!("ferry broker: MQTT 3.1.1 on {v}");
+        out!("ferry broker: MQTT 3.1.1 on {v}");
     }
     let (tx, rx) = std::sync::mpsc::channel();
     let _ = ctrlc::set_handler(move || {
@@ -114,15 +132,40 @@ fn broker(a: BrokerArgs) -> Result<(), String> {
 
 fn doctor(spin: Duration) -> Result<(), String> {
     let cfg = ferry::Config::from_env().map_err(|e| e.to_string())?;
-    println!(
+    out!(
         "domain {}  discovery {:?}  shared memory {}",
         cfg.domain_id,
         cfg.discovery,
         if cfg.shared_memory { "on" } else { "off" }
     );
     let node = cli_node()?;
+    std::thread::sleep(spin);
+    let d = node.discovery_stats();
+    let mut peers: Vec<ferry::ParticipantId> = node
+        .graph()
+        .nodes
+        .iter()
+        .map(|n| n.participant)
+        .filter(|p| *p != node.participant())
+        .collect();
+    peers.sort();
+    peers.dedup();
+    out!(
+        "discovery: {} runtimes heard in {:.1} s; datagrams accepted {}  malformed {}  \
+         other domains {}  forged (a known participant's id from another address) {}  \
+         refused (caps, rate, revision jumps) {}  off-host under localhost {}  evicted {}",
+        peers.len(),
+        spin.as_secs_f64(),
+        d.received,
+        d.malformed,
+        d.foreign_domain,
+        d.not_owner,
+        d.refused,
+        d.not_loopback,
+        d.evicted
+    );
     let Some(m) = &cfg.mqtt else {
-        println!("mqtt: not configured (set [mqtt] broker in FERRY_CONFIG, or FERRY_MQTT=mqtt://host:1883)");
+        out!("mqtt: not configured (set [mqtt] broker in FERRY_CONFIG, or FERRY_MQTT=mqtt://host:1883)");
         return Ok(());
     };
     let until = std::time::Instant::now() + spin.max(Duration::from_millis(m.connect_timeout_ms));
@@ -134,7 +177,7 @@ fn doctor(spin: Duration) -> Result<(), String> {
     let Some(s) = st else {
         return Err("mqtt configured but no broker connection in this runtime".into());
     };
-    println!(
+    out!(
         "mqtt: {} {}  connects {}  failures {}  queued {} ({} B)  dropped {}  duplicates {}  garbage {}",
         s.url,
         if s.connected { "CONNECTED" } else { "NOT CONNECTED" },
@@ -147,7 +190,7 @@ fn doctor(spin: Duration) -> Result<(), String> {
         s.garbage
     );
     if let Some(e) = &s.last_error {
-        println!("mqtt: last error: {e}");
+        out!("mqtt: last error: {e}");
     }
     let cloud: Vec<&str> = cfg
         .topics
@@ -155,7 +198,7 @@ fn doctor(spin: Duration) -> Result<(), String> {
         .filter(|r| r.scope == Some(ferry::config::mqtt::Scope::Cloud))
         .map(|r| r.pattern.as_str())
         .collect();
-    println!(
+    out!(
         "mqtt: cloud-scope topics: {}",
         if cloud.is_empty() {
             "none (add [[topics]] scope = \"cloud\")".to_string()
@@ -230,8 +273,24 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Node(NodeCmd::List) => {
             let node = cli_node()?;
             std::thread::sleep(spin);
-            for n in node.graph().node_names() {
-                println!("{n}");
+            let g = node.graph();
+            let dups = g.duplicate_names();
+            for n in g.node_names() {
+                // Like `ros2 node list`: a shared name is listed once per node.
+                let times = dups.iter().find(|(d, _)| *d == n).map_or(1, |(_, c)| *c);
+                for _ in 0..times {
+                    out!("{n}");
+                }
+            }
+            if !dups.is_empty() {
+                eprintln!(
+                    "WARNING: nodes share a fully qualified name ({}): services and \
+                     parameters addressed by name may reach either",
+                    dups.iter()
+                        .map(|(n, c)| format!("{n} ×{c}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
             }
             Ok(())
         }
@@ -245,23 +304,23 @@ fn run(cli: Cli) -> Result<(), String> {
                     node.domain_id()
                 ));
             }
-            println!("{name}");
+            out!("{name}");
             for (title, kind) in [
                 ("Subscribers", ferry::EndpointKind::Subscriber),
                 ("Publishers", ferry::EndpointKind::Publisher),
                 ("Service Servers", ferry::EndpointKind::Service),
                 ("Service Clients", ferry::EndpointKind::Client),
             ] {
-                println!("  {title}:");
+                out!("  {title}:");
                 for e in g
                     .endpoints_of_node(&name)
                     .filter(|e| e.kind == kind && !e.topic.starts_with(ferry::graph::HIDDEN_PREFIX))
                 {
-                    println!("    {}: {}", e.topic, e.type_name);
+                    out!("    {}: {}", e.topic, e.type_name);
                 }
             }
             if let Some(n) = g.nodes.iter().find(|n| n.name == name) {
-                println!(
+                out!(
                     "  Process: pid {} participant {} at {}",
                     n.pid,
                     n.participant,
@@ -275,9 +334,9 @@ fn run(cli: Cli) -> Result<(), String> {
             std::thread::sleep(spin);
             for (s, types) in node.graph().services() {
                 if show_types {
-                    println!("{s} [{}]", types.join(", "));
+                    out!("{s} [{}]", types.join(", "));
                 } else {
-                    println!("{s}");
+                    out!("{s}");
                 }
             }
             Ok(())
@@ -297,9 +356,9 @@ fn run(cli: Cli) -> Result<(), String> {
                 ));
             };
             let node = cli_node()?;
-            println!("requester: making request: {request}");
+            out!("requester: making request: {request}");
             let v = (k.call)(&node, &service, &request, Duration::from_secs_f64(timeout))?;
-            println!(
+            out!(
                 "response:\n{}",
                 serde_yaml::to_string(&v).unwrap_or_default()
             );
@@ -311,9 +370,9 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Shm(ShmCmd::Gc) => {
             let r = ferry_shm::sweep_stale();
             for name in &r.removed {
-                println!("removed {name}");
+                out!("removed {name}");
             }
-            println!(
+            out!(
                 "{} removed, {} in use by running processes",
                 r.removed.len(),
                 r.kept
@@ -335,9 +394,9 @@ fn run(cli: Cli) -> Result<(), String> {
                 })
                 .unwrap_or_default();
             rows.sort();
-            println!("{:<60} {:>8} {:>6} {:>12}", "NAME", "PID", "ALIVE", "BYTES");
+            out!("{:<60} {:>8} {:>6} {:>12}", "NAME", "PID", "ALIVE", "BYTES");
             for (name, pid, alive, len) in rows {
-                println!(
+                out!(
                     "{name:<60} {pid:>8} {:>6} {len:>12}",
                     if alive { "yes" } else { "no" }
                 );

@@ -186,7 +186,7 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                 if verbose {
                     line.push_str(&format!(" {pubs} publisher(s), {subs} subscriber(s)"));
                 }
-                println!("{line}");
+                out!("{line}");
             }
             Ok(())
         }
@@ -199,16 +199,16 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
             if eps.is_empty() {
                 return Err(format!("unknown topic `{topic}`"));
             }
-            println!(
+            out!(
                 "Type: {}",
                 topic_type(&g, &topic).unwrap_or_else(|| "(raw bytes)".into())
             );
             for kind in [EndpointKind::Publisher, EndpointKind::Subscriber] {
                 let list: Vec<_> = eps.iter().filter(|e| e.kind == kind).collect();
-                println!("{:?} count: {}", kind, list.len());
+                out!("{:?} count: {}", kind, list.len());
                 if verbose {
                     for e in list {
-                        println!(
+                        out!(
                             "  node {}  id {}  type {} ({})  QoS: {}",
                             e.node,
                             e.id,
@@ -227,12 +227,12 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                     .collect();
                 nodes.sort();
                 nodes.dedup();
-                println!("Connections:");
+                out!("Connections:");
                 for c in connections_of(&node, &nodes)
                     .into_iter()
                     .filter(|c| c.topic == topic)
                 {
-                    println!(
+                    out!(
                         "  {} -> {}  path {}  {}  {} msgs, {:.1} Hz",
                         node_of(&g, &c.local),
                         node_of(&g, &c.remote),
@@ -287,14 +287,14 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                 let decoded = ty.as_ref().map(|t| (t.decode)(&s));
                 match decoded {
                     Some(Ok(v)) if json => {
-                        println!("{}", serde_json::to_string(&v).unwrap_or_default())
+                        out!("{}", serde_json::to_string(&v).unwrap_or_default())
                     }
-                    Some(Ok(v)) => println!("{}---", serde_yaml::to_string(&v).unwrap_or_default()),
-                    _ if json => println!(
+                    Some(Ok(v)) => out!("{}---", serde_yaml::to_string(&v).unwrap_or_default()),
+                    _ if json => out!(
                         "{}",
                         serde_json::json!({ "hex": s.iter().map(|b| format!("{b:02x}")).collect::<String>() })
                     ),
-                    _ => println!("{}---", types::hex(&s)),
+                    _ => out!("{}---", types::hex(&s)),
                 }
                 n += 1;
             }
@@ -356,7 +356,7 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                 p.publish(RawBytes::new(bytes.clone()))
                     .map_err(|e| e.to_string())?;
                 n += 1;
-                println!("publishing #{n}: {values}");
+                out!("publishing #{n}: {values}");
                 next += period;
                 while Instant::now() < next && !stop.load(Ordering::SeqCst) {
                     std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
@@ -388,7 +388,7 @@ fn rate(node: &Node, topic: &str, timeout: Option<f64>, bw: bool) -> Result<(), 
         if last_print.elapsed() >= Duration::from_secs(1) {
             last_print = Instant::now();
             if stamps.len() < 2 {
-                println!("no new messages");
+                out!("no new messages");
                 continue;
             }
             let span = stamps
@@ -399,7 +399,7 @@ fn rate(node: &Node, topic: &str, timeout: Option<f64>, bw: bool) -> Result<(), 
                 .as_secs_f64();
             if bw {
                 let bytes: usize = stamps.iter().map(|s| s.1).sum();
-                println!(
+                out!(
                     "{:.2} MB/s from {} messages (mean size {:.0} B)",
                     bytes as f64 / span / 1e6,
                     stamps.len(),
@@ -416,7 +416,7 @@ fn rate(node: &Node, topic: &str, timeout: Option<f64>, bw: bool) -> Result<(), 
                     .sqrt();
                 let min = gaps.iter().cloned().fold(f64::MAX, f64::min);
                 let max = gaps.iter().cloned().fold(0.0, f64::max);
-                println!("average rate: {:.3}\n\tmin: {min:.3}s max: {max:.3}s std dev: {sd:.5}s window: {}", 1.0 / mean, stamps.len());
+                out!("average rate: {:.3}\n\tmin: {min:.3}s max: {max:.3}s std dev: {sd:.5}s window: {}", 1.0 / mean, stamps.len());
             }
         }
     }

@@ -106,7 +106,7 @@ pub fn run(a: TuneArgs) -> Result<(), String> {
     let hb_ns = (p.heartbeat_s * 1e9).round() as u64;
     let hb_ms = p.heartbeat_s * 1e3;
     let need = a.rate * u * 8.0 / 1e6;
-    println!(
+    out!(
         "# Stream: {} Hz × {} B = {need:.1} Mbit/s on a {:.0} Mbit/s link (ω = {})",
         a.rate,
         u,
@@ -114,21 +114,21 @@ pub fn run(a: TuneArgs) -> Result<(), String> {
         a.utilization
     );
     if need > t * a.utilization / 1e6 {
-        println!("# WARNING: the stream needs more than ω of the link; expect backlog and drops (lower the rate or payload, or raise ω).");
+        out!("# WARNING: the stream needs more than ω of the link; expect backlog and drops (lower the rate or payload, or raise ω).");
     }
-    println!();
-    println!("## ferry (FERRY_CONFIG file + QoS)");
-    println!("udp_mtu = {}             # step 1: one datagram per IP packet, never IP fragmentation (1500 B MTU − 28 B IP/UDP)", p.max_message);
-    println!(
+    out!();
+    out!("## ferry (FERRY_CONFIG file + QoS)");
+    out!("udp_mtu = {}             # step 1: one datagram per IP packet, never IP fragmentation (1500 B MTU − 28 B IP/UDP)", p.max_message);
+    out!(
         "udp_link_mbps = {:.0}         # pace to the link instead of bursting",
         t / 1e6
     );
-    println!("udp_utilization_pct = {:.0}     # history holds one second of this share: {} bytes (step 3, in bytes)", a.utilization * 100.0, p.history_bytes);
-    println!("# QoS: Qos::default().reliable().keep_last({})  — step 3: N_HC = ⌈T·ω/u⌉ = ⌈{:.0} B/s / {u:.0} B⌉", p.history, t / 8.0 * a.utilization);
-    println!("# step 2 needs no setting: ferry heartbeats at twice the measured publish rate ({hb_ms:.1} ms here).");
-    println!();
-    println!("## Fast DDS XML (ROS 2: export FASTRTPS_DEFAULT_PROFILES_FILE=this.xml)");
-    println!(
+    out!("udp_utilization_pct = {:.0}     # history holds one second of this share: {} bytes (step 3, in bytes)", a.utilization * 100.0, p.history_bytes);
+    out!("# QoS: Qos::default().reliable().keep_last({})  — step 3: N_HC = ⌈T·ω/u⌉ = ⌈{:.0} B/s / {u:.0} B⌉", p.history, t / 8.0 * a.utilization);
+    out!("# step 2 needs no setting: ferry heartbeats at twice the measured publish rate ({hb_ms:.1} ms here).");
+    out!();
+    out!("## Fast DDS XML (ROS 2: export FASTRTPS_DEFAULT_PROFILES_FILE=this.xml)");
+    out!(
         r#"<?xml version="1.0" encoding="UTF-8"?>
 <profiles xmlns="http://www.eprosima.com/XMLSchemas/fastRTPS_Profiles">
   <transport_descriptors>
@@ -157,9 +157,9 @@ pub fn run(a: TuneArgs) -> Result<(), String> {
         n = 2.0 * a.rate,
         h = p.history
     );
-    println!();
-    println!("## Cyclone DDS XML (ROS 2: export CYCLONEDDS_URI=file://this.xml)");
-    println!(
+    out!();
+    out!("## Cyclone DDS XML (ROS 2: export CYCLONEDDS_URI=file://this.xml)");
+    out!(
         r#"<CycloneDDS xmlns="https://cdds.io/config">
   <Domain>
     <General>

@@ -654,3 +654,81 @@ fn shm_gc_removes_what_dead_processes_left() {
     assert!(!std::path::Path::new(&format!("/dev/shm/{dead}")).exists());
     assert!(std::path::Path::new(&format!("/dev/shm/{}", live.name())).exists());
 }
+
+#[test]
+fn echo_into_a_closed_pipe_ends_quietly() {
+    // `ferry topic echo /t | head -1`: the reader goes away after one line.
+    let n = node("talker", 211);
+    let p = n.publisher::<std_msgs::String>("/pipe").build().unwrap();
+    let mut echo = Command::new(FERRY)
+        .args(["topic", "echo", "/pipe"])
+        .env("FERRY_DOMAIN_ID", "211")
+        .env("FERRY_DISCOVERY", "localhost")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = echo.stdout.take().unwrap();
+    let end = Instant::now() + T;
+    let mut first = [0u8; 1];
+    // Publish until the first byte arrives, then close our end of the pipe.
+    let reader = std::thread::spawn(move || {
+        let _ = stdout.read_exact(&mut first);
+        drop(stdout);
+    });
+    while !reader.is_finished() && Instant::now() < end {
+        p.publish(std_msgs::String { data: "x".into() }).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Keep publishing: the next line hits the closed pipe.
+    for _ in 0..50 {
+        p.publish(std_msgs::String { data: "y".into() }).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        if let Ok(Some(_)) = echo.try_wait() {
+            break;
+        }
+    }
+    let end = Instant::now() + T;
+    let status = loop {
+        if let Ok(Some(st)) = echo.try_wait() {
+            break Some(st);
+        }
+        if Instant::now() > end {
+            let _ = echo.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    echo.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "echo did not end cleanly on a broken pipe ({status:?}): {err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn two_nodes_with_one_name_are_listed_twice_with_a_warning() {
+    // Two runtimes (different configs) in this process, each with a node
+    // named /twin: `node list` shows both, and says so.
+    let a = node("twin", 212);
+    let b = Node::builder()
+        .name("twin")
+        .config(Config {
+            keep_all_block_ms: 1234,
+            ..cfg(212)
+        })
+        .build()
+        .unwrap();
+    assert_ne!(a.participant(), b.participant());
+    let list = Proc::spawn(212, &["node", "list"]);
+    let (ok, out, err) = list.finish(T);
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().filter(|l| *l == "/twin").count(), 2, "{out}");
+    assert!(err.contains("WARNING") && err.contains("/twin ×2"), "{err}");
+}

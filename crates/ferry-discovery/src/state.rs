@@ -31,7 +31,7 @@ use ferry_wire::ParticipantId;
 
 use guard::{Origin, Sources, Verdict};
 pub use guard::{MAX_PARTICIPANTS_PER_SOURCE, MAX_RECORDS_PER_SOURCE, SOURCE_BURST, SOURCE_RATE};
-use pending::Pending;
+use pending::{Pending, GROUP_ANSWER};
 pub use types::{
     Config, DatagramError, Destination, Event, LeaveReason, RemoteParticipant, Stats, Transmit, Via,
 };
@@ -56,7 +56,7 @@ pub const MAX_REVISION_STEP: u32 = 1 << 16;
 /// Heartbeats each participant receives per second at most in a domain of
 /// more than [`SMALL_DOMAIN`] participants, whatever its size: the period is
 /// stretched to keep within it (and the announced lease with it).
-pub const HEARTBEATS_PER_S: u32 = 10;
+pub const HEARTBEATS_PER_S: u32 = 8;
 /// Up to this many participants, the period is the configured one (each
 /// receives at most ~35 heartbeats a second at the default lease).
 pub const SMALL_DOMAIN: u32 = 16;
@@ -463,6 +463,7 @@ impl Discovery {
             Some(Verdict::Owner | Verdict::Stranger) => {}
         }
         let spread_us = self.next_rand() % (self.table.len() as u64 * 500 + 1);
+        let first_contact = self.first_contact();
         let e = self.table.get_mut(&id).expect("admitted");
         if e.known.is_some() && revision != e.revision {
             if ahead(e.revision, revision) {
@@ -481,7 +482,7 @@ impl Discovery {
             e.expires = e.expires.max(now + lease);
         } else {
             // Still being learned: silent for FIRST_CONTACT, it is dropped.
-            e.expires = now + FIRST_CONTACT;
+            e.expires = now + first_contact;
         }
         if revision != e.revision && via != Via::Broker {
             // Records we have not got: ask for them, at once after a
@@ -549,7 +550,7 @@ impl Discovery {
                 revision: 0,
                 advertised: revision,
                 lease,
-                expires: now + FIRST_CONTACT,
+                expires: now + self.first_contact(),
                 assembly: None,
                 next_request: None,
                 request_gap: Duration::from_millis(100),
@@ -558,7 +559,7 @@ impl Discovery {
                 unicast: None,
             },
         );
-        self.next_scan = self.next_scan.min(now + FIRST_CONTACT);
+        self.next_scan = self.next_scan.min(now + self.first_contact());
         // Let the newcomer learn about us quickly, with jitter so that a
         // crowd answering one join does not answer at the same instant.
         let jitter = self.greeting_jitter();
@@ -765,10 +766,11 @@ impl Discovery {
             return;
         }
         let group_ok = self.cfg.multicast;
-        if let Some(to) = self.replies.due(now, group_ok) {
+        let crowd = (self.table.len() / 8).max(GROUP_ANSWER);
+        if let Some(to) = self.replies.due(now, group_ok, crowd) {
             self.answer(to);
         }
-        if let Some(to) = self.greetings.due(now, group_ok) {
+        if let Some(to) = self.greetings.due(now, group_ok, crowd) {
             self.greet(to);
         }
         if let Some((at, gap, known)) = self.hello {
@@ -810,8 +812,22 @@ impl Discovery {
         }
     }
 
+    /// Longest wait between two requests for one participant's records:
+    /// 1 s, or 5 ms per participant in a large domain (a crowd of
+    /// newcomers must not be asked faster than it can answer).
+    fn max_request_gap(&self) -> Duration {
+        Duration::from_secs(1).max(Duration::from_millis(5) * self.table.len() as u32)
+    }
+
+    /// How long a participant being learned may stay silent: FIRST_CONTACT,
+    /// or three request gaps in a large domain.
+    fn first_contact(&self) -> Duration {
+        FIRST_CONTACT.max(self.max_request_gap() * 3)
+    }
+
     /// Expiries and requests due; the next such moment.
     fn scan(&mut self, now: Instant) {
+        let max_gap = self.max_request_gap();
         let expired: Vec<ParticipantId> = self
             .table
             .iter()
@@ -837,7 +853,7 @@ impl Discovery {
                         bytes: rq.encode(),
                     });
                     e.next_request = Some(now + e.request_gap);
-                    e.request_gap = (e.request_gap * 2).min(Duration::from_secs(1));
+                    e.request_gap = (e.request_gap * 2).min(max_gap);
                 }
             }
             next = next.min(e.expires);

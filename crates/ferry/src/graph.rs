@@ -108,7 +108,25 @@ impl Graph {
         self.endpoints.iter().filter(move |e| e.node == node)
     }
 
-    /// Node names, without ferry's hidden ones.
+    /// Names shared by more than one node (each with its count), without
+    /// ferry's hidden ones.
+    pub fn duplicate_names(&self) -> Vec<(String, usize)> {
+        let mut count = std::collections::BTreeMap::<&str, usize>::new();
+        for n in self
+            .nodes
+            .iter()
+            .filter(|n| !n.name.starts_with(HIDDEN_PREFIX))
+        {
+            *count.entry(n.name.as_str()).or_default() += 1;
+        }
+        count
+            .into_iter()
+            .filter(|(_, c)| *c > 1)
+            .map(|(n, c)| (n.to_string(), c))
+            .collect()
+    }
+
+    /// Node names, without ferry's hidden ones, sorted, each once.
     pub fn node_names(&self) -> Vec<String> {
         let mut v: Vec<String> = self
             .nodes

@@ -28,17 +28,23 @@ impl Pending {
         self.at = Some(self.at.map_or(at, |t| t.min(at)));
     }
 
-    /// The destinations due now, if any. Many askers at once get one
+    /// The destinations due now, if any. More than `crowd` askers at once
+    /// (an eighth of the domain, at least [`GROUP_ANSWER`]) get one
     /// datagram to the group — at most every [`GROUP_GAP`]; in between,
     /// askers (those that lost it) are answered by unicast, at most
     /// [`UNICAST_BATCH`] per turn (the rest a millisecond later), so a crowd
     /// neither floods the group nor our send buffer.
-    pub(super) fn due(&mut self, now: Instant, group_ok: bool) -> Option<Vec<Destination>> {
+    pub(super) fn due(
+        &mut self,
+        now: Instant,
+        group_ok: bool,
+        crowd: usize,
+    ) -> Option<Vec<Destination>> {
         if self.at.is_none_or(|t| t > now) {
             return None;
         }
         let group_free = self.last_group.is_none_or(|t| now >= t + GROUP_GAP);
-        if group_ok && self.to.len() > GROUP_ANSWER && group_free {
+        if group_ok && self.to.len() > crowd && group_free {
             self.at = None;
             self.to.clear();
             self.last_group = Some(now);
@@ -54,5 +60,6 @@ impl Pending {
 /// Most unicast answers of one kind sent in one turn.
 const UNICAST_BATCH: usize = 64;
 
-/// More answers than this at once go to the group once instead.
+/// More answers than this at once (in a small domain) go to the group
+/// once instead.
 pub(super) const GROUP_ANSWER: usize = 4;

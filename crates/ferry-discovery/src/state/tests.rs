@@ -139,10 +139,10 @@ fn twenty_runtimes_discover_each_other_and_traffic_stays_linear() {
     let before = net.sent;
     net.run(Duration::from_secs(10));
     let per_sec = (net.sent - before) as f64 / 10.0;
-    // 21 participants (> SMALL_DOMAIN): the period stretches to 2.1 s, one
-    // 25 B heartbeat each per period: ~10/s in all, never N² = 800/s.
-    assert!(per_sec <= 12.0, "{per_sec} datagrams/s for 20 runtimes");
-    assert!(per_sec >= 7.0, "{per_sec} datagrams/s: heartbeats stopped?");
+    // 20 participants (> SMALL_DOMAIN): the period stretches to 20/8 s, one
+    // 25 B heartbeat each per period: ~8/s in all, never N² = 800/s.
+    assert!(per_sec <= 10.0, "{per_sec} datagrams/s for 20 runtimes");
+    assert!(per_sec >= 5.5, "{per_sec} datagrams/s: heartbeats stopped?");
 }
 
 #[test]
@@ -403,7 +403,7 @@ fn at_rest_only_small_heartbeats_travel_and_each_participant_hears_a_bounded_num
         per_sec <= f64::from(HEARTBEATS_PER_S) * 1.15,
         "each participant received {per_sec:.1} datagrams/s at rest"
     );
-    assert!(per_sec > 5.0, "{per_sec:.1}/s: heartbeats stopped?");
+    assert!(per_sec > 4.0, "{per_sec:.1}/s: heartbeats stopped?");
     assert!(
         size <= 25.0,
         "{size:.0} B per datagram at rest: records resent?"

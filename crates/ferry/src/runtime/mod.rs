@@ -60,6 +60,8 @@ pub(crate) struct Core {
     readers: HashMap<u32, LocalReader>,
     /// Every pair of a local port with a peer: matching, paths, outages.
     table: Table,
+    /// Remote nodes already warned about for sharing a local node's name.
+    same_name_warned: HashSet<(ParticipantId, u32)>,
 }
 
 /// State shared by the API threads and the I/O thread.
@@ -212,6 +214,7 @@ impl Runtime {
                 writers: HashMap::new(),
                 readers: HashMap::new(),
                 table,
+                same_name_warned: HashSet::new(),
             }),
             transports,
             shm,
@@ -449,6 +452,7 @@ impl Shared {
                                 core.table.peer_up(peer_info(rp), now);
                             }
                         }
+                        warn_same_name(core, participant, endpoint.node);
                         core.table.endpoint_up(participant, endpoint, now);
                     }
                     DiscEvent::EndpointLeft {
@@ -870,6 +874,36 @@ enum Work {
     NotifyWriter(Arc<dyn WriterPort>, PortEvent),
     NotifyReader(Arc<dyn ReaderPort>, PortEvent),
     ForgetWriter(EndpointId),
+}
+
+/// Warns (once per remote node) when a remote node has the fully qualified
+/// name of one of ours: services and parameters addressed by name would
+/// reach either (ROS 2 warns likewise).
+fn warn_same_name(core: &mut Core, participant: ParticipantId, node: u32) {
+    let Some(remote) = core
+        .discovery
+        .participant_info(participant)
+        .and_then(|rp| rp.nodes.get(&node))
+    else {
+        return;
+    };
+    let name = full_name(&remote.namespace, &remote.name);
+    let clash = core
+        .nodes
+        .values()
+        .any(|n| full_name(&n.namespace, &n.name) == name);
+    if clash && core.same_name_warned.insert((participant, node)) {
+        if core.same_name_warned.len() > 4096 {
+            core.same_name_warned.clear();
+        }
+        tracing::warn!(
+            "another node named {name} runs in participant {participant} (pid {}): \
+             two nodes share one fully qualified name; give one another name or namespace",
+            core.discovery
+                .participant_info(participant)
+                .map_or(0, |rp| rp.info.pid)
+        );
+    }
 }
 
 /// What path selection needs of a discovered runtime.
