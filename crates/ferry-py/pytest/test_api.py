@@ -365,3 +365,24 @@ def test_timeout_in_the_executor_place_is_a_clear_error():
     with ferry.Node("exec_typo") as node:
         with pytest.raises(TypeError, match="timeout_sec="):
             ferry.spin_until_future_complete(node, None, 3.0)
+
+
+def test_discovery_counters_count_a_malformed_datagram():
+    # Garbage sent to this runtime's unicast discovery port is counted,
+    # visible from Python, and harms nothing.
+    import socket
+
+    with ferry.Node("api_disco") as node:
+        before = node.discovery_stats()
+        assert set(before) >= {"sent", "received", "malformed", "not_owner", "refused"}
+        domain = node._native.domain_id
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        base = 7400 + 16 * domain
+        for port in range(base + 1, base + 9):  # the unicast discovery ports
+            s.sendto(b"not a beacon", ("127.0.0.1", port))
+        s.close()
+        end = time.monotonic() + 3
+        while time.monotonic() < end and node.discovery_stats()["malformed"] == before["malformed"]:
+            time.sleep(0.05)
+        assert node.discovery_stats()["malformed"] > before["malformed"]
+        assert node.discovery_stats()["sent"] > 0

@@ -273,6 +273,24 @@ impl Node {
     fn domain_id(&self) -> PyResult<u16> {
         self.core.with(|n| Ok(n.domain_id()))
     }
+    /// Counters of this node's runtime's discovery, as a dict.
+    fn discovery_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.core.with(|n| Ok(n.discovery_stats()))?;
+        let d = PyDict::new(py);
+        for (k, v) in [
+            ("sent", s.sent),
+            ("received", s.received),
+            ("malformed", s.malformed),
+            ("foreign_domain", s.foreign_domain),
+            ("not_owner", s.not_owner),
+            ("refused", s.refused),
+            ("not_loopback", s.not_loopback),
+            ("evicted", s.evicted),
+        ] {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
     /// Exceptions raised by this node's callbacks so far (each was logged).
     #[getter]
     fn callback_errors(&self) -> u64 {

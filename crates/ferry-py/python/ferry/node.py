@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, AsyncIterator, Callable, Optional, Union
+from typing import Any, AsyncIterator, Callable, Dict, Optional, Union
 
 import numpy as np
 
@@ -430,6 +430,14 @@ class Node:
     def callback_errors(self) -> int:
         """Exceptions raised by this node's callbacks so far (each was logged)."""
         return self._native.callback_errors
+
+    def discovery_stats(self) -> Dict[str, int]:
+        """Counters of this node's discovery: datagrams ``sent``, ``received``,
+        ``malformed``, from a ``foreign_domain``, forged (``not_owner``: a
+        known participant's id from another address), ``refused`` (caps,
+        rate, revision jumps), ``not_loopback`` (off-host under
+        ``discovery = localhost``), ``evicted`` participants."""
+        return dict(self._native.discovery_stats())
 
     # -- ports --------------------------------------------------------------
     def create_publisher(self, msg_type: Any, topic: str, qos_profile: QoSLike = 10) -> Publisher:
