@@ -33,7 +33,8 @@ use guard::{Origin, Sources, Verdict};
 pub use guard::{MAX_PARTICIPANTS_PER_SOURCE, MAX_RECORDS_PER_SOURCE, SOURCE_BURST, SOURCE_RATE};
 use pending::{Pending, GROUP_ANSWER};
 pub use types::{
-    Config, DatagramError, Destination, Event, LeaveReason, RemoteParticipant, Stats, Transmit, Via,
+    period_for, Config, DatagramError, Destination, Event, LeaveReason, RemoteParticipant, Stats,
+    Transmit, Via, MAX_REVISION_STEP,
 };
 
 /// Most remote participants remembered (visible or still being learned).
@@ -50,9 +51,6 @@ pub const MAX_LEASE_MS: u32 = 600_000;
 pub const FIRST_CONTACT: Duration = Duration::from_secs(5);
 /// How long an id claimed from two addresses at first contact is ignored.
 pub const CONTESTED: Duration = Duration::from_secs(10);
-/// Largest forward step of a record revision: a participant changes its
-/// records far less often between two of its heartbeats.
-pub const MAX_REVISION_STEP: u32 = 1 << 16;
 /// Heartbeats each participant receives per second at most in a domain of
 /// more than [`SMALL_DOMAIN`] participants, whatever its size: the period is
 /// stretched to keep within it (and the announced lease with it).
@@ -60,12 +58,6 @@ pub const HEARTBEATS_PER_S: u32 = 8;
 /// Up to this many participants, the period is the configured one (each
 /// receives at most ~35 heartbeats a second at the default lease).
 pub const SMALL_DOMAIN: u32 = 16;
-
-/// Announcement period for a lease: six announcements fit in every lease
-/// even when the ±10 % jitter stretches each period (lease / 6.6).
-pub fn period_for(lease_ms: u32) -> Duration {
-    Duration::from_millis(u64::from(lease_ms) * 10 / 66).max(Duration::from_millis(10))
-}
 
 #[derive(Debug, Clone)]
 struct Assembly {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use ferry_wire::beacon::ParticipantInfo;
 
-use super::Via;
+use super::types::Via;
 
 /// Where a participant's state may come from: fixed at first contact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use super::Destination;
+use super::types::Destination;
 
 /// Answers waiting for their (coalescing) moment: to each asker by unicast,
 /// or once to the group when many asked — at most every [`GROUP_GAP`], so a

@@ -8,7 +8,15 @@ use std::time::Duration;
 use ferry_wire::beacon::{EndpointRecord, NodeRecord, ParticipantInfo};
 use ferry_wire::{ParticipantId, WireError};
 
-use super::{period_for, MAX_REVISION_STEP, SOURCE_RATE};
+/// Largest forward step of a record revision: a participant changes its
+/// records far less often between two of its heartbeats.
+pub const MAX_REVISION_STEP: u32 = 1 << 16;
+
+/// Announcement period for a lease: six announcements fit in every lease
+/// even when the ±10 % jitter stretches each period (lease / 6.6).
+pub fn period_for(lease_ms: u32) -> Duration {
+    Duration::from_millis(u64::from(lease_ms) * 10 / 66).max(Duration::from_millis(10))
+}
 
 /// Settings of one discovery instance.
 #[derive(Debug, Clone)]
@@ -169,7 +177,7 @@ pub enum DatagramError {
         to: u32,
     },
     /// The source address spent its rate budget.
-    #[error("source {0} is over its discovery rate ({SOURCE_RATE}/s); datagram dropped")]
+    #[error("source {0} is over its discovery rate budget (1,000 parts, requests and new ids a second); datagram dropped")]
     Throttled(std::net::IpAddr),
     /// `discovery = localhost` and the datagram came from elsewhere.
     #[error("datagram from {0} ignored: discovery is limited to this host (localhost)")]
