@@ -1,4 +1,4 @@
-//! `ferry admin NODE connections | set TOPIC --to PEER --priority CLASS --sched POLICY`:
+//! `ferry admin NODE connections | counters | set TOPIC --to PEER --priority CLASS --sched POLICY`:
 //! the node's admin service, from the shell.
 
 use std::time::Duration;
@@ -25,6 +25,10 @@ pub struct AdminArgs {
 enum AdminCmd {
     /// The node's connections with their path, priority and statistics.
     Connections,
+    /// What the node's runtime counted and refused: discovery datagrams
+    /// (malformed, forged, other domains, over caps) and incoming
+    /// connections (no or bad Hello, evicted, refused, out of descriptors).
+    Counters,
     /// Change the priority of live connections of one of the node's publishers.
     Set {
         /// The publisher's topic.
@@ -57,6 +61,10 @@ pub fn run(a: AdminArgs, spin: Duration) -> Result<(), String> {
     }
     let req = match &a.cmd {
         AdminCmd::Connections => AdminRequest::connections(),
+        AdminCmd::Counters => AdminRequest {
+            command: "counters".into(),
+            ..Default::default()
+        },
         AdminCmd::Set {
             topic,
             to,
@@ -117,6 +125,32 @@ pub fn run(a: AdminArgs, spin: Duration) -> Result<(), String> {
                     c.stats.rate_hz
                 );
             }
+        }
+        AdminCmd::Counters => {
+            let c = ferry::admin::parse_counters(&reply).map_err(|e| e.to_string())?;
+            let (d, k) = (c.discovery, c.connections);
+            out!(
+                "discovery datagrams: sent {}  accepted {}  malformed {}  other domains {}  \
+                 forged {}  refused {}  off-host under localhost {}  participants evicted {}",
+                d.sent,
+                d.received,
+                d.malformed,
+                d.foreign_domain,
+                d.not_owner,
+                d.refused,
+                d.not_loopback,
+                d.evicted
+            );
+            out!(
+                "incoming connections: accepted {}  no Hello in time {}  bad Hello {}  \
+                 evicted {}  refused {}  out of file descriptors {}",
+                k.accepted,
+                k.no_hello,
+                k.bad_hello,
+                k.evicted,
+                k.refused,
+                k.fd_exhausted
+            );
         }
         AdminCmd::Set { .. } => {
             let out = ferry::admin::parse_set(&reply).map_err(|e| e.to_string())?;

@@ -22,6 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub mod forge;
+
 use ferry_testkit::SimLink;
 pub use ferry_testkit::{LinkConfig, LinkStats};
 

@@ -110,3 +110,32 @@ fn localhost_discovery_keeps_another_host_out() {
         }
     }
 }
+
+#[test]
+fn admin_changes_are_refused_to_a_hello_that_claims_the_victims_own_runtime() {
+    if !root() {
+        return;
+    }
+    let lab = Lab::up(LabConfig::symmetric("fadm", 43, ideal())).expect("lab up");
+    // The victim publishes for 12 s with the default admin = local.
+    let publisher = spawn(&lab, Side::A, "pub 80 /victim 240 20");
+    let sub = spawn(&lab, Side::B, "sub 80 /victim 12");
+    // From another host, a Hello claiming the victim's participant id.
+    let remote = output(spawn(&lab, Side::B, "forge-admin 80 /victim_pub /victim"));
+    // The control: the same forged Hello from the victim's own host, over
+    // loopback, is a local caller.
+    let local = output(spawn(
+        &lab,
+        Side::A,
+        "forge-admin 80 /victim_pub /victim --loopback",
+    ));
+    let _ = (output(publisher), output(sub));
+    assert!(
+        remote.contains("denied: permission denied"),
+        "a remote caller claiming the victim's id changed its priority: {remote}"
+    );
+    assert!(
+        local.contains("accepted"),
+        "the control from the victim's own host was not accepted: {local}"
+    );
+}

@@ -583,6 +583,7 @@ impl Broker {
                     .is_some_and(|rt| rt.same_clock(writer.participant));
             let conn = Arc::new(InboundConn {
                 remote: writer,
+                origin: ferry_transport::transport::Origin::Broker,
                 transport: TransportKind::Mqtt,
                 locator: self.url.clone(),
                 stats: Arc::new(ConnStats::new()),

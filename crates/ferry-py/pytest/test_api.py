@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 
@@ -386,3 +387,44 @@ def test_discovery_counters_count_a_malformed_datagram():
             time.sleep(0.05)
         assert node.discovery_stats()["malformed"] > before["malformed"]
         assert node.discovery_stats()["sent"] > 0
+
+
+def _own_tcp_listeners():
+    """Ports of this process's listening TCP sockets (from /proc)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = []
+    with open("/proc/self/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            cols = line.split()
+            if cols[3] == "0A" and cols[9] in inodes:  # LISTEN
+                ports.append(int(cols[1].split(":")[1], 16))
+    return ports
+
+
+def test_connection_counters_count_a_stranger_without_a_hello():
+    # Garbage on this runtime's TCP listener: the connection is cut off,
+    # counted, and visible from Python.
+    import socket
+
+    with ferry.Node("api_conns") as node:
+        before = node.connection_stats()
+        assert set(before) == {"accepted", "no_hello", "bad_hello", "evicted", "refused", "fd_exhausted"}
+        ports = _own_tcp_listeners()
+        assert ports, "no TCP listener found"
+        for port in ports:
+            s = socket.create_connection(("127.0.0.1", port), timeout=3)
+            s.sendall(b"GET / HTTP/1.1\r\n\r\n" + b"x" * 64)
+            s.close()
+        end = time.monotonic() + 3
+        while time.monotonic() < end and node.connection_stats()["bad_hello"] == before["bad_hello"]:
+            time.sleep(0.05)
+        after = node.connection_stats()
+        assert after["bad_hello"] > before["bad_hello"], after
+        assert after["accepted"] > before["accepted"], after

@@ -291,6 +291,22 @@ impl Node {
         }
         Ok(d)
     }
+    /// Counters of this node's runtime's incoming connections, as a dict.
+    fn connection_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.core.with(|n| Ok(n.connection_stats()))?;
+        let d = PyDict::new(py);
+        for (k, v) in [
+            ("accepted", s.accepted),
+            ("no_hello", s.no_hello),
+            ("bad_hello", s.bad_hello),
+            ("evicted", s.evicted),
+            ("refused", s.refused),
+            ("fd_exhausted", s.fd_exhausted),
+        ] {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
     /// Exceptions raised by this node's callbacks so far (each was logged).
     #[getter]
     fn callback_errors(&self) -> u64 {

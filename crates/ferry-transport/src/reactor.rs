@@ -81,7 +81,11 @@ pub trait Source: Send {
     }
     /// Runs its due timers (every turn, for sources with timers); returns
     /// when it wants to run next.
-    fn service(&mut self, _now: std::time::Instant) -> Option<std::time::Instant> {
+    fn service(
+        &mut self,
+        _now: std::time::Instant,
+        _ctx: &mut dyn LoopContext,
+    ) -> Option<std::time::Instant> {
         None
     }
     /// Whether its timers need sub-millisecond precision: the loop then

@@ -305,3 +305,60 @@ mod tests {
         assert!(before <= t && t <= after, "{before} <= {t} <= {after}");
     }
 }
+
+/// What a runtime's listeners accepted and turned away (lock-free; the
+/// listener counts, [`ListenerCounters::snapshot`] reads).
+#[derive(Debug, Default)]
+pub struct ListenerCounters {
+    /// Connections accepted.
+    pub accepted: AtomicU64,
+    /// Accepted connections closed for sending no Hello in time.
+    pub no_hello: AtomicU64,
+    /// Accepted connections closed for a first frame that was not a Hello
+    /// of a Hello's size.
+    pub bad_hello: AtomicU64,
+    /// Connections still without a Hello closed to make room for newer
+    /// ones (too many from one address, or in total).
+    pub evicted: AtomicU64,
+    /// Connections refused at once: the caps were reached by connections
+    /// that had all sent their Hello.
+    pub refused: AtomicU64,
+    /// Times `accept` failed for want of file descriptors.
+    pub fd_exhausted: AtomicU64,
+}
+
+impl ListenerCounters {
+    /// Adds one to `c`.
+    pub fn count(c: &AtomicU64) {
+        c.fetch_add(1, Relaxed);
+    }
+    /// The counters now.
+    pub fn snapshot(&self) -> ConnectionStats {
+        ConnectionStats {
+            accepted: self.accepted.load(Relaxed),
+            no_hello: self.no_hello.load(Relaxed),
+            bad_hello: self.bad_hello.load(Relaxed),
+            evicted: self.evicted.load(Relaxed),
+            refused: self.refused.load(Relaxed),
+            fd_exhausted: self.fd_exhausted.load(Relaxed),
+        }
+    }
+}
+
+/// Incoming connections a runtime accepted and turned away, since it
+/// started (see [`ListenerCounters`] for each field's meaning).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionStats {
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Closed for sending no Hello within the Hello timeout.
+    pub no_hello: u64,
+    /// Closed for a first frame that was not a Hello of a Hello's size.
+    pub bad_hello: u64,
+    /// Closed while still without a Hello, to make room for newer ones.
+    pub evicted: u64,
+    /// Refused at once: every connection under the caps had sent its Hello.
+    pub refused: u64,
+    /// Times `accept` failed for want of file descriptors.
+    pub fd_exhausted: u64,
+}

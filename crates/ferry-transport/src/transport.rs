@@ -200,6 +200,8 @@ pub struct StartContext<'a> {
     /// The addresses to announce: loopback, and every other interface
     /// unless discovery stays on this host.
     pub announce_ips: &'a [std::net::Ipv4Addr],
+    /// Where listeners count what they accept and turn away.
+    pub listener_counters: &'a Arc<crate::stats::ListenerCounters>,
 }
 
 /// Starts one transport: `Ok(None)` when it is off or unavailable here
@@ -313,10 +315,54 @@ pub trait ReplySink: Send + Sync {
     fn on_link_lost(&self, service: EndpointId);
 }
 
+/// Where a connection really comes from, as the receiving transport saw
+/// it (never what the writer declared about itself): what authorisation
+/// without security can rest on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// This process.
+    SameProcess,
+    /// Shared memory: a process of the same user (or root) on this host
+    /// (the control socket and segments are 0600, checked with the
+    /// socket's peer credentials).
+    SharedMemory,
+    /// A network connection from `addr`; `local` when that is a loopback
+    /// address or one of this host's own.
+    Network {
+        /// The source address the socket reported.
+        addr: std::net::SocketAddr,
+        /// Whether it is loopback or one of this host's addresses.
+        local: bool,
+    },
+    /// Through the MQTT broker: anyone the broker let in.
+    Broker,
+}
+
+impl Origin {
+    /// A network origin: local when `addr` is loopback or in `local_ips`.
+    pub fn network(addr: std::net::SocketAddr, local_ips: &[std::net::IpAddr]) -> Origin {
+        let ip = addr.ip();
+        Origin::Network {
+            addr,
+            local: ip.is_loopback() || local_ips.contains(&ip),
+        }
+    }
+    /// Whether it is this host, by something the peer cannot forge.
+    pub fn is_this_host(&self) -> bool {
+        match self {
+            Origin::SameProcess | Origin::SharedMemory => true,
+            Origin::Network { local, .. } => *local,
+            Origin::Broker => false,
+        }
+    }
+}
+
 /// The reader's end of one connection.
 pub struct InboundConn {
-    /// The writer.
+    /// The writer (as it declared itself).
     pub remote: EndpointId,
+    /// Where the connection really comes from.
+    pub origin: Origin,
     /// The path.
     pub transport: TransportKind,
     /// The writer's address, when known.

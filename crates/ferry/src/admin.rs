@@ -5,8 +5,12 @@
 //! Access (`admin` in the config, `FERRY_ADMIN`): `off` serves nothing,
 //! `local` (default) answers reads from anyone in the domain but changes
 //! only from processes on this host, `open` accepts changes from anywhere.
+//! "On this host" is decided by the transport that carried the request
+//! ([`Origin`]): this process, shared memory, or a TCP/UDP source address
+//! that is loopback or one of this host's — never by the participant or
+//! host id the caller declares.
 
-use ferry_wire::EndpointId;
+use crate::transport::Origin;
 use serde::{Deserialize, Serialize};
 
 use crate::config::AdminAccess;
@@ -25,8 +29,9 @@ pub fn service_name(node_fqn: &str) -> String {
 /// A request to a node's admin service.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AdminRequest {
-    /// `connections`: list the node's connections; `set`: change the
-    /// priority of the connections of `topic` to `to`.
+    /// `connections`: list the node's connections; `counters`: what its
+    /// runtime refused and counted; `set`: change the priority of the
+    /// connections of `topic` to `to`.
     pub command: String,
     /// `set`: the publisher's topic (full name).
     pub topic: String,
@@ -69,6 +74,21 @@ pub struct AdminReply {
 }
 crate::message!(AdminReply, "ferry_msgs/srv/Admin_Response", "string json");
 
+/// What a node's runtime refused and counted (`counters`): discovery
+/// datagrams and incoming connections.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Discovery datagrams sent, accepted and refused.
+    pub discovery: crate::DiscoveryStats,
+    /// Incoming connections accepted and turned away.
+    pub connections: crate::ConnectionStats,
+}
+
+/// Parses a `counters` reply.
+pub fn parse_counters(reply: &AdminReply) -> Result<Counters, serde_json::Error> {
+    serde_json::from_str(&reply.json)
+}
+
 /// Parses a `connections` reply.
 pub fn parse_connections(reply: &AdminReply) -> Result<Vec<ConnectionInfo>, serde_json::Error> {
     serde_json::from_str(&reply.json)
@@ -80,12 +100,18 @@ pub(crate) fn handle(
     node: u32,
     access: AdminAccess,
     req: &AdminRequest,
-    caller: EndpointId,
+    origin: Origin,
 ) -> Result<AdminReply, String> {
     match req.command.as_str() {
         "connections" => json(&shared.node_connections(node)),
+        "counters" => json(&Counters {
+            discovery: shared.core.lock().discovery.stats(),
+            connections: shared.listener_counters.snapshot(),
+        }),
         "set" => {
-            if access != AdminAccess::Open && !shared.same_clock(caller.participant) {
+            // By where the request really came from: a Hello or a beacon
+            // can claim any participant id or host id.
+            if access != AdminAccess::Open && !origin.is_this_host() {
                 return Err(format!(
                     "permission denied: this node accepts admin changes only from its own host \
                      (admin = \"{}\"); set admin = \"open\" (FERRY_ADMIN=open) on it to allow remote changes",
@@ -114,7 +140,7 @@ pub(crate) fn handle(
             json(&out)
         }
         other => Err(format!(
-            "unknown admin command `{other}` (known: connections, set)"
+            "unknown admin command `{other}` (known: connections, counters, set)"
         )),
     }
 }

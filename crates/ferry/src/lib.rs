@@ -57,7 +57,7 @@ pub use priority::{
 };
 pub use publisher::{Publisher, PublisherBuilder, SampleMut};
 pub use service::{CallFuture, Client, ClientBuilder, Service, ServiceBuilder};
-pub use stats::{ConnectionInfo, StatsSnapshot};
+pub use stats::{ConnectionInfo, ConnectionStats, StatsSnapshot};
 pub use subscriber::{Subscriber, SubscriberBuilder};
 #[cfg(feature = "mqtt")]
 pub use transport::mqtt::{BrokerState, FOREIGN_WRITER};

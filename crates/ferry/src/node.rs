@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use ferry_wire::beacon::NodeRecord;
-use ferry_wire::EndpointId;
 
 use crate::admin::{AdminReply, AdminRequest};
 use crate::config::{AdminAccess, Config};
@@ -80,11 +79,11 @@ impl NodeBuilder {
                 let shared = Arc::downgrade(&inner.rt.shared);
                 let admin_name =
                     crate::admin::service_name(&full_name(&inner.namespace, &inner.name));
-                let handler = move |req: &AdminRequest, caller: EndpointId| {
+                let handler = move |req: &AdminRequest, caller: &crate::transport::InboundConn| {
                     let Some(shared) = shared.upgrade() else {
                         return Err("runtime is shutting down".into());
                     };
-                    crate::admin::handle(&shared, node_id, access, req, caller)
+                    crate::admin::handle(&shared, node_id, access, req, caller.origin)
                 };
                 Some(Arc::new(
                     ServiceBuilder::<AdminRequest, AdminReply>::new(
@@ -204,5 +203,12 @@ impl Node {
     /// from off this host under `discovery = localhost`, evictions.
     pub fn discovery_stats(&self) -> crate::DiscoveryStats {
         self.inner.rt.shared.core.lock().discovery.stats()
+    }
+    /// What this node's runtime's listeners accepted and turned away:
+    /// connections without a Hello in time or with a bad one, evicted to
+    /// make room, refused at the caps, and `accept` failures for want of
+    /// file descriptors.
+    pub fn connection_stats(&self) -> crate::ConnectionStats {
+        self.inner.rt.shared.listener_counters.snapshot()
     }
 }

@@ -135,6 +135,7 @@ mod tests {
     fn conn(writer: EndpointId, transport: TransportKind) -> Arc<InboundConn> {
         Arc::new(InboundConn {
             remote: writer,
+            origin: crate::transport::Origin::SameProcess,
             transport,
             locator: String::new(),
             stats: Arc::new(ConnStats::new()),

@@ -26,9 +26,10 @@ use crate::transport::{
     Carries, InFrame, InboundConn, Inbox, Link, OutFrame, ReplyBody, ReplySink,
 };
 
-/// A request handler; the second argument is the calling client.
+/// A request handler; the second argument is the calling client's
+/// connection (who it says it is, and where it really comes from).
 pub(crate) type Handler<Req, Resp> =
-    Box<dyn Fn(&Req, EndpointId) -> Result<Resp, String> + Send + Sync>;
+    Box<dyn Fn(&Req, &InboundConn) -> Result<Resp, String> + Send + Sync>;
 
 /// Type name and hash of a service: both halves must match.
 fn service_type<Req: Codec, Resp: Codec>() -> (String, TypeHash) {
@@ -108,8 +109,7 @@ impl<Req: Codec, Resp: Codec> ServiceBuilder<Req, Resp> {
                         continue;
                     };
                     let result =
-                        match catch_unwind(AssertUnwindSafe(|| handler(&job.req, job.conn.remote)))
-                        {
+                        match catch_unwind(AssertUnwindSafe(|| handler(&job.req, &job.conn))) {
                             Ok(Ok(resp)) => {
                                 let resp = Arc::new(resp);
                                 let r2 = resp.clone();

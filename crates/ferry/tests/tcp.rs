@@ -99,6 +99,18 @@ fn strangers_without_a_proper_hello_are_cut_off_and_the_subscriber_goes_on() {
         "closed after {took:?}, before the Hello timeout"
     );
 
+    // 50 idle strangers from one address: past 32 without a Hello, the
+    // oldest give way at once (not after the Hello timeout).
+    let idle: Vec<TcpStream> = (0..50).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    let t0 = Instant::now();
+    while node.connection_stats().evicted < 18 && t0.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let stats = node.connection_stats();
+    assert!(stats.evicted >= 18, "{stats:?}");
+    assert!(stats.bad_hello >= 2 && stats.no_hello >= 1, "{stats:?}");
+    drop(idle);
+
     // The real connection on the same listener is untouched.
     for i in 0..100 {
         publ.publish(std_msgs::Int64 { data: i }).unwrap();

@@ -185,7 +185,7 @@ pub enum DatagramError {
 }
 
 /// Counters for the driver and the CLI.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Stats {
     /// Datagrams handed to the driver.
     pub sent: u64,

@@ -77,6 +77,18 @@ enum Cmd {
     /// and to the participant's address.
     #[command(hide = true)]
     Attack { domain: u16, ms: u64 },
+    /// An admin `set` of TOPIC's priority on node NODE over a raw TCP
+    /// connection whose Hello claims the victim's own runtime; prints
+    /// `accepted` or `denied: …`.
+    #[command(hide = true)]
+    ForgeAdmin {
+        domain: u16,
+        node: String,
+        topic: String,
+        /// Use the victim's loopback address (the control: same host).
+        #[arg(long)]
+        loopback: bool,
+    },
     /// K participants in this process (spawned by `run`).
     #[command(hide = true)]
     Child {
@@ -723,6 +735,15 @@ fn main() {
             peer,
         } => subscribe(domain, &topic, secs, peer),
         Cmd::Attack { domain, ms } => attack(domain, ms),
+        Cmd::ForgeAdmin {
+            domain,
+            node,
+            topic,
+            loopback,
+        } => println!(
+            "{}",
+            ferry_lab::forge::admin_with_forged_hello(domain, &node, &topic, loopback)
+        ),
         Cmd::Run {
             quick,
             out,

@@ -439,6 +439,14 @@ class Node:
         ``discovery = localhost``), ``evicted`` participants."""
         return dict(self._native.discovery_stats())
 
+    def connection_stats(self) -> Dict[str, int]:
+        """Counters of this node's incoming connections: ``accepted``,
+        closed for sending no Hello in time (``no_hello``) or a bad one
+        (``bad_hello``), ``evicted`` to make room for newer ones,
+        ``refused`` at the caps, and ``fd_exhausted`` (``accept`` out of
+        file descriptors)."""
+        return dict(self._native.connection_stats())
+
     # -- ports --------------------------------------------------------------
     def create_publisher(self, msg_type: Any, topic: str, qos_profile: QoSLike = 10) -> Publisher:
         """A publisher of ``msg_type`` on ``topic``."""

@@ -207,14 +207,18 @@ impl Sources {
 
     /// Runs the timers of the sources that have them; the earliest next,
     /// and the earliest of those that asked for sub-millisecond precision.
-    fn service(&mut self, now: Instant) -> (Option<Instant>, Option<Instant>) {
+    fn service(
+        &mut self,
+        now: Instant,
+        ctx: &mut dyn LoopContext,
+    ) -> (Option<Instant>, Option<Instant>) {
         let earliest = |a: Option<Instant>, b: Instant| Some(a.map_or(b, |x| x.min(b)));
         let (mut next, mut precise) = (None, None);
         for t in &self.timed {
             let Some(src) = self.map.get_mut(t) else {
                 continue;
             };
-            if let Some(n) = src.service(now) {
+            if let Some(n) = src.service(now, ctx) {
                 next = earliest(next, n);
                 if src.precise_timers() {
                     precise = earliest(precise, n);
@@ -330,7 +334,15 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
         shared.io_policy.apply_if_raised("ferry-io");
         let now = Instant::now();
         let mut timeout = next_housekeeping.saturating_duration_since(now);
-        let (next, precise) = sources.service(now);
+        let (next, precise) = sources.service(
+            now,
+            &mut Ctx {
+                shared: &shared,
+                local_ips: &local_ips,
+                alive: &mut alive,
+                added: &mut added,
+            },
+        );
         if let Some(t) = next {
             timeout = timeout.min(t.saturating_duration_since(now));
         }

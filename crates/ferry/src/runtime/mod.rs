@@ -83,6 +83,8 @@ pub(crate) struct Shared {
     pub io_policy: crate::priority::PolicyCell,
     /// A port with a deadline appeared: housekeep at once and then often.
     pub housekeep_soon: std::sync::atomic::AtomicBool,
+    /// What the listeners accepted and turned away.
+    pub listener_counters: Arc<crate::stats::ListenerCounters>,
 }
 
 /// Handle that keeps a runtime alive; the last one stops it.
@@ -144,6 +146,7 @@ impl Runtime {
                     .map(|i| i.addr),
             )
             .collect();
+        let listener_counters = Arc::new(crate::stats::ListenerCounters::default());
         let ctx = crate::transport::StartContext {
             id,
             cfg: &cfg,
@@ -151,6 +154,7 @@ impl Runtime {
             io: &sockets.handle,
             bind_ip: sockets.bind_ip,
             announce_ips: &announce_ips,
+            listener_counters: &listener_counters,
         };
         let mut transports: Vec<Arc<dyn Transport>> = Vec::new();
         for start in crate::transport::start::registry() {
@@ -224,6 +228,7 @@ impl Runtime {
             next_entity: AtomicU32::new(1),
             io_policy: Default::default(),
             housekeep_soon: Default::default(),
+            listener_counters,
         });
         #[cfg(feature = "mqtt")]
         if let Some(b) = &shared.mqtt {

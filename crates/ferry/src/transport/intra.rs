@@ -59,6 +59,7 @@ impl Transport for IntraTransport {
             .map(|sink| Arc::new(IntraReplier { sink }) as Arc<dyn super::Replier>);
         let conn = Arc::new(InboundConn {
             remote: req.writer,
+            origin: super::Origin::SameProcess,
             transport: TransportKind::InProcess,
             locator: String::new(),
             stats: stats.clone(),

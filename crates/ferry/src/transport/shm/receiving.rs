@@ -116,6 +116,13 @@ impl SpinWindow {
 impl Receiving {
     fn accept(&self, local: ParticipantId, list: &mut Vec<Inbound>) {
         while let Ok((stream, _)) = self.listener.accept() {
+            // The socket is 0600, but between its bind and its chmod
+            // anyone could connect: only this user (or root) gets in, so a
+            // shared-memory origin means this user on this host.
+            if !same_user(&stream) {
+                tracing::debug!("shared-memory connection from another user refused");
+                continue;
+            }
             let _ = stream.set_nonblocking(false);
             let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
             match self.attach(local, &stream) {
@@ -181,6 +188,7 @@ impl Receiving {
         };
         let inbound = Arc::new(InboundConn {
             remote: writer,
+            origin: crate::transport::Origin::SharedMemory,
             transport: TransportKind::SharedMemory,
             locator,
             stats: Arc::new(ConnStats::new()),
@@ -413,6 +421,30 @@ impl Dry {
 /// A yield that took longer ran another thread on this CPU; spinning this
 /// long without one yields again.
 const SHARED_CPU: Duration = Duration::from_micros(2);
+
+/// Whether the process at the other end of `stream` runs as this user or
+/// as root (`SO_PEERCRED`).
+fn same_user(stream: &UnixStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: u32::MAX,
+        gid: u32::MAX,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`, which we own.
+    let r = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    // SAFETY: geteuid has no preconditions.
+    r == 0 && (cred.uid == 0 || cred.uid == unsafe { libc::geteuid() })
+}
 
 #[cfg(test)]
 mod tests {

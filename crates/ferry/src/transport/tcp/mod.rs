@@ -511,6 +511,8 @@ pub(crate) struct DispatchCtx<'a> {
     pub arrival_ns: u64,
     /// The reader this connection is bound to, looked up once per read.
     pub bound: Option<BoundReader>,
+    /// Where the connection comes from (its socket's peer address).
+    pub origin: crate::transport::Origin,
 }
 
 /// Handles one frame from a connection (I/O thread). Returns false if the
@@ -538,6 +540,7 @@ pub(crate) fn dispatch(conn: &Arc<TcpConn>, frame: RawFrame, ctx: &mut DispatchC
                 .then(|| Arc::new(TcpReplier(Arc::downgrade(conn))) as Arc<dyn Replier>);
             let inbound = Arc::new(InboundConn {
                 remote: hello.from,
+                origin: ctx.origin,
                 transport: TransportKind::Tcp,
                 locator: format!("tcp/{}", conn.peer),
                 stats: conn.stats.clone(),
@@ -728,13 +731,16 @@ impl TcpTransport {
 pub(crate) fn start(
     ctx: &super::StartContext<'_>,
 ) -> Result<Option<Arc<dyn Transport>>, crate::error::BuildError> {
-    let (listener, port) =
-        ListenerSource::bind(ctx.bind_ip, ctx.io.clone(), ctx.cfg.max_frame_bytes).map_err(
-            |source| crate::error::BuildError::Io {
-                what: "TCP listener".into(),
-                source,
-            },
-        )?;
+    let (listener, port) = ListenerSource::bind(
+        ctx.bind_ip,
+        ctx.io.clone(),
+        ctx.cfg.max_frame_bytes,
+        ctx.listener_counters.clone(),
+    )
+    .map_err(|source| crate::error::BuildError::Io {
+        what: "TCP listener".into(),
+        source,
+    })?;
     ctx.io.add(Box::new(listener));
     let locators = ctx
         .announce_ips

@@ -7,6 +7,8 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ferry_transport::stats::ListenerCounters;
+
 use super::{dispatch, on_closed, DispatchCtx, FrameReader, Role, TcpConn};
 use crate::reactor::{LoopContext, Readiness, Served, Source};
 
@@ -34,6 +36,8 @@ pub(crate) struct TcpSource {
     linger_until: Option<Instant>,
     /// An accepted connection is closed unless its Hello is in by then.
     hello_by: Option<Instant>,
+    /// The listener's counters (an accepted connection).
+    counters: Option<Arc<ListenerCounters>>,
 }
 
 impl TcpSource {
@@ -43,18 +47,24 @@ impl TcpSource {
             reader: FrameReader::new(max_frame),
             linger_until: None,
             hello_by: None,
+            counters: None,
         }
     }
 
     /// An accepted connection: its first frame must be a Hello of the
     /// Hello's real size (`FrameReader::expecting_hello`), within
     /// [`HELLO_TIMEOUT`].
-    pub fn accepted(conn: Arc<TcpConn>, max_frame: usize) -> TcpSource {
+    pub fn accepted(
+        conn: Arc<TcpConn>,
+        max_frame: usize,
+        counters: Arc<ListenerCounters>,
+    ) -> TcpSource {
         TcpSource {
             conn,
             reader: FrameReader::expecting_hello(max_frame),
             linger_until: None,
             hello_by: Some(Instant::now() + HELLO_TIMEOUT),
+            counters: Some(counters),
         }
     }
 
@@ -76,6 +86,10 @@ impl TcpSource {
                 same_clock: &same_clock,
                 arrival_ns: 0,
                 bound: None,
+                origin: crate::transport::Origin::Network {
+                    addr: self.conn.peer,
+                    local: local_peer,
+                },
             };
             while ok {
                 let r = self.reader.read_once(&self.conn.stream, &mut frames);
@@ -100,7 +114,21 @@ impl TcpSource {
                     }
                     Err(e) => {
                         if e.kind() == io::ErrorKind::InvalidData {
-                            tracing::warn!("closing connection from {}: {e}", self.conn.peer);
+                            match (&self.counters, self.conn.peer_participant()) {
+                                // A stranger's garbage: counted, not logged
+                                // per connection (a flood would flood the log).
+                                (Some(c), None) => {
+                                    ListenerCounters::count(&c.bad_hello);
+                                    tracing::debug!(
+                                        "closing connection from {}: {e}",
+                                        self.conn.peer
+                                    );
+                                }
+                                _ => tracing::warn!(
+                                    "closing connection from {}: {e}",
+                                    self.conn.peer
+                                ),
+                            }
                         }
                         ok = false;
                     }
@@ -162,7 +190,7 @@ impl Source for TcpSource {
         true
     }
 
-    fn service(&mut self, now: Instant) -> Option<Instant> {
+    fn service(&mut self, now: Instant, _ctx: &mut dyn LoopContext) -> Option<Instant> {
         if let Some(by) = self.hello_by {
             if self.conn.peer_participant().is_some() {
                 self.hello_by = None;
@@ -172,6 +200,9 @@ impl Source for TcpSource {
                     self.conn.peer
                 );
                 self.hello_by = None;
+                if let Some(c) = &self.counters {
+                    ListenerCounters::count(&c.no_hello);
+                }
                 self.conn.mark_closed();
                 return None;
             }

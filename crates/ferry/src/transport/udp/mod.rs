@@ -467,6 +467,7 @@ impl UdpShared {
         });
         let conn = Arc::new(InboundConn {
             remote: inc.hello.from,
+            origin: crate::transport::Origin::network(inc.peer, &self.local_ips),
             transport: TransportKind::Udp,
             locator: format!("udp/{}", inc.peer),
             stats: Arc::new(ConnStats::new()),

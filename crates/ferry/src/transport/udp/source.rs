@@ -24,7 +24,7 @@ impl Source for UdpSource {
     fn has_timers(&self) -> bool {
         true
     }
-    fn service(&mut self, now: Instant) -> Option<Instant> {
+    fn service(&mut self, now: Instant, _ctx: &mut dyn LoopContext) -> Option<Instant> {
         self.0.service(now)
     }
     /// Sends never wait for the I/O loop: only reads are watched (a
