@@ -233,10 +233,15 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                     .filter(|c| c.topic == topic)
                 {
                     out!(
-                        "  {} -> {}  path {}  {}  {} msgs, {:.1} Hz",
+                        "  {} -> {}  path {}{}  {}  {} msgs, {:.1} Hz",
                         node_of(&g, &c.local),
                         node_of(&g, &c.remote),
                         c.transport,
+                        if c.note.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", c.note)
+                        },
                         if c.locator.is_empty() {
                             "(in process)".to_string()
                         } else {

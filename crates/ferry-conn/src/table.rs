@@ -154,6 +154,10 @@ pub struct Table {
     retries: BTreeSet<(Instant, EndpointId, EndpointId)>,
     actions: VecDeque<Action>,
     evaluations: u64,
+    /// Transports that refused a peer for good (shared memory between
+    /// processes of different users), with why: its pairs take another
+    /// path until the peer leaves.
+    refused: HashMap<ParticipantId, Vec<(TransportKind, String)>>,
 }
 
 impl Table {
@@ -171,6 +175,7 @@ impl Table {
             retries: BTreeSet::new(),
             actions: VecDeque::new(),
             evaluations: 0,
+            refused: HashMap::new(),
         }
     }
 
@@ -305,6 +310,7 @@ impl Table {
         }
         self.peers.remove(&id);
         self.by_peer.remove(&id);
+        self.refused.remove(&id);
     }
 
     /// A remote endpoint appeared or its record changed.
@@ -369,6 +375,35 @@ impl Table {
         if matches!(self.pairs.get(&key), Some(PairState::Connecting(_))) {
             self.fail(key, now);
         }
+    }
+
+    /// A connect failed for good on `transport` (it will never work for
+    /// this reader's runtime): that transport is no longer chosen for the
+    /// peer, and the pair connects over the next best path at once. True
+    /// the first time `transport` refuses this peer (say it once).
+    pub fn connect_refused(
+        &mut self,
+        writer: EndpointId,
+        reader: EndpointId,
+        transport: TransportKind,
+        cause: &str,
+        now: Instant,
+    ) -> bool {
+        let key = (writer, reader);
+        let list = self.refused.entry(reader.participant).or_default();
+        let first = !list.iter().any(|(k, _)| *k == transport);
+        if first {
+            list.push((transport, cause.to_string()));
+        }
+        if self.pairs.get(&key) == Some(&PairState::Connecting(transport)) {
+            self.connect(writer, reader, None, now);
+        }
+        first
+    }
+
+    /// The transports that refused `peer` for good, with why.
+    pub fn refused(&self, peer: ParticipantId) -> &[(TransportKind, String)] {
+        self.refused.get(&peer).map_or(&[], Vec::as_slice)
     }
 
     /// A live link broke: the writer drops it, is told `ConnectionLost`,
@@ -584,8 +619,12 @@ impl Table {
                 &self.local,
                 remote,
                 |k| {
-                    k != TransportKind::Mqtt
-                        || (opts.broker_ok && leaving != Some(TransportKind::Mqtt))
+                    (k != TransportKind::Mqtt
+                        || (opts.broker_ok && leaving != Some(TransportKind::Mqtt)))
+                        && !self
+                            .refused
+                            .get(&r.participant)
+                            .is_some_and(|l| l.iter().any(|(x, _)| *x == k))
                 },
             )
         });

@@ -338,3 +338,52 @@ fn a_thousand_endpoints_churning_cost_what_they_touch() {
         total as f64 / events as f64
     );
 }
+
+#[test]
+fn a_transport_refused_for_good_gives_way_to_the_next_path_at_once() {
+    let mut rng = Rng::new(9);
+    let mut d = Driver::new(peer(ME, 100, true));
+    d.table.add_local(publ(1), OPTS, d.now);
+    d.table.add_local(publ(5), OPTS, d.now);
+    d.table.peer_up(peer(2, 100, true), d.now); // same host: shared memory
+    d.table.endpoint_up(ParticipantId(2), sub(1), d.now);
+    d.drain();
+    assert_eq!(
+        d.pending,
+        vec![
+            (eid(ME, 1), eid(2, 1), TransportKind::SharedMemory),
+            (eid(ME, 5), eid(2, 1), TransportKind::SharedMemory)
+        ]
+    );
+    // Shared memory refuses (another user): the next path is asked for
+    // now, not after the retry delay; said once for the peer.
+    d.pending.clear();
+    let why = "permission denied";
+    assert!(d.table.connect_refused(
+        eid(ME, 1),
+        eid(2, 1),
+        TransportKind::SharedMemory,
+        why,
+        d.now
+    ));
+    assert!(!d.table.connect_refused(
+        eid(ME, 5),
+        eid(2, 1),
+        TransportKind::SharedMemory,
+        why,
+        d.now
+    ));
+    d.drain();
+    assert_eq!(d.pending.len(), 2, "{:?}", d.pending);
+    assert!(d.pending.iter().all(|p| p.2 != TransportKind::SharedMemory));
+    d.finish(&mut rng, 1.0);
+    assert_eq!(d.table.refused(ParticipantId(2)).len(), 1);
+    // The peer leaves and comes back (perhaps as another user): shared
+    // memory is tried again.
+    d.table.peer_left(ParticipantId(2), LeaveReason::Bye, d.now);
+    assert!(d.table.refused(ParticipantId(2)).is_empty());
+    d.table.peer_up(peer(2, 100, true), d.now);
+    d.table.endpoint_up(ParticipantId(2), sub(1), d.now);
+    d.drain();
+    assert!(d.pending.iter().all(|p| p.2 == TransportKind::SharedMemory));
+}

@@ -42,6 +42,18 @@ pub enum ShmError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The segment belongs to another user: segments are 0600, so
+    /// processes of different users cannot share them.
+    #[error(
+        "segment `{name}` belongs to another user ({source}); processes of different users \
+         cannot share ferry's segments (0600): run both as one user to use shared memory"
+    )]
+    Denied {
+        /// Segment name.
+        name: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// The segment is not (or no longer) there, or is not a ferry segment.
     #[error("segment `{name}` cannot be opened: {why}")]
     Open {
@@ -211,7 +223,14 @@ impl Segment {
             };
             let fd = libc::shm_open(c.as_ptr(), flags | libc::O_CLOEXEC, 0);
             if fd < 0 {
-                return Err(err(std::io::Error::last_os_error().to_string()));
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::PermissionDenied {
+                    return Err(ShmError::Denied {
+                        name: name.to_string(),
+                        source: e,
+                    });
+                }
+                return Err(err(e.to_string()));
             }
             let mut st: libc::stat = std::mem::zeroed();
             if libc::fstat(fd, &mut st) != 0 || st.st_size <= 0 {

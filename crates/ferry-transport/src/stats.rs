@@ -218,6 +218,10 @@ pub struct ConnectionInfo {
     /// reader side).
     #[serde(default)]
     pub priority: Option<crate::priority::Priority>,
+    /// Why the pair is not on its best path, when it is not (`shm refused:
+    /// …`); empty otherwise.
+    #[serde(default)]
+    pub note: String,
     /// Counters.
     pub stats: StatsSnapshot,
 }
@@ -261,6 +265,7 @@ impl ConnectionInfo {
             locator: locator.to_string(),
             remote_node: String::new(),
             priority: None,
+            note: String::new(),
             stats: stats.snapshot(),
         }
     }

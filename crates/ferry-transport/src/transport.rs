@@ -83,6 +83,17 @@ pub enum ConnectError {
         /// The last error.
         last: String,
     },
+    /// This transport will never work for this peer (shared memory
+    /// between processes of different users): the pair takes another path.
+    #[error("{transport} to {peer} refused: {cause}")]
+    Refused {
+        /// The peer runtime.
+        peer: ParticipantId,
+        /// The transport that refused.
+        transport: TransportKind,
+        /// Why, with the remedy.
+        cause: String,
+    },
 }
 
 /// One frame a writer sends.

@@ -58,6 +58,9 @@ pub enum RefuseReason {
     Segment = 3,
     /// The request could not be parsed.
     Malformed = 4,
+    /// The writer's segments belong to another user (permission denied):
+    /// shared memory will never work between these two processes.
+    Denied = 5,
 }
 
 impl RefuseReason {
@@ -67,6 +70,7 @@ impl RefuseReason {
             2 => Self::WrongRuntime,
             3 => Self::Segment,
             4 => Self::Malformed,
+            5 => Self::Denied,
             _ => {
                 return Err(WireError::InvalidValue {
                     field: "shm.refuse_reason",

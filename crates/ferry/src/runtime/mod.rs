@@ -640,6 +640,7 @@ impl Shared {
                 let in_process = t.kind() == TransportKind::InProcess;
                 let run = move || {
                     let (wid, rid) = (req.writer, req.reader);
+                    let topic = req.topic.clone();
                     let result = t.connect(req);
                     let now = Instant::now();
                     match result {
@@ -650,6 +651,26 @@ impl Shared {
                                 port.add_link(link);
                             } else {
                                 link.close();
+                            }
+                        }
+                        Err(crate::transport::ConnectError::Refused {
+                            transport, cause, ..
+                        }) => {
+                            let first = me
+                                .core
+                                .lock()
+                                .table
+                                .connect_refused(wid, rid, transport, &cause, now);
+                            if first {
+                                let node = me
+                                    .endpoint_nodes()
+                                    .get(&rid)
+                                    .cloned()
+                                    .unwrap_or_else(|| rid.participant.to_string());
+                                tracing::warn!(
+                                    "{topic}: {transport} to {node} refused ({cause}); \
+                                     this peer's pairs take another path"
+                                );
                             }
                         }
                         Err(e) => {
@@ -700,10 +721,19 @@ impl Shared {
         let mut out: Vec<_> = ws.iter().flat_map(|w| w.connections()).collect();
         out.extend(rs.iter().flat_map(|r| r.connections()));
         let names = self.endpoint_nodes();
+        let core = self.core.lock();
         for c in &mut out {
             if let Some(n) = names.iter().find(|(id, _)| **id == c.remote) {
                 c.remote_node = n.1.clone();
             }
+            c.note = core
+                .table
+                .refused(c.remote.participant)
+                .iter()
+                .filter(|(k, _)| *k != c.transport)
+                .map(|(k, why)| format!("{k} refused: {why}"))
+                .collect::<Vec<_>>()
+                .join("; ");
         }
         out
     }

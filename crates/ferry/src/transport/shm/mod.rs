@@ -391,10 +391,27 @@ impl Transport for ShmTransport {
             self.degrade(&e);
             unreachable(e.to_string(), &tried)
         })?;
-        let stream = UnixStream::connect(path_of(&socket))
-            .map_err(|e| unreachable(e.to_string(), &tried))?;
+        // Segments and sockets are 0600: a process of another user is
+        // refused for good, and the pair takes the network.
+        let denied = || ConnectError::Refused {
+            peer: req.remote.participant,
+            transport: TransportKind::SharedMemory,
+            cause: "permission denied, a process of another user (run both as one user \
+                    to share memory)"
+                .into(),
+        };
+        let stream = UnixStream::connect(path_of(&socket)).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                denied()
+            } else {
+                unreachable(e.to_string(), &tried)
+            }
+        })?;
         let _ = stream.set_read_timeout(Some(ATTACH_TIMEOUT));
-        let bell = Doorbell::open(&bell_name).map_err(|e| unreachable(e.to_string(), &tried))?;
+        let bell = Doorbell::open(&bell_name).map_err(|e| match e {
+            ferry_shm::ShmError::Denied { .. } => denied(),
+            e => unreachable(e.to_string(), &tried),
+        })?;
         let attach = Control::Attach(Attach {
             writer: req.writer,
             reader: req.reader,
@@ -420,6 +437,10 @@ impl Transport for ShmTransport {
                 reason: RefuseReason::NoReader,
                 ..
             } => return Err(ConnectError::NoReader(req.reader)),
+            Control::Refused {
+                reason: RefuseReason::Denied,
+                ..
+            } => return Err(denied()),
             other => return Err(unreachable(format!("refused: {other:?}"), &tried)),
         }
         Ok(Arc::new(ShmLink {

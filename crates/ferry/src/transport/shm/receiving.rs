@@ -173,8 +173,10 @@ impl Receiving {
         let reader = crate::transport::intra::lookup_reader(reader_id)
             .ok_or_else(|| (RefuseReason::NoReader, format!("no reader {reader_id}")))?;
         let locator = format!("shm/{conn}");
-        let conn =
-            ReaderConn::open(&conn, &prefix).map_err(|e| (RefuseReason::Segment, e.to_string()))?;
+        let conn = ReaderConn::open(&conn, &prefix).map_err(|e| match e {
+            ferry_shm::ShmError::Denied { .. } => (RefuseReason::Denied, e.to_string()),
+            e => (RefuseReason::Segment, e.to_string()),
+        })?;
         // A client's requests: replies go back on a connection of their own
         // to its runtime's control socket, opened at the first reply.
         let replier = match (reader.carries(), reply_to) {
