@@ -127,6 +127,36 @@ def echo_tcp(topic: str, count: str) -> None:
     node.destroy_node()
 
 
+def flood(topic: str, count: str, transport: str) -> None:
+    """Publishes `count` counters (1 KiB samples, more than the socket
+    buffers hold) reliable keep_all as fast as it can; a publish that stays blocked past keep_all_block_ms raises
+    PublishError, and the same counter is published again. Prints
+    `done N errors E longest S`."""
+    from ferry.qos import HistoryPolicy, QoSProfile
+    node = ferry.Node("flood")
+    qos = QoSProfile(history=HistoryPolicy.KEEP_ALL, transport=transport or None)
+    pub = node.create_publisher(bytes, topic, qos)
+    end = time.monotonic() + 20
+    while pub.get_subscription_count() < 1 and time.monotonic() < end:
+        time.sleep(0.01)
+    print("ready", flush=True)
+    errors, longest, i, n = 0, 0.0, 0, int(count)
+    while i < n and time.monotonic() < end + 120:
+        t = time.monotonic()
+        try:
+            pub.publish(i.to_bytes(8, "little") + bytes(1016))
+            i += 1
+        except ferry.PublishError as e:
+            errors += 1
+            if "within" not in str(e) and "full" not in str(e):
+                print(f"unexpected error: {e}", flush=True)
+        longest = max(longest, time.monotonic() - t)
+    print(f"done {i} errors {errors} longest {longest:.3f}", flush=True)
+    time.sleep(2.0)   # the last samples leave before the node goes
+    node.destroy_node()
+
+
 if __name__ == "__main__":
     role, *args = sys.argv[1:]
-    {"pub-arrays": pub_arrays, "spin": spin, "ping": ping, "echo-tcp": echo_tcp}[role](*args)
+    {"pub-arrays": pub_arrays, "spin": spin, "ping": ping, "echo-tcp": echo_tcp,
+     "flood": flood}[role](*args)

@@ -281,3 +281,76 @@ def test_readme_quickstart_runs(procs):
     out, err = p.communicate(timeout=10)
     assert p.returncode == 0, err
     assert "Traceback" not in err
+
+
+def _drain_slowly(sub, n: int, pause_every: int, pause: float) -> list[int]:
+    """Receives `n` counters, stalling `pause` s every `pause_every`."""
+    got = []
+    for k in range(n):
+        if k and k % pause_every == 0:
+            time.sleep(pause)
+        b = sub.recv(20.0)
+        if b is None:
+            break
+        got.append(int.from_bytes(b[:8], "little"))
+    return got
+
+
+@pytest.mark.parametrize("transport", ["shm", "tcp", "udp"])
+def test_keep_all_flood_to_a_slow_python_subscriber_loses_nothing(procs, topic, transport):
+    """Another process floods reliable keep_all as fast as it can; this
+    subscriber stalls again and again. Nothing is dropped: the publisher is
+    held back (it blocks) instead."""
+    from ferry.qos import HistoryPolicy, QoSProfile
+    n = 60_000
+    node = ferry.Node("slow_sub")
+    qos = QoSProfile(history=HistoryPolicy.KEEP_ALL, transport=transport)
+    sub = node.create_subscription(bytes, topic, None, qos)
+    p = procs.python("flood", topic, str(n), transport)
+    wait_line(p, "ready")
+    got = _drain_slowly(sub, n, 6_000, 0.3)
+    status = wait_line(p, "done", timeout=60.0)
+    assert sub.dropped == 0
+    assert len(got) == n, f"{len(got)} of {n} received; publisher: {status}"
+    assert got == list(range(n)), "samples lost or out of order"
+    assert sub.last_info["transport"] == transport
+    # It was held back: a publish waited for room (or gave up and retried).
+    _, _, errors, _, longest = status.split()[1:6]
+    assert float(longest) >= 0.1 or int(errors) > 0, status
+    node.destroy_node()
+
+
+def test_keep_all_flood_in_process_holds_the_publishing_thread(topic):
+    """The same in one process: the publishing thread waits for room."""
+    import threading
+    from ferry.qos import HistoryPolicy, QoSProfile
+    n = 30_000
+    qos = QoSProfile(history=HistoryPolicy.KEEP_ALL)
+    a, b = ferry.Node("inproc_pub"), ferry.Node("inproc_sub")
+    sub = b.create_subscription(bytes, topic, None, qos)
+    pub = a.create_publisher(bytes, topic, qos)
+    assert pub.wait_for_subscribers(1, 10.0)
+    longest = [0.0]
+
+    def flood():
+        for i in range(n):
+            while True:
+                t = time.monotonic()
+                try:
+                    pub.publish(i.to_bytes(8, "little"))
+                    break
+                except ferry.PublishError:
+                    pass
+                finally:
+                    longest[0] = max(longest[0], time.monotonic() - t)
+
+    t = threading.Thread(target=flood)
+    t.start()
+    got = _drain_slowly(sub, n, 5_000, 0.3)
+    t.join(30)
+    assert sub.dropped == 0
+    assert got == list(range(n)), f"{len(got)} of {n}, in order: {got[:3]}..."
+    assert sub.last_info["transport"] == "intra"
+    assert longest[0] >= 0.1, "the publisher was never held back"
+    a.destroy_node()
+    b.destroy_node()

@@ -107,9 +107,13 @@ impl EventFd {
 /// A bounded FIFO between a delivery thread and Python: when full, the
 /// oldest item is dropped and counted (keep_last semantics), so memory stays
 /// bounded however fast a peer publishes and however rarely Python spins.
+/// With a [`ferry::Room`] (reliable keep_all) ferry's paths hold back while
+/// the room is full, so the writer blocks instead; the queue then drops
+/// only past twice the room's depth (a writer that does not block).
 pub struct Queue<T> {
     items: Mutex<VecDeque<T>>,
     cap: usize,
+    room: Option<Arc<ferry::Room>>,
     dropped: AtomicU64,
     closed: AtomicBool,
     wake: Arc<Wake>,
@@ -123,10 +127,24 @@ impl<T> Queue<T> {
         Queue {
             items: Mutex::new(VecDeque::new()),
             cap: cap.max(1),
+            room: None,
             dropped: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             wake,
             event,
+        }
+    }
+    /// A queue with back-pressure through `room` (see the type's docs).
+    pub fn with_room(room: Arc<ferry::Room>, wake: Arc<Wake>, event: Option<EventFd>) -> Self {
+        Queue {
+            cap: room.depth() * 2,
+            room: Some(room),
+            ..Self::new(1, wake, event)
+        }
+    }
+    fn took(&self, n: usize) {
+        if let Some(r) = &self.room {
+            r.taken(n);
         }
     }
     /// Appends, dropping the oldest item when full (and every item once
@@ -139,9 +157,13 @@ impl<T> Queue<T> {
             }
             if q.len() >= self.cap {
                 q.pop_front();
+                self.took(1);
                 self.dropped.fetch_add(1, Ordering::Relaxed);
             }
             q.push_back(item);
+            if let Some(r) = &self.room {
+                r.put();
+            }
         }
         self.wake.bump();
         if let Some(e) = &self.event {
@@ -154,6 +176,9 @@ impl<T> Queue<T> {
     pub fn pop(&self) -> Option<T> {
         let mut q = self.items.lock();
         let item = q.pop_front();
+        if item.is_some() {
+            self.took(1);
+        }
         if let (Some(e), true) = (&self.event, q.is_empty()) {
             e.drain();
         }
@@ -168,6 +193,8 @@ impl<T> Queue<T> {
     pub fn close(&self) {
         let mut q = self.items.lock();
         self.closed.store(true, Ordering::Release);
+        // Nobody reads any more: paths waiting for room go on.
+        self.took(q.len());
         q.clear();
     }
     /// Items dropped because the queue was full.

@@ -336,18 +336,25 @@ pub fn make_subscription(
     } else {
         None
     };
-    let queue = Arc::new(Queue::new(
-        convert::queue_cap(&qos),
-        node.wake.clone(),
-        event,
-    ));
+    // Reliable keep_all: the queue has a room, and ferry's paths hold back
+    // while it is full (the publisher blocks) instead of it dropping.
+    let room = (qos.reliability == ferry::Reliability::Reliable
+        && qos.history == ferry::History::KeepAll)
+        .then(|| ferry::Room::new(ferry::KEEP_ALL_DEPTH));
+    let queue = Arc::new(match &room {
+        Some(r) => Queue::with_room(r.clone(), node.wake.clone(), event),
+        None => Queue::new(convert::queue_cap(&qos), node.wake.clone(), event),
+    });
     let q = queue.clone();
     let s = node.with(|n| {
-        let b = n
+        let mut b = n
             .subscriber::<RawBytes>(topic)
             .qos(qos)
             .type_info(type_name, TypeHash(hash))
             .inline_callback(move |s| q.push((s.0.clone(), s.info)));
+        if let Some(r) = room {
+            b = b.room(r);
+        }
         py.allow_threads(move || b.build()).map_err(build_err)
     })?;
     let core = Arc::new(SubCore {

@@ -153,6 +153,10 @@ pub struct Receiver {
     rate_kbps: u32,
     /// EWMA of the per-sample loss of first transmissions (0..1).
     loss: f64,
+    /// The application has no room: complete samples stay here,
+    /// unacknowledged, so a reliable writer's window closes and its
+    /// keep_all blocks (see [`Receiver::set_held`]).
+    held: bool,
 }
 
 /// Arrivals further apart than this are idle time, not path rate.
@@ -186,6 +190,23 @@ impl Receiver {
             last_arrival: None,
             rate_kbps: 0,
             loss: 0.0,
+            held: false,
+        }
+    }
+
+    /// Holds complete samples back while the application has no room for
+    /// them (`true`), or lets them go again (`false`: what is complete is
+    /// delivered and acknowledged at once, so the writer goes on without
+    /// waiting for its next heartbeat). Held samples are neither delivered
+    /// nor acknowledged, nor asked for again.
+    pub fn set_held(&mut self, held: bool, now: Instant) {
+        let was = std::mem::replace(&mut self.held, held);
+        if was && !held {
+            let base = self.base;
+            self.deliver();
+            if self.base != base {
+                self.send_acknack(now);
+            }
         }
     }
 
@@ -496,6 +517,9 @@ impl Receiver {
     /// Moves complete samples to the output.
     fn deliver(&mut self) {
         if self.cfg.reliable {
+            if self.held {
+                return;
+            }
             while let Some(s) = self.complete.remove(&self.base) {
                 self.pending_bytes -= s.data.len();
                 self.base += 1;

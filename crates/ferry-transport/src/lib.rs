@@ -21,6 +21,7 @@ pub mod host;
 pub mod message;
 pub mod priority;
 pub mod reactor;
+pub mod room;
 pub mod stats;
 pub mod transport;
 

@@ -73,8 +73,12 @@ pub trait Source: Send {
     }
     /// Serves one event (I/O thread).
     fn ready(&mut self, ready: Readiness, ctx: &mut dyn LoopContext) -> Served;
-    /// Output was queued for the I/O thread to write (a kick).
-    fn kicked(&mut self) {}
+    /// A kick: output was queued for the I/O thread to write, or room
+    /// freed in a reader's queue. True: serve it as readable now (it held
+    /// back reading and may go on).
+    fn kicked(&mut self) -> bool {
+        false
+    }
     /// Whether it has timers: then [`Source::service`] runs every turn.
     fn has_timers(&self) -> bool {
         false

@@ -424,6 +424,12 @@ pub trait Inbox: Send + Sync {
     fn carries(&self) -> Carries {
         Carries::Samples
     }
+    /// The room in its receive queue, for a reader that must not drop
+    /// (reliable keep_all): paths hold back while it is full
+    /// ([`crate::room`]). None: deliver always.
+    fn room(&self) -> Option<&Arc<crate::room::Room>> {
+        None
+    }
     /// A reply (or the service's error text) for `request_id` arrived on
     /// `conn`; clients only.
     fn on_reply(

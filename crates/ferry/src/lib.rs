@@ -38,7 +38,7 @@ mod subscriber;
 pub mod transport;
 
 use ferry_transport::reactor;
-pub use ferry_transport::{config, error, host, message, priority, stats};
+pub use ferry_transport::{config, error, host, message, priority, room, stats};
 
 pub use config::{AdminAccess, Config, DiscoveryRange, TopicRule};
 pub use error::{BuildError, CallError, DecodeError, EncodeError, PublishError, RecvError};
@@ -56,8 +56,9 @@ pub use priority::{
     Applied, PacketClass, Packets, Priority, PriorityError, SetOutcome, ThreadChange, ThreadPolicy,
 };
 pub use publisher::{Publisher, PublisherBuilder, SampleMut};
+pub use room::Room;
 pub use service::{CallFuture, Client, ClientBuilder, Service, ServiceBuilder};
 pub use stats::{ConnectionInfo, ConnectionStats, StatsSnapshot};
-pub use subscriber::{Subscriber, SubscriberBuilder};
+pub use subscriber::{Subscriber, SubscriberBuilder, KEEP_ALL_DEPTH};
 #[cfg(feature = "mqtt")]
 pub use transport::mqtt::{BrokerState, FOREIGN_WRITER};

@@ -17,6 +17,7 @@ use crate::message::{Codec, Sample, SampleInfo};
 use crate::port::{DeadlineWatch, Inbound};
 use crate::priority::ThreadPolicy;
 use crate::queue::SampleQueue;
+use crate::room::Room;
 use crate::runtime::ReaderPort;
 use crate::stats::{now_ns, ConnectionInfo};
 use crate::transport::{InFrame, InboundConn, Inbox};
@@ -40,7 +41,12 @@ pub struct SubscriberBuilder<T> {
     callback: Option<(Callback<T>, Mode)>,
     type_name: Option<(String, TypeHash)>,
     thread: Option<ThreadPolicy>,
+    room: Option<Arc<Room>>,
 }
+
+/// The receive queue bound of a reliable keep_all subscriber: past it, the
+/// paths hold back and the writer's keep_all blocks (`crate::room`).
+pub const KEEP_ALL_DEPTH: usize = 4096;
 
 impl<T: Codec> SubscriberBuilder<T> {
     pub(crate) fn new(node: Arc<NodeInner>, topic: &str) -> Self {
@@ -51,6 +57,7 @@ impl<T: Codec> SubscriberBuilder<T> {
             callback: None,
             type_name: None,
             thread: None,
+            room: None,
         }
     }
     /// The reader side of channel priority: this subscriber's callback
@@ -96,6 +103,14 @@ impl<T: Codec> SubscriberBuilder<T> {
         self.callback = Some((Box::new(f), Mode::Inline));
         self
     }
+    /// For an inline callback that queues samples itself (a language
+    /// binding): the room in that queue. With reliable keep_all QoS the
+    /// paths hold back while it is full, as they do for the subscriber's
+    /// own queue, so the writer blocks instead of the queue dropping.
+    pub fn room(mut self, room: Arc<Room>) -> Self {
+        self.room = Some(room);
+        self
+    }
     /// For raw-byte subscribers: announce this type instead of matching any.
     pub fn type_info(mut self, name: &str, hash: TypeHash) -> Self {
         self.type_name = Some((name.to_string(), hash));
@@ -119,6 +134,9 @@ impl<T: Codec> SubscriberBuilder<T> {
         if let Some(p) = policy {
             rt.shared.raise_delivery_threads(p);
         }
+        // Reliable keep_all: nothing read is dropped; the writer waits.
+        let lossless = self.qos.reliability == ferry_wire::Reliability::Reliable
+            && self.qos.history == ferry_wire::History::KeepAll;
         let (callback, mode) = match self.callback {
             Some((f, m)) => (Some(f), m),
             None => (None, Mode::Thread),
@@ -129,7 +147,12 @@ impl<T: Codec> SubscriberBuilder<T> {
             qos: self.qos,
             callback,
             inline: mode == Mode::Inline,
-            queue: SampleQueue::new(self.qos.history.depth(1 << 16)),
+            queue: if lossless && mode != Mode::Inline {
+                SampleQueue::with_room(KEEP_ALL_DEPTH)
+            } else {
+                SampleQueue::new(self.qos.history.depth(1 << 16))
+            },
+            room: self.room.filter(|_| lossless && mode == Mode::Inline),
             conns: Inbound::default(),
             matched: Mutex::new(HashSet::new()),
             events: EventQueue::default(),
@@ -176,6 +199,8 @@ pub(crate) struct SubShared<T> {
     /// The callback runs on the delivering thread (else on `ferry-cb`).
     inline: bool,
     queue: SampleQueue<Sample<T>>,
+    /// The room of an inline callback's own queue (back-pressure).
+    room: Option<Arc<Room>>,
     conns: Inbound,
     matched: Mutex<HashSet<EndpointId>>,
     events: EventQueue,
@@ -194,6 +219,9 @@ impl<T: Codec> Inbox for SubShared<T> {
     }
     fn broker_sample(&self, conn: &InboundConn, seq: u64) -> bool {
         self.conns.broker_sample(conn, seq)
+    }
+    fn room(&self) -> Option<&Arc<Room>> {
+        self.room.as_ref().or(self.queue.room())
     }
     fn deliver(&self, conn: &Arc<InboundConn>, frame: &InFrame<'_>) {
         if frame.kind != FrameKind::Data {

@@ -388,8 +388,10 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                                 sources.add(&s.poll, src, &mut ctx);
                             }
                             Command::Kick => {
-                                for src in sources.map.values_mut() {
-                                    src.kicked();
+                                for (t, src) in sources.map.iter_mut() {
+                                    if src.kicked() && !again.contains(t) {
+                                        again.push(*t);
+                                    }
                                 }
                             }
                             Command::Shutdown => shutdown = true,

@@ -7,7 +7,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
-use ferry_wire::{EndpointId, Locator, TransportKind};
+use std::time::{Duration, Instant};
+
+use ferry_wire::{EndpointId, History, Locator, Reliability, TransportKind};
 
 use super::{
     Capabilities, ConnectError, ConnectRequest, InFrame, InboundConn, Inbox, Link, OutFrame,
@@ -20,13 +22,19 @@ pub use super::{lookup_reader, register_reader, unregister_reader};
 
 /// The in-process transport.
 #[derive(Debug, Default)]
-pub struct IntraTransport;
+pub struct IntraTransport {
+    /// How long a reliable keep_all writer waits for room in a reader's
+    /// queue (`keep_all_block_ms`).
+    keep_all_block: Duration,
+}
 
 /// Starts it (always there).
 pub(crate) fn start(
-    _: &super::StartContext<'_>,
+    ctx: &super::StartContext<'_>,
 ) -> Result<Option<Arc<dyn Transport>>, crate::error::BuildError> {
-    Ok(Some(Arc::new(IntraTransport)))
+    Ok(Some(Arc::new(IntraTransport {
+        keep_all_block: Duration::from_millis(ctx.cfg.keep_all_block_ms),
+    })))
 }
 
 impl Transport for IntraTransport {
@@ -68,7 +76,11 @@ impl Transport for IntraTransport {
             seqs: Default::default(),
         });
         reader.attach(conn.clone());
+        let block = (req.qos.reliability == Reliability::Reliable
+            && req.qos.history == History::KeepAll)
+            .then_some(self.keep_all_block);
         Ok(Arc::new(IntraLink {
+            block,
             reader: Arc::downgrade(&reader),
             reader_id: req.reader,
             conn,
@@ -103,6 +115,9 @@ impl super::Replier for IntraReplier {
 
 /// Writer end of an in-process connection; the stats are shared by both ends.
 struct IntraLink {
+    /// A reliable keep_all writer waits this long for room in the reader's
+    /// queue; others deliver (the queue drops past twice its depth).
+    block: Option<Duration>,
     reader: Weak<dyn Inbox>,
     reader_id: EndpointId,
     conn: Arc<InboundConn>,
@@ -126,6 +141,20 @@ impl Link for IntraLink {
             self.closed.store(true, Ordering::Relaxed);
             return Err(SendError::Closed);
         };
+        if let (Some(room), Some(limit)) = (reader.room(), self.block) {
+            if !room.has_room() {
+                // Not on the I/O thread (a callback publishing): it would
+                // hold up every connection of the runtime.
+                let wait = if crate::reactor::on_io_thread() {
+                    Duration::ZERO
+                } else {
+                    limit
+                };
+                if !room.wait_room(Instant::now() + wait) {
+                    return Err(SendError::Blocked(wait));
+                }
+            }
+        }
         reader.deliver(
             &self.conn,
             &InFrame {

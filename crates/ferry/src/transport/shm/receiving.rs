@@ -28,6 +28,32 @@ pub(super) struct Inbound {
     pub(super) reader: Arc<dyn Inbox>,
     pub(super) inbound: Arc<InboundConn>,
     stream: UnixStream,
+    /// The reader's queue is full: its samples wait in the writer's ring
+    /// (which blocks a reliable keep_all writer) until room frees.
+    paused: Arc<AtomicBool>,
+}
+
+impl Inbound {
+    /// Whether its reader takes samples now; if not, asks to be woken
+    /// (the doorbell rings) when it does.
+    fn open(&self, bell: &Weak<Receiving>) -> bool {
+        let Some(room) = self.reader.room() else {
+            return true;
+        };
+        if room.has_room() {
+            return true;
+        }
+        if !self.paused.swap(true, Ordering::AcqRel) {
+            let (paused, bell) = (self.paused.clone(), bell.clone());
+            room.on_room(Arc::new(move || {
+                paused.store(false, Ordering::Release);
+                if let Some(r) = bell.upgrade() {
+                    r.bell.ring();
+                }
+            }));
+        }
+        false
+    }
 }
 
 /// The reader side of a runtime: control socket, doorbell, delivery thread.
@@ -205,6 +231,7 @@ impl Receiving {
             stream: stream
                 .try_clone()
                 .map_err(|e| (RefuseReason::Segment, e.to_string()))?,
+            paused: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -212,13 +239,16 @@ impl Receiving {
     /// the subscriber reads the clock); returns how many samples and the
     /// earliest source time among them (ns since the epoch; `u64::MAX` if
     /// none).
-    fn drain(list: &[Inbound], arrival_ns: u64) -> (usize, u64) {
+    fn drain(list: &[Inbound], arrival_ns: u64, me: &Weak<Receiving>) -> (usize, u64) {
         let mut n = 0;
         let mut earliest = u64::MAX;
         for inb in list.iter() {
             // Bounded per connection per round: one busy writer cannot
             // starve the others.
             for _ in 0..256 {
+                if !inb.open(me) {
+                    break;
+                }
                 let got = match inb.conn.try_recv() {
                     Ok(Some(g)) => g,
                     Ok(None) => break,
@@ -269,8 +299,10 @@ impl Receiving {
         }
     }
 
+    /// Whether a connection has samples its reader takes now.
     fn has_data(list: &[Inbound]) -> bool {
-        list.iter().any(|i| i.conn.has_data())
+        list.iter()
+            .any(|i| !i.paused.load(Ordering::Acquire) && i.conn.has_data())
     }
 
     /// The `ferry-shm` thread. It alone owns the list of inbound
@@ -279,6 +311,7 @@ impl Receiving {
     /// stops.
     pub(super) fn run(self: Arc<Self>, local: ParticipantId) -> Vec<Inbound> {
         let mut list: Vec<Inbound> = Vec::new();
+        let me = Arc::downgrade(&self);
         let busy_poll = self.wake == Wake::BusyPoll;
         let mut spin = SpinWindow::new(match self.wake {
             Wake::Event { max_spin } => max_spin,
@@ -292,7 +325,7 @@ impl Receiving {
             rounds = rounds.wrapping_add(1);
             // Busy-polling reads the clock every 256 rounds only.
             if busy_poll && !rounds.is_multiple_of(256) {
-                if Self::drain(&list, 0).0 == 0 {
+                if Self::drain(&list, 0, &me).0 == 0 {
                     std::hint::spin_loop();
                 }
                 continue;
@@ -301,7 +334,7 @@ impl Receiving {
             // arrival time of what this round delivers.
             let now = Instant::now();
             let at_ns = wall.at(now);
-            let (n, earliest) = Self::drain(&list, at_ns);
+            let (n, earliest) = Self::drain(&list, at_ns, &me);
             if self.bell.take_attach() {
                 self.accept(local, &mut list);
             }

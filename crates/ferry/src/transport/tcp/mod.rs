@@ -121,7 +121,7 @@ const COALESCE_BYTES: usize = 64 * 1024;
 pub(crate) struct TcpConn {
     pub stream: mio::net::TcpStream,
     out: Mutex<OutQueue>,
-    io: IoHandle,
+    pub(super) io: IoHandle,
     drained: Condvar,
     closed: AtomicBool,
     pub stats: Arc<ConnStats>,

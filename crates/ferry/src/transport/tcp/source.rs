@@ -4,13 +4,15 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ferry_transport::room::Room;
 use ferry_transport::stats::ListenerCounters;
 
 use super::{dispatch, on_closed, DispatchCtx, FrameReader, Role, TcpConn};
-use crate::reactor::{LoopContext, Readiness, Served, Source};
+use crate::reactor::{IoHandle, LoopContext, Readiness, Served, Source};
 
 /// Most bytes read from one connection per loop turn (a saturated
 /// connection must not starve the I/O thread's timers).
@@ -38,6 +40,12 @@ pub(crate) struct TcpSource {
     hello_by: Option<Instant>,
     /// The listener's counters (an accepted connection).
     counters: Option<Arc<ListenerCounters>>,
+    /// Reading stopped because the bound reader's queue is full: the
+    /// socket fills, TCP's flow control stops the writer, and its keep_all
+    /// blocks. Resumed by a kick once the room's waker cleared `paused`.
+    held: bool,
+    /// Set while waiting for room; cleared by the room's waker.
+    paused: Arc<AtomicBool>,
 }
 
 impl TcpSource {
@@ -48,6 +56,8 @@ impl TcpSource {
             linger_until: None,
             hello_by: None,
             counters: None,
+            held: false,
+            paused: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -65,6 +75,26 @@ impl TcpSource {
             linger_until: None,
             hello_by: Some(Instant::now() + HELLO_TIMEOUT),
             counters: Some(counters),
+            held: false,
+            paused: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// A kick with frames queued: write them, or let a batch linger.
+    fn flush_kicked(&mut self) {
+        // Batching connections queue frames and kick.
+        if !self.conn.has_backlog() {
+            return;
+        }
+        if self.conn.lingers() {
+            // More frames are likely on their way: write them together.
+            self.linger_until
+                .get_or_insert_with(|| Instant::now() + LINGER);
+            return;
+        }
+        self.linger_until = None;
+        if self.conn.flush().is_err() {
+            self.conn.mark_closed();
         }
     }
 
@@ -92,6 +122,17 @@ impl TcpSource {
                 },
             };
             while ok {
+                if dctx.bound.is_none() {
+                    if let Role::Incoming { bound } = &self.conn.role {
+                        dctx.bound = bound.lock().clone();
+                    }
+                }
+                if let Some((reader, _)) = &dctx.bound {
+                    if full(reader.room(), &self.paused, &self.conn.io) {
+                        self.held = true;
+                        break;
+                    }
+                }
                 let r = self.reader.read_once(&self.conn.stream, &mut frames);
                 if !frames.is_empty() {
                     any = true;
@@ -165,21 +206,14 @@ impl Source for TcpSource {
         }
     }
 
-    fn kicked(&mut self) {
-        // Batching connections queue frames and kick.
-        if !self.conn.has_backlog() {
-            return;
+    fn kicked(&mut self) -> bool {
+        // Room freed in the bound reader's queue: read on.
+        let resume = self.held && !self.paused.load(Ordering::Acquire);
+        if resume {
+            self.held = false;
         }
-        if self.conn.lingers() {
-            // More frames are likely on their way: write them together.
-            self.linger_until
-                .get_or_insert_with(|| Instant::now() + LINGER);
-            return;
-        }
-        self.linger_until = None;
-        if self.conn.flush().is_err() {
-            self.conn.mark_closed();
-        }
+        self.flush_kicked();
+        resume
     }
 
     fn has_timers(&self) -> bool {
@@ -237,4 +271,23 @@ impl Source for TcpSource {
     fn shutdown(&mut self) {
         self.conn.mark_closed();
     }
+}
+
+/// Whether a reader's queue is full (`room`): then asks for a kick of the
+/// I/O loop when room frees, once per stall (`paused`).
+fn full(room: Option<&Arc<Room>>, paused: &Arc<AtomicBool>, io: &IoHandle) -> bool {
+    let Some(room) = room else {
+        return false;
+    };
+    if room.has_room() {
+        return false;
+    }
+    if !paused.swap(true, Ordering::AcqRel) {
+        let (paused, io) = (paused.clone(), io.clone());
+        room.on_room(Arc::new(move || {
+            paused.store(false, Ordering::Release);
+            io.kick();
+        }));
+    }
+    true
 }

@@ -168,6 +168,9 @@ struct RxStream {
     peer: SocketAddr,
     reader: Weak<dyn Inbox>,
     conn: Arc<InboundConn>,
+    /// Waiting for room in the reader's queue (a waker will kick the I/O
+    /// loop, whose next turn pumps every stream).
+    waiting: Arc<AtomicBool>,
 }
 
 /// The endpoint and the buffer its HELLOs are written into.
@@ -283,15 +286,39 @@ impl UdpShared {
 
     /// Sends a stream's feedback and takes its completed samples out into
     /// `ready` (delivered once the `rx` lock is released).
-    fn pump_rx(&self, rx: &mut RxStream, buf: &mut Vec<u8>, ready: &mut Ready) {
-        while rx.receiver.poll_transmit(buf) {
-            self.send(buf, rx.peer);
-        }
+    ///
+    /// A reliable keep_all reader gets no more than the room left in its
+    /// queue; past that the stream holds its samples back, unacknowledged
+    /// (the writer's window closes and its keep_all blocks), until the
+    /// room's waker kicks the I/O loop.
+    fn pump_rx(&self, rx: &mut RxStream, buf: &mut Vec<u8>, ready: &mut Ready, now: Instant) {
         if let Some(reader) = rx.reader.upgrade() {
-            while let Some(s) = rx.receiver.poll_sample() {
+            let room = reader.room().cloned();
+            let mut free = room
+                .as_ref()
+                .map_or(usize::MAX, |r| r.depth().saturating_sub(r.len()));
+            rx.receiver.set_held(free == 0, now);
+            while free > 0 {
+                let Some(s) = rx.receiver.poll_sample() else {
+                    break;
+                };
+                free -= 1;
                 rx.conn.stats.message(s.data.len());
                 ready.0.push((reader.clone(), rx.conn.clone(), s));
             }
+            if let Some(room) = room.filter(|_| free == 0) {
+                rx.receiver.set_held(true, now);
+                if !rx.waiting.swap(true, Ordering::AcqRel) {
+                    let (waiting, io) = (rx.waiting.clone(), self.io.clone());
+                    room.on_room(Arc::new(move || {
+                        waiting.store(false, Ordering::Release);
+                        io.kick();
+                    }));
+                }
+            }
+        }
+        while rx.receiver.poll_transmit(buf) {
+            self.send(buf, rx.peer);
         }
         let rs = rx.receiver.stats();
         rx.conn.stats.lost.store(rs.lost, Ordering::Relaxed);
@@ -388,7 +415,7 @@ impl UdpShared {
             let mut rx = self.rx.lock();
             let s = rx.get_mut(&h)?;
             let out = f(s);
-            self.pump_rx(s, &mut self.rx_buf.lock(), &mut ready);
+            self.pump_rx(s, &mut self.rx_buf.lock(), &mut ready, Instant::now());
             out
         };
         ready.deliver();
@@ -485,6 +512,7 @@ impl UdpShared {
                 peer: inc.peer,
                 reader: Arc::downgrade(&reader),
                 conn,
+                waiting: Arc::new(AtomicBool::new(false)),
             },
         );
         self.with_rx(h, |s| s.receiver.acknowledge(now));
@@ -578,7 +606,7 @@ impl UdpShared {
         let mut buf = self.rx_buf.lock();
         for s in rx.values_mut() {
             s.receiver.handle_timeout(now);
-            self.pump_rx(s, &mut buf, &mut ready);
+            self.pump_rx(s, &mut buf, &mut ready, now);
             min(s.receiver.poll_timeout());
         }
         drop(buf);
