@@ -178,7 +178,8 @@ fn doctor(spin: Duration) -> Result<(), String> {
         return Err("mqtt configured but no broker connection in this runtime".into());
     };
     out!(
-        "mqtt: {} {}  connects {}  failures {}  queued {} ({} B)  dropped {}  duplicates {}  garbage {}",
+        "mqtt: {} {}  connects {}  failures {}  queued {} ({} B)  dropped {}  duplicates {}  garbage {}  \
+         echoes (our metadata from another client) {}",
         s.url,
         if s.connected { "CONNECTED" } else { "NOT CONNECTED" },
         s.connects,
@@ -187,11 +188,18 @@ fn doctor(spin: Duration) -> Result<(), String> {
         s.queued_bytes,
         s.dropped,
         s.duplicates,
-        s.garbage
+        s.garbage,
+        s.echoes
     );
     if let Some(e) = &s.last_error {
         out!("mqtt: last error: {e}");
     }
+    out!(
+        "mqtt: announcements through the broker: {} ([mqtt] discovery = {:?}; network addresses {})",
+        if cfg.announces_through_broker() { "on" } else { "off" },
+        m.discovery,
+        if m.announce_addresses { "included" } else { "left out" }
+    );
     let cloud: Vec<&str> = cfg
         .topics
         .iter()

@@ -29,6 +29,7 @@ fn config_file(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
         format!(
             "domain_id = 181\ndiscovery = \"off\"\nshared_memory = false\n\
              [mqtt]\nbroker = \"mqtt://127.0.0.1:{port}\"\nconnect_timeout_ms = 1000\n\
+             discovery = \"on\"\n\
              [[topics]]\npattern = \"/cloud/*\"\nscope = \"cloud\"\n"
         ),
     )
@@ -92,10 +93,14 @@ fn broker_doctor_echo_and_hz_on_a_cloud_topic() {
         domain_id: 181,
         discovery: DiscoveryRange::Off,
         shared_memory: false,
-        mqtt: Some(MqttConfig::new(BrokerUrl::Tcp {
-            host: "127.0.0.1".into(),
-            port,
-        })),
+        // Discovery is off: announcing through the broker must be asked for.
+        mqtt: Some(MqttConfig {
+            discovery: ferry::config::mqtt::BrokerDiscovery::On,
+            ..MqttConfig::new(BrokerUrl::Tcp {
+                host: "127.0.0.1".into(),
+                port,
+            })
+        }),
         topics: vec![TopicRule {
             pattern: "/cloud/*".into(),
             scope: Some(Scope::Cloud),

@@ -27,7 +27,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use ferry_wire::beacon::{Announce, Beacon, BeaconBody, EndpointRecord, ParticipantInfo, Record};
-use ferry_wire::ParticipantId;
+use ferry_wire::{ParticipantId, TransportKind};
 
 use guard::{Origin, Sources, Verdict};
 pub use guard::{MAX_PARTICIPANTS_PER_SOURCE, MAX_RECORDS_PER_SOURCE, SOURCE_BURST, SOURCE_RATE};
@@ -89,6 +89,9 @@ struct Entry {
     /// Where it sends us its periodic heartbeats by unicast (we send ours
     /// back there).
     unicast: Option<SocketAddr>,
+    /// `known` came through the broker (perhaps without network
+    /// addresses): once it is heard directly, its records are asked for.
+    via_broker: bool,
 }
 
 impl Entry {
@@ -442,10 +445,14 @@ impl Discovery {
                 let ip = e.origin.ip();
                 e.origin = Origin::Direct(from);
                 let records = e.records();
-                if let Some(k) = &mut e.known {
-                    k.direct = true;
-                    // Now reachable directly: let matching try the network paths.
-                    self.events.push_back(Event::ParticipantJoined(id));
+                if e.known.is_some() {
+                    // Now reachable directly. What the broker carried may
+                    // lack its network addresses: ask the owner for its
+                    // records; matching tries the network paths when they
+                    // come (`on_part`).
+                    e.next_request = Some(now);
+                    e.request_gap = Duration::from_millis(100);
+                    self.next_scan = now;
                 }
                 self.sources.remove_participant(ip, records);
                 self.sources.add_participant(Some(from.ip()), now);
@@ -545,6 +552,7 @@ impl Discovery {
                 expires: now + self.first_contact(),
                 assembly: None,
                 next_request: None,
+                via_broker: false,
                 request_gap: Duration::from_millis(100),
                 first_seen: now,
                 last_data: None,
@@ -615,8 +623,11 @@ impl Discovery {
         let Some(e) = self.table.get_mut(&id) else {
             return Ok(());
         };
-        if e.known.is_some() && !ahead(a.revision, e.revision) {
-            return Ok(()); // had it already (or older)
+        // Had it already (or older) — unless it came through the broker
+        // and now comes from the owner directly, with its addresses.
+        let upgrade = e.via_broker && e.origin != Origin::Broker;
+        if e.known.is_some() && !ahead(a.revision, e.revision) && !upgrade {
+            return Ok(());
         }
         let held = e.records();
         let ip = e.origin.ip();
@@ -664,8 +675,9 @@ impl Discovery {
         e.lease = lease;
         e.expires = now + lease;
         self.next_scan = self.next_scan.min(e.expires);
-        let joined = e.known.is_none();
+        let joined = e.known.is_none() || upgrade;
         let direct = e.origin != Origin::Broker;
+        e.via_broker = !direct;
         let k = e.known.get_or_insert_with(|| RemoteParticipant {
             id,
             info: info.clone(),
@@ -675,6 +687,7 @@ impl Discovery {
             direct,
         });
         k.info = info;
+        k.direct = direct;
         let mut nodes = BTreeMap::new();
         let mut endpoints = BTreeMap::new();
         for rec in asm.records {
@@ -965,10 +978,28 @@ impl Discovery {
         }
         let mut info = self.cfg.info.clone();
         info.lease_ms = self.lease_ms();
+        let (broker, direct): (Vec<&Destination>, Vec<&Destination>) =
+            to.iter().partition(|d| **d == Destination::Broker);
+        if !broker.is_empty() && !self.cfg.broker_addresses {
+            // The broker gets no network addresses (see `Config`).
+            let mut bare = info.clone();
+            bare.locators
+                .retain(|l| l.transport == TransportKind::SharedMemory);
+            self.push_announce(&bare, &broker);
+            self.push_announce(&info, &direct);
+        } else {
+            self.push_announce(&info, &to.iter().collect::<Vec<_>>());
+        }
+    }
+
+    fn push_announce(&mut self, info: &ParticipantInfo, to: &[&Destination]) {
+        if to.is_empty() {
+            return;
+        }
         let parts = Beacon::pack_announce(
             self.cfg.domain,
             self.cfg.participant,
-            &info,
+            info,
             self.revision,
             &self.records,
             self.cfg.mtu,
@@ -976,7 +1007,7 @@ impl Discovery {
         for d in to {
             for p in &parts {
                 self.transmits.push_back(Transmit {
-                    to: d.clone(),
+                    to: (*d).clone(),
                     bytes: p.clone(),
                 });
             }

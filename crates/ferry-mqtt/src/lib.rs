@@ -129,6 +129,10 @@ pub struct BrokerState {
     /// Messages on ferry topics that could not be used (bad metadata,
     /// unknown control topic).
     pub garbage: u64,
+    /// Messages that carry this runtime's own `ferry` property but that it
+    /// did not publish (the broker never echoes its own): another client
+    /// copied ferry's metadata. Not delivered (docs/MQTT.md).
+    pub echoes: u64,
 }
 
 /// Most (reader, writer) pairs with a broker connection, and whose last
@@ -171,6 +175,9 @@ pub struct Broker {
     base: String,
     /// `<base>@disc/<me>`: this runtime's announcements.
     disc_topic: Bytes,
+    /// Announcements go through the broker (`[mqtt] discovery`): then it
+    /// subscribes to `@disc/+` and leaves a last will.
+    discovery: bool,
     url: String,
     /// The outgoing queue and the live connection, if any.
     session: Mutex<Session>,
@@ -202,6 +209,7 @@ pub struct Broker {
     clients: Mutex<HashMap<u32, Weak<dyn ferry_transport::transport::ReplySink>>>,
     duplicates: AtomicU64,
     garbage: AtomicU64,
+    echoes: AtomicU64,
     rt: OnceLock<Weak<dyn BrokerHost>>,
     /// This connection itself (for the repliers it hands out).
     this: Weak<Broker>,
@@ -236,6 +244,7 @@ impl Broker {
         domain: u16,
         me: ParticipantId,
         keep_all_block: Duration,
+        discovery: bool,
     ) -> Result<Arc<Broker>, BuildError> {
         let (host, port) = match &cfg.broker {
             BrokerUrl::Embedded { port } => embedded(*port, cfg.max_packet_bytes)?,
@@ -257,7 +266,8 @@ impl Broker {
             this: this.clone(),
             me,
             disc_topic: Bytes::from(format!("{base}@disc/{me}")),
-            connect: session::connect_packet(cfg, &base, me),
+            connect: session::connect_packet(cfg, &base, me, discovery),
+            discovery,
             base,
             url: cfg.broker.to_string(),
             session: Mutex::new(Session::new(cfg.offline_queue_bytes)),
@@ -283,6 +293,7 @@ impl Broker {
             clients: Mutex::new(HashMap::new()),
             duplicates: AtomicU64::new(0),
             garbage: AtomicU64::new(0),
+            echoes: AtomicU64::new(0),
             rt: OnceLock::new(),
             stop: AtomicBool::new(false),
             closing: AtomicBool::new(false),
@@ -356,6 +367,7 @@ impl Broker {
             dropped: s.out.dropped,
             duplicates: self.duplicates.load(Ordering::Relaxed),
             garbage: self.garbage.load(Ordering::Relaxed),
+            echoes: self.echoes.load(Ordering::Relaxed),
         }
     }
 
@@ -616,7 +628,19 @@ impl Broker {
             }
         };
         if writer.participant == self.me {
-            return; // our own sample: local readers had it in-process
+            // Data subscriptions are No Local: the broker never sends our
+            // own samples back. This one names us but came from another
+            // client that copied ferry's metadata (a dashboard "replying").
+            if self.echoes.fetch_add(1, Ordering::Relaxed) == 0 {
+                tracing::warn!(
+                    "MQTT message on `{}` carries this runtime's own `{}` property but was \
+                     published by another client; not delivered (plain clients must not copy \
+                     ferry's metadata, docs/MQTT.md); counted in `ferry doctor` as echoes",
+                    String::from_utf8_lossy(&p.topic),
+                    meta::KEY
+                );
+            }
+            return;
         }
         for &reader in readers.iter() {
             let Some((inbox, conn)) = self.rx_conn(reader, writer, || None) else {
@@ -895,6 +919,7 @@ pub fn start(
         ctx.cfg.domain_id,
         ctx.id,
         Duration::from_millis(ctx.cfg.keep_all_block_ms),
+        ctx.cfg.announces_through_broker(),
     )?;
     Ok(Some(Arc::new(MqttTransport(b))))
 }

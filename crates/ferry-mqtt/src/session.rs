@@ -84,8 +84,14 @@ enum Sent {
 }
 
 /// The CONNECT of runtime `me`: persistent session, keep-alive, packet size
-/// limit, credentials, and the last will (an empty announcement: gone).
-pub(super) fn connect_packet(cfg: &MqttConfig, base: &str, me: ParticipantId) -> Bytes {
+/// limit, credentials, and — with broker discovery — the last will (an
+/// empty announcement: gone).
+pub(super) fn connect_packet(
+    cfg: &MqttConfig,
+    base: &str,
+    me: ParticipantId,
+    discovery: bool,
+) -> Bytes {
     let mut props = ConnectProperties::new();
     props.session_expiry_interval = Some(cfg.session_expiry_s);
     props.max_packet_size = Some(cfg.max_packet_bytes as u32);
@@ -95,20 +101,22 @@ pub(super) fn connect_packet(cfg: &MqttConfig, base: &str, me: ParticipantId) ->
         clean_start: false,
         properties: Some(props),
     };
-    let will = LastWill::new(
-        format!("{base}@disc/{me}"),
-        Vec::new(),
-        QoS::AtLeastOnce,
-        false,
-        None,
-    );
+    let will = discovery.then(|| {
+        LastWill::new(
+            format!("{base}@disc/{me}"),
+            Vec::new(),
+            QoS::AtLeastOnce,
+            false,
+            None,
+        )
+    });
     let login = cfg
         .user
         .as_ref()
         .map(|u| Login::new(u.clone(), cfg.password.clone().unwrap_or_default()));
     let mut buf = BytesMut::new();
     // Sizes are bounded by the config (client id, topic, credentials).
-    let _ = Packet::Connect(connect, Some(will), login).write(&mut buf, None);
+    let _ = Packet::Connect(connect, will, login).write(&mut buf, None);
     buf.freeze()
 }
 
@@ -275,7 +283,6 @@ impl Broker {
                 s.send(&p);
             }
             let mut filters = vec![
-                Filter::new(format!("{}@disc/+", self.base), QoS::AtLeastOnce),
                 Filter::new(format!("{}@req/{}/+", self.base, self.me), QoS::AtLeastOnce),
                 Filter::new(format!("{}@rep/{}/+", self.base, self.me), QoS::AtLeastOnce),
                 Filter::new(
@@ -283,6 +290,12 @@ impl Broker {
                     QoS::AtLeastOnce,
                 ),
             ];
+            if self.discovery {
+                filters.push(Filter::new(
+                    format!("{}@disc/+", self.base),
+                    QoS::AtLeastOnce,
+                ));
+            }
             filters.extend(
                 self.subs
                     .lock()

@@ -249,7 +249,7 @@ def test_mqtt_between_processes_with_no_other_path(procs, bins, topic, tmp_path,
             time.sleep(0.05)
     cfg = tmp_path / "cloud.toml"
     cfg.write_text(
-        f'domain_id = {private_domain}\ndiscovery = "off"\nshared_memory = false\n\n[mqtt]\nbroker = "mqtt://127.0.0.1:{port}"\n\n'
+        f'domain_id = {private_domain}\ndiscovery = "off"\nshared_memory = false\n\n[mqtt]\nbroker = "mqtt://127.0.0.1:{port}"\ndiscovery = "on"\n\n'
         f'[[topics]]\npattern = "{topic}/*"\nscope = "cloud"\n'
     )
     node = ferry.Node("mqtt_py", config_file=str(cfg))

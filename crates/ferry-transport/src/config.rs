@@ -295,6 +295,23 @@ impl Config {
                 None => cfg.mqtt = Some(mqtt::MqttConfig::new(url)),
             }
         }
+        if let Ok(v) = std::env::var("FERRY_MQTT_DISCOVERY") {
+            let d = match v.as_str() {
+                "auto" => mqtt::BrokerDiscovery::Auto,
+                "on" => mqtt::BrokerDiscovery::On,
+                "off" => mqtt::BrokerDiscovery::Off,
+                _ => {
+                    return Err(ConfigError::Env {
+                        var: "FERRY_MQTT_DISCOVERY",
+                        value: v.clone(),
+                        expected: "auto, on or off",
+                    })
+                }
+            };
+            if let Some(m) = &mut cfg.mqtt {
+                m.discovery = d;
+            }
+        }
         if let Ok(v) = std::env::var("FERRY_PEERS") {
             cfg.peers = v
                 .split(',')
@@ -451,6 +468,26 @@ impl Config {
             .iter()
             .filter(|r| glob(&r.pattern, topic))
             .find_map(|r| r.transport)
+    }
+
+    /// Whether this runtime announces itself through the broker: `[mqtt]
+    /// discovery`, where `auto` means discovery is not off and a rule gives
+    /// something the cloud scope.
+    pub fn announces_through_broker(&self) -> bool {
+        let Some(m) = &self.mqtt else {
+            return false;
+        };
+        match m.discovery {
+            mqtt::BrokerDiscovery::On => true,
+            mqtt::BrokerDiscovery::Off => false,
+            mqtt::BrokerDiscovery::Auto => {
+                self.discovery != DiscoveryRange::Off
+                    && self
+                        .topics
+                        .iter()
+                        .any(|r| r.scope == Some(mqtt::Scope::Cloud))
+            }
+        }
     }
 
     /// Whether `topic` travels through the broker (first rule with a scope

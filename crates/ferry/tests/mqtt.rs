@@ -9,7 +9,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ferry::config::mqtt::{BrokerUrl, MqttConfig, OnUnreachable, Scope};
+use ferry::config::mqtt::{BrokerDiscovery, BrokerUrl, MqttConfig, OnUnreachable, Scope};
 use ferry::msgs::example_interfaces::{AddTwoIntsRequest, AddTwoIntsResponse};
 use ferry::msgs::std_msgs;
 use ferry::{
@@ -42,7 +42,11 @@ fn cloud_config(domain: u16, broker: BrokerUrl) -> Config {
         discovery: DiscoveryRange::Off,
         shared_memory: false,
         topics: vec![rule("/cloud/*"), rule("/chatter")],
-        mqtt: Some(MqttConfig::new(broker)),
+        // Discovery is off: announcing through the broker must be asked for.
+        mqtt: Some(MqttConfig {
+            discovery: BrokerDiscovery::On,
+            ..MqttConfig::new(broker)
+        }),
         // Long: a vanished peer must be reported by the last will, not the lease.
         lease_ms: 30_000,
         ..Config::default()
@@ -301,6 +305,26 @@ fn plain_mqtt_clients_read_and_write_ferry_topics_and_garbage_is_counted() {
         c[0].stats.errors >= 2,
         "garbage not counted: {:?}",
         c[0].stats
+    );
+    // A plain client that copied this runtime's own `ferry` property (a
+    // dashboard "replying"): counted as an echo, not delivered.
+    let me = format!("{:x}.1 1 0", n.participant().0);
+    let before = n.broker_state().unwrap().echoes;
+    let until = Instant::now() + T;
+    while n.broker_state().unwrap().echoes == before {
+        let st = mosquitto_client("mosquitto_pub", port)
+            .args(["-t", "ferry/172/cloud/in", "-q", "1"])
+            .args(["-D", "publish", "user-property", "ferry", &me, "-f"])
+            .arg(&good)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        assert!(Instant::now() < until, "an echo was never counted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        s.recv_timeout(Duration::from_millis(300)).is_err(),
+        "a message naming this runtime was delivered"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -696,4 +720,78 @@ fn made_up_writer_ids_from_a_client_stay_bounded() {
     assert_eq!(delivered, 16_384, "{st:?}");
     assert!(st.garbage >= u64::from(total) - 16_384, "{st:?}");
     assert!(st.connected);
+}
+
+/// The first `@disc` message of `domain` on the broker at `port` within
+/// `within`, if any (raw payload).
+fn first_announcement(port: u16, domain: u16, within: u64) -> Option<Vec<u8>> {
+    let out = mosquitto_client("mosquitto_sub", port)
+        .args(["-t", &format!("ferry/{domain}/@disc/#"), "-C", "1", "-N"])
+        .args(["-W", &within.to_string()])
+        .output()
+        .expect("mosquitto_sub is installed by scripts/setup.sh");
+    (out.status.success() && !out.stdout.is_empty()).then_some(out.stdout)
+}
+
+#[test]
+fn the_broker_hears_announcements_only_when_they_are_needed_and_never_addresses() {
+    use ferry_wire::beacon::{Beacon, BeaconBody};
+    let port = free_port();
+    let cfg = |domain: u16, cloud: bool| Config {
+        domain_id: domain,
+        discovery: DiscoveryRange::Localhost,
+        topics: if cloud {
+            vec![TopicRule {
+                pattern: "/cloud/*".into(),
+                scope: Some(Scope::Cloud),
+                ..Default::default()
+            }]
+        } else {
+            Vec::new()
+        },
+        mqtt: Some(MqttConfig::new(BrokerUrl::Embedded { port })),
+        ..Config::default()
+    };
+    // A broker but no cloud-scope rule: nothing to announce there.
+    let quiet = Node::builder()
+        .name("quiet")
+        .config(cfg(174, false))
+        .build()
+        .unwrap();
+    let _p = quiet
+        .publisher::<std_msgs::String>("/local/x")
+        .build()
+        .unwrap();
+    assert!(quiet.broker_state().is_some());
+    assert_eq!(
+        first_announcement(port, 174, 2),
+        None,
+        "announced without need"
+    );
+    // A cloud-scope rule: announced, without UDP or TCP addresses.
+    let loud = Node::builder()
+        .name("loud")
+        .config(cfg(175, true))
+        .build()
+        .unwrap();
+    let _p = loud
+        .publisher::<std_msgs::String>("/cloud/x")
+        .build()
+        .unwrap();
+    let bytes = first_announcement(port, 175, 10).expect("no announcement through the broker");
+    let Ok(Beacon {
+        body: BeaconBody::Announce(a),
+        ..
+    }) = Beacon::parse(&bytes)
+    else {
+        panic!("not an announcement: {bytes:?}");
+    };
+    assert!(
+        a.info
+            .locators
+            .iter()
+            .all(|l| !matches!(l.transport, TransportKind::Udp | TransportKind::Tcp)),
+        "network addresses went to the broker: {:?}",
+        a.info.locators
+    );
 }

@@ -1,7 +1,7 @@
 //! Simulated-network tests: many runtimes, one virtual clock, seeded loss.
 
 use super::*;
-use ferry_wire::{EndpointKind, Qos, TypeHash};
+use ferry_wire::{EndpointKind, Locator, Qos, TransportKind, TypeHash};
 use std::net::{IpAddr, Ipv4Addr};
 
 pub(super) fn info() -> ParticipantInfo {
@@ -378,6 +378,68 @@ fn broker_announcements_are_not_direct_until_heard_on_the_network() {
     b.handle_datagram(now, addr(0), Via::Multicast, &t.bytes)
         .unwrap();
     assert!(b.participant_info(ParticipantId(1)).unwrap().direct);
+    assert!(std::iter::from_fn(|| b.poll_event())
+        .any(|e| e == Event::ParticipantJoined(ParticipantId(1))));
+}
+
+#[test]
+fn the_broker_gets_no_network_addresses_and_a_direct_peer_asks_for_them() {
+    let now = Instant::now();
+    let mut with_addrs = info();
+    with_addrs.locators = vec![
+        Locator::socket(TransportKind::Udp, addr(0)),
+        Locator::socket(TransportKind::Tcp, addr(0)),
+        Locator::named(TransportKind::SharedMemory, "ferry.s.1"),
+    ];
+    let mut ca = Config::new(0, ParticipantId(1), with_addrs);
+    ca.broker = true;
+    let mut a = Discovery::new(ca, now);
+    let mut b = Discovery::new(Config::new(0, ParticipantId(2), info()), now);
+    a.set_records(vec![endpoint(1, "/a")], now);
+    a.handle_timeout(now);
+    // Through the broker: the records, without UDP/TCP addresses.
+    while let Some(t) = a.poll_transmit() {
+        if t.to == Destination::Broker {
+            b.handle_datagram(now, addr(0), Via::Broker, &t.bytes)
+                .unwrap();
+        }
+    }
+    let rp = b.participant_info(ParticipantId(1)).unwrap();
+    assert!(!rp.direct);
+    assert_eq!(
+        rp.info.locators,
+        vec![Locator::named(TransportKind::SharedMemory, "ferry.s.1")],
+        "network addresses went to the broker"
+    );
+    while b.poll_event().is_some() {}
+    // Then a heartbeat on the network (same revision): b asks a for its
+    // records, a answers directly, and only then is a joined as direct,
+    // with its addresses.
+    let t1 = now + Duration::from_secs(1);
+    let hb = a.heartbeat(false);
+    b.handle_datagram(t1, addr(0), Via::Multicast, &hb).unwrap();
+    assert!(std::iter::from_fn(|| b.poll_event())
+        .all(|e| e != Event::ParticipantJoined(ParticipantId(1))));
+    b.handle_timeout(t1);
+    let rq: Vec<_> = std::iter::from_fn(|| b.poll_transmit())
+        .filter(|t| t.to == Destination::Peer(addr(0)))
+        .collect();
+    assert!(!rq.is_empty(), "no request for the records");
+    for t in rq {
+        a.handle_datagram(t1, addr(1), Via::Unicast, &t.bytes)
+            .unwrap();
+    }
+    // (Answers leave 2 ms after the request.)
+    a.handle_timeout(t1 + Duration::from_millis(5));
+    while let Some(t) = a.poll_transmit() {
+        if t.to != Destination::Broker {
+            b.handle_datagram(t1, addr(0), Via::Unicast, &t.bytes)
+                .unwrap();
+        }
+    }
+    let rp = b.participant_info(ParticipantId(1)).unwrap();
+    assert!(rp.direct);
+    assert_eq!(rp.info.locators.len(), 3, "{:?}", rp.info.locators);
     assert!(std::iter::from_fn(|| b.poll_event())
         .any(|e| e == Event::ParticipantJoined(ParticipantId(1))));
 }

@@ -37,6 +37,11 @@ pub struct Config {
     pub static_peers: Vec<SocketAddr>,
     /// Whether announcements also go to an MQTT broker (cloud scope).
     pub broker: bool,
+    /// Whether what goes to the broker names this runtime's network
+    /// addresses (UDP, TCP). Off by default: a broker is often another
+    /// organisation's machine. Peers that meet us directly ask us for our
+    /// records and get the addresses then.
+    pub broker_addresses: bool,
     /// Accept datagrams from loopback addresses only (`discovery =
     /// localhost`): anything else is counted and ignored.
     pub loopback_only: bool,
@@ -59,6 +64,7 @@ impl Config {
             multicast: true,
             static_peers: Vec::new(),
             broker: false,
+            broker_addresses: false,
             loopback_only: false,
             seed: participant.0 | 1,
         }

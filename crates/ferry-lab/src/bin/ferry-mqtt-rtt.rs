@@ -140,6 +140,9 @@ fn cloud_config(port: u16) -> Config {
         port,
     });
     m.max_packet_bytes = 1 << 20;
+    // Discovery is off (the pair meets only through the broker): ask for
+    // announcements there.
+    m.discovery = ferry::config::mqtt::BrokerDiscovery::On;
     Config {
         domain_id: CLOUD_DOMAIN,
         discovery: DiscoveryRange::Off,

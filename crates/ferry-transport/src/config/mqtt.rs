@@ -158,6 +158,30 @@ pub struct MqttConfig {
     /// Persistent session kept by the broker while this runtime is away, s.
     #[serde(default = "default_session")]
     pub session_expiry_s: u32,
+    /// Announce this runtime through the broker (see [`BrokerDiscovery`]).
+    #[serde(default)]
+    pub discovery: BrokerDiscovery,
+    /// Name this runtime's network addresses (UDP, TCP) in what it
+    /// announces through the broker. Off by default: peers that can reach
+    /// them hear us directly and get them then.
+    #[serde(default)]
+    pub announce_addresses: bool,
+}
+
+/// Whether a runtime announces itself (and listens for others) through
+/// the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum BrokerDiscovery {
+    /// When discovery is not `off` and some `[[topics]]` rule gives a topic
+    /// or service the cloud scope (default).
+    #[default]
+    Auto,
+    /// Always (services called through the broker without a cloud rule).
+    On,
+    /// Never: cloud-scope samples still flow, but nothing is matched
+    /// through the broker.
+    Off,
 }
 
 fn default_prefix() -> String {
@@ -194,6 +218,8 @@ impl MqttConfig {
             max_packet_bytes: default_packet(),
             keep_alive_s: default_keep_alive(),
             session_expiry_s: default_session(),
+            discovery: BrokerDiscovery::default(),
+            announce_addresses: false,
         }
     }
 

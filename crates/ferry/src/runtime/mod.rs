@@ -197,7 +197,18 @@ impl Runtime {
         };
         let mut dcfg = ferry_discovery::Config::new(cfg.domain_id, id, info);
         dcfg.multicast = cfg.discovery != crate::config::DiscoveryRange::Off;
-        dcfg.broker = cfg.mqtt.is_some();
+        dcfg.broker = cfg.announces_through_broker();
+        dcfg.broker_addresses = cfg.mqtt.as_ref().is_some_and(|m| m.announce_addresses);
+        if dcfg.broker {
+            tracing::info!(
+                "announcing this runtime through the MQTT broker{}",
+                if dcfg.broker_addresses {
+                    ", with its network addresses"
+                } else {
+                    " (without its network addresses)"
+                }
+            );
+        }
         dcfg.loopback_only = cfg.discovery == crate::config::DiscoveryRange::Localhost;
         for p in &cfg.peers {
             dcfg.static_peers.extend(cfg.peer_addrs_of(p)?);
