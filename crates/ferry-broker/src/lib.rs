@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 /// How to run the broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerConfig {
-    /// MQTT 5 listener (`0.0.0.0:1883`; port 0 picks a free port).
+    /// MQTT 5 listener (default `127.0.0.1:1883`: this host only; port 0
+    /// picks a free port).
     pub listen: SocketAddr,
     /// MQTT 3.1.1 listener for plain clients, if any (port 0 picks one).
     pub listen_v311: Option<SocketAddr>,
@@ -33,7 +34,7 @@ pub struct BrokerConfig {
 impl Default for BrokerConfig {
     fn default() -> Self {
         BrokerConfig {
-            listen: SocketAddr::from(([0, 0, 0, 0], 1883)),
+            listen: SocketAddr::from(([127, 0, 0, 1], 1883)),
             listen_v311: None,
             max_payload: 16 << 20,
             users: None,
@@ -51,6 +52,8 @@ pub enum BrokerError {
         addr: SocketAddr,
         /// What failed.
         why: String,
+        /// Something listens there already (perhaps a broker).
+        in_use: bool,
     },
     /// The broker's configuration was refused.
     #[error("embedded broker configuration refused: {0}")]
@@ -74,14 +77,13 @@ fn running() -> &'static Mutex<Vec<(BrokerConfig, EmbeddedBroker)>> {
 
 /// A concrete free port for `addr` when it asks for port 0.
 fn concrete(addr: SocketAddr) -> Result<SocketAddr, BrokerError> {
-    let l = TcpListener::bind(addr).map_err(|e| BrokerError::Bind {
+    let bind = |e: std::io::Error| BrokerError::Bind {
         addr,
         why: e.to_string(),
-    })?;
-    let a = l.local_addr().map_err(|e| BrokerError::Bind {
-        addr,
-        why: e.to_string(),
-    })?;
+        in_use: e.kind() == std::io::ErrorKind::AddrInUse,
+    };
+    let l = TcpListener::bind(addr).map_err(bind)?;
+    let a = l.local_addr().map_err(bind)?;
     Ok(a)
 }
 
@@ -223,7 +225,7 @@ mod tests {
             ..Default::default()
         };
         let e = EmbeddedBroker::start(&taken).unwrap_err();
-        assert!(matches!(e, BrokerError::Bind { .. }), "{e}");
+        assert!(matches!(e, BrokerError::Bind { in_use: true, .. }), "{e}");
         assert!(e.to_string().contains("connect to it"), "{e}");
     }
 }

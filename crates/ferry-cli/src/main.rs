@@ -74,8 +74,9 @@ enum Cmd {
 
 #[derive(clap::Args)]
 struct BrokerArgs {
-    /// MQTT 5 listener (ferry nodes connect here).
-    #[arg(long, default_value = "0.0.0.0:1883")]
+    /// MQTT 5 listener (ferry nodes connect here). Default: this host only;
+    /// `0.0.0.0:1883` lets the network in (then give users).
+    #[arg(long, default_value = "127.0.0.1:1883")]
     listen: std::net::SocketAddr,
     /// Also an MQTT 3.1.1 listener, for plain clients that only speak 3.1.1.
     #[arg(long)]
@@ -83,7 +84,9 @@ struct BrokerArgs {
     /// Largest payload a client may publish (bytes).
     #[arg(long, default_value_t = 16 << 20)]
     max_payload: usize,
-    /// Require this user (repeatable): `--user robot:secret`.
+    /// Require this user (repeatable): `--user robot:secret`. The
+    /// `[mqtt]` user and password of `FERRY_CONFIG`, when set, are required
+    /// too.
     #[arg(long, value_name = "NAME:PASSWORD")]
     user: Vec<String>,
     /// Stop after this many seconds (default: until Ctrl-C).
@@ -104,6 +107,27 @@ fn broker(a: BrokerArgs) -> Result<(), String> {
         }
         Some(m)
     };
+    // The configured credentials are the broker's too.
+    let cfg = ferry::Config::from_env().map_err(|e| e.to_string())?;
+    let users = match cfg
+        .mqtt
+        .as_ref()
+        .and_then(|m| m.user.clone().map(|u| (u, m)))
+    {
+        Some((u, m)) => {
+            let mut all = users.unwrap_or_default();
+            all.insert(u, m.password.clone().unwrap_or_default());
+            Some(all)
+        }
+        None => users,
+    };
+    if users.is_none() && !a.listen.ip().is_loopback() {
+        eprintln!(
+            "ferry broker: warning: anyone on the network may connect to {} (no --user, no \
+             [mqtt] user)",
+            a.listen
+        );
+    }
     let b = ferry_broker::EmbeddedBroker::start(&ferry_broker::BrokerConfig {
         listen: a.listen,
         listen_v311: a.listen_v311,

@@ -184,3 +184,86 @@ fn broker_with_users_accepts_the_right_password_only() {
     let _ = broker.kill();
     let _ = broker.wait();
 }
+
+/// Whether a TCP connect to `addr` succeeds within a second.
+fn reachable(addr: std::net::SocketAddr) -> bool {
+    std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
+}
+
+#[test]
+fn the_embedded_broker_stays_on_this_host_requires_the_configured_user_and_is_shared() {
+    let port = free_port();
+    let cfg = |user: Option<&str>, password: &str| {
+        let mut m = MqttConfig::new(BrokerUrl::Embedded { port });
+        m.user = user.map(String::from);
+        m.password = user.map(|_| password.to_string());
+        m.on_unreachable = ferry::config::mqtt::OnUnreachable::Fail;
+        m.connect_timeout_ms = 2000;
+        Config {
+            domain_id: 183,
+            discovery: DiscoveryRange::Localhost,
+            mqtt: Some(m),
+            ..Config::default()
+        }
+    };
+    // The node that starts it: with [mqtt] credentials.
+    let owner = Node::builder()
+        .name("owner")
+        .config(cfg(Some("robot"), "s3cret"))
+        .build()
+        .expect("the embedded broker starts");
+    assert!(owner.broker_state().unwrap().connected);
+    // Loopback only: not reachable at this host's other addresses.
+    assert!(reachable(([127, 0, 0, 1], port).into()));
+    for i in ferry::host::interfaces().iter().filter(|i| !i.loopback) {
+        assert!(
+            !reachable((i.addr, port).into()),
+            "the embedded broker listens on {}",
+            i.addr
+        );
+    }
+    // Anonymous and wrong-password clients are refused: a plain client …
+    let anon = Command::new("mosquitto_pub")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-V", "mqttv5"])
+        .args(["-t", "ferry/183/x", "-m", "hi"])
+        .output()
+        .expect("mosquitto_pub is installed by scripts/setup.sh");
+    assert!(!anon.status.success(), "an anonymous client got in");
+    // … and a ferry node in another process, which finds the port taken
+    // and uses the broker already there as a client.
+    for (user, pw, ok) in [
+        (None, "", false),
+        (Some("robot"), "wrong", false),
+        (Some("robot"), "s3cret", true),
+    ] {
+        let mut c = Command::new(FERRY);
+        c.args(["doctor", "--spin-time", "200"])
+            .env("FERRY_DOMAIN_ID", "183")
+            .env("FERRY_DISCOVERY", "localhost")
+            .env("FERRY_MQTT", format!("mqtt://embedded:{port}"));
+        let dir = std::env::temp_dir().join(format!("ferry-emb-{}-{pw}", std::process::id()));
+        if let Some(u) = user {
+            std::fs::create_dir_all(&dir).unwrap();
+            let f = dir.join("f.toml");
+            std::fs::write(
+                &f,
+                format!(
+                    "[mqtt]\nbroker = \"mqtt://embedded:{port}\"\nuser = \"{u}\"\npassword = \"{pw}\"\n\
+                     connect_timeout_ms = 2000\n"
+                ),
+            )
+            .unwrap();
+            c.env("FERRY_CONFIG", &f);
+        }
+        let out = c.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            !text.contains("Address already in use"),
+            "{user:?}: a second node could not share the broker: {text}"
+        );
+        let connected = text.contains(" CONNECTED") && !text.contains("NOT CONNECTED");
+        assert_eq!(connected, ok, "{user:?}/{pw}: {text}");
+    }
+}

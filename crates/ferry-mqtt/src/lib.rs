@@ -247,7 +247,7 @@ impl Broker {
         discovery: bool,
     ) -> Result<Arc<Broker>, BuildError> {
         let (host, port) = match &cfg.broker {
-            BrokerUrl::Embedded { port } => embedded(*port, cfg.max_packet_bytes)?,
+            BrokerUrl::Embedded { port } => embedded(cfg, *port)?,
             BrokerUrl::Tcp { host, port } | BrokerUrl::Tls { host, port } => (host.clone(), *port),
         };
         let base = format!("{}/{}/", cfg.prefix, domain);
@@ -405,7 +405,9 @@ impl Broker {
             meta: Meta::None,
             droppable: true,
         };
-        let _ = self.send(m, None);
+        if !self.send_if_held(&m) {
+            let _ = self.send(m, None);
+        }
     }
 
     /// A local reader of cloud-scope `topic`.
@@ -550,6 +552,7 @@ impl Broker {
         match rt.broker_beacon(payload) {
             Ok(()) => {
                 self.heard.lock().insert(pid);
+                self.heard_again(pid);
                 if let Ok(ferry_wire::beacon::Beacon {
                     body: ferry_wire::beacon::BeaconBody::Announce(a),
                     ..
@@ -878,24 +881,47 @@ fn tls_config(cfg: &MqttConfig, _host: &str) -> Result<wire::Tls, BuildError> {
     })
 }
 
-/// Starts (or reuses) this process's embedded broker on `port`.
+/// Starts (or reuses) this process's embedded broker on `port`: on
+/// loopback unless `[mqtt] listen` says otherwise, requiring `[mqtt]`'s
+/// user and password when they are set. A broker already listening there
+/// (another process's) is used instead. Returns where to connect.
 #[cfg(feature = "embedded-broker")]
-fn embedded(port: u16, max_packet: usize) -> Result<(String, u16), BuildError> {
-    let b = ferry_broker::EmbeddedBroker::start(&ferry_broker::BrokerConfig {
-        listen: std::net::SocketAddr::from(([0, 0, 0, 0], port)),
+fn embedded(cfg: &MqttConfig, port: u16) -> Result<(String, u16), BuildError> {
+    let listen = cfg
+        .listen
+        .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    let users = cfg.user.as_ref().map(|u| {
+        std::collections::HashMap::from([(u.clone(), cfg.password.clone().unwrap_or_default())])
+    });
+    if users.is_none() && !listen.ip().is_loopback() {
+        tracing::warn!(
+            "the embedded MQTT broker on {listen} lets anyone on the network in: set [mqtt] \
+             user and password"
+        );
+    }
+    let started = ferry_broker::EmbeddedBroker::start(&ferry_broker::BrokerConfig {
+        listen,
         listen_v311: None,
-        max_payload: max_packet,
-        users: None,
-    })
-    .map_err(|e| BuildError::Broker {
-        url: format!("mqtt://embedded:{port}"),
-        why: e.to_string(),
-    })?;
-    Ok(("127.0.0.1".into(), b.local_addr().port()))
+        max_payload: cfg.max_packet_bytes,
+        users,
+    });
+    match started {
+        Ok(b) => Ok(("127.0.0.1".into(), b.local_addr().port())),
+        Err(ferry_broker::BrokerError::Bind { in_use: true, .. }) if listen.port() != 0 => {
+            tracing::info!(
+                "{listen} is taken (another process's broker?): connecting to it as a client"
+            );
+            Ok(("127.0.0.1".into(), listen.port()))
+        }
+        Err(e) => Err(BuildError::Broker {
+            url: format!("mqtt://embedded:{port}"),
+            why: e.to_string(),
+        }),
+    }
 }
 
 #[cfg(not(feature = "embedded-broker"))]
-fn embedded(port: u16, _max_packet: usize) -> Result<(String, u16), BuildError> {
+fn embedded(_cfg: &MqttConfig, port: u16) -> Result<(String, u16), BuildError> {
     Err(BuildError::Broker {
         url: format!("mqtt://embedded:{port}"),
         why: "ferry was built without the `embedded-broker` feature".into(),

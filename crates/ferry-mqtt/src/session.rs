@@ -9,6 +9,7 @@
 //! acknowledgements — together with whatever the callbacks published — in
 //! one system call.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,6 +37,31 @@ pub(super) const WAKE: Token = Token(1);
 const HIGH_WATER: usize = 1 << 20;
 /// Reads per wake-up before timers and writes get a turn.
 const READ_BUDGET: usize = 16;
+/// Longest a reconnected runtime holds its messages for a broker that lost
+/// its session: its peers reconnect within their backoff (at most 5 s,
+/// +20 % jitter) and subscribe again.
+const RESUBSCRIBE_GRACE: Duration = Duration::from_secs(7);
+
+/// A broker that lost this runtime's session (it restarted, and brokers
+/// like ferry's own keep sessions in memory) lost everyone's subscriptions
+/// too: what is published before the subscribers are back is acknowledged
+/// and dropped. So what was queued or in flight waits until every peer
+/// heard through the broker before has announced itself again (it
+/// subscribes before it announces, on the same connection) or the grace
+/// period ends.
+pub(crate) struct Hold {
+    until: Instant,
+    /// Peers heard through the broker before, not yet heard again.
+    awaiting: HashSet<ParticipantId>,
+    /// There were such peers (without any, only the grace period ends it).
+    peers: bool,
+}
+
+impl Hold {
+    fn over(&self, now: Instant) -> bool {
+        now >= self.until || (self.peers && self.awaiting.is_empty())
+    }
+}
 
 /// The outgoing queue and the live connection (under `Broker::session`).
 pub(crate) struct Session {
@@ -45,6 +71,8 @@ pub(crate) struct Session {
     buf: BytesMut,
     /// The broker's Maximum Packet Size.
     pub(super) max_out: Option<u32>,
+    /// Messages wait for the subscribers of a restarted broker.
+    pub(super) hold: Option<Hold>,
 }
 
 impl Session {
@@ -54,6 +82,7 @@ impl Session {
             wire: None,
             buf: BytesMut::with_capacity(4096),
             max_out: None,
+            hold: None,
         }
     }
 
@@ -124,6 +153,17 @@ impl Broker {
     /// Writes queued messages while the connection, the broker's window and
     /// the socket's backlog allow.
     pub(super) fn pump(&self, s: &mut Session) {
+        if s.wire.is_none() {
+            return;
+        }
+        if let Some(h) = &s.hold {
+            if !h.over(Instant::now()) {
+                return;
+            }
+            s.hold = None;
+            tracing::info!("MQTT broker {}: sending what was held", self.url);
+            self.resend(s);
+        }
         let Some(wire) = &s.wire else {
             return;
         };
@@ -143,6 +183,40 @@ impl Broker {
             }
         }
         self.hand_over(s, &sent);
+    }
+
+    /// Writes again what was in flight when the last connection ended, in
+    /// the order first sent and under the same packet ids.
+    fn resend(&self, s: &mut Session) {
+        for r in s.out.resend() {
+            let p = match r {
+                Resend::Publish(pkid, m) => publish_packet(pkid, m, true),
+                Resend::Release(pkid) => Packet::PubRel(PubRel::new(pkid, None)),
+            };
+            s.send(&p);
+        }
+    }
+
+    /// While a hold lasts, announcements go out at once (the peers' holds
+    /// end on them): true when `m` was written so.
+    pub(super) fn send_if_held(&self, m: &super::outbox::OutMsg) -> bool {
+        let mut s = self.session.lock();
+        if s.hold.is_none() || s.wire.is_none() {
+            return false;
+        }
+        let sent = s.send(&publish_packet(0, m.clone(), false));
+        self.hand_over(&s, &sent);
+        true
+    }
+
+    /// A peer announced itself through the broker: a hold may end.
+    pub(super) fn heard_again(&self, p: ParticipantId) {
+        let mut s = self.session.lock();
+        let Some(h) = &mut s.hold else {
+            return;
+        };
+        h.awaiting.remove(&p);
+        self.pump(&mut s);
     }
 
     /// After a write from another thread left a backlog or found the
@@ -275,12 +349,26 @@ impl Broker {
                 .set_window(props.and_then(|p| p.receive_max).unwrap_or(u16::MAX));
             s.max_out = props.and_then(|p| p.max_packet_size);
             s.wire = Some(wire.clone());
-            for r in s.out.resend() {
-                let p = match r {
-                    Resend::Publish(pkid, m) => publish_packet(pkid, m, true),
-                    Resend::Release(pkid) => Packet::PubRel(PubRel::new(pkid, None)),
-                };
-                s.send(&p);
+            // A broker that lost our session (a restart) lost the others'
+            // subscriptions too: hold what we have until they are back.
+            let reconnect = self.state.lock().connects > 0;
+            if reconnect && !ack.session_present {
+                let awaiting = self.heard.lock().clone();
+                tracing::info!(
+                    "MQTT broker {}: it lost this runtime's session (restarted?); queued \
+                     messages wait until {} peer(s) announce themselves again, at most {:?}",
+                    self.url,
+                    awaiting.len(),
+                    RESUBSCRIBE_GRACE
+                );
+                s.hold = Some(Hold {
+                    until: Instant::now() + RESUBSCRIBE_GRACE,
+                    peers: !awaiting.is_empty(),
+                    awaiting,
+                });
+            } else {
+                s.hold = None;
+                self.resend(&mut s);
             }
             let mut filters = vec![
                 Filter::new(format!("{}@req/{}/+", self.base, self.me), QoS::AtLeastOnce),
@@ -338,9 +426,14 @@ impl Broker {
             let timeout = if more {
                 Duration::ZERO
             } else {
-                match ping {
+                let t = match ping {
                     Some(t) => keep_alive.saturating_sub(t.elapsed()),
                     None => next_ping.saturating_duration_since(Instant::now()),
+                };
+                // A hold ends by time too.
+                match &self.session.lock().hold {
+                    Some(h) => t.min(h.until.saturating_duration_since(Instant::now())),
+                    None => t,
                 }
             };
             if let Err(e) = poll.poll(events, Some(timeout)) {

@@ -795,3 +795,58 @@ fn the_broker_hears_announcements_only_when_they_are_needed_and_never_addresses(
         a.info.locators
     );
 }
+
+/// A process whose node starts ferry's embedded broker on `arg` (its port)
+/// and keeps it up until killed.
+fn broker_host(arg: &str) {
+    let port: u16 = arg.parse().unwrap();
+    let cfg = Config {
+        domain_id: 176,
+        discovery: DiscoveryRange::Localhost,
+        mqtt: Some(MqttConfig::new(BrokerUrl::Embedded { port })),
+        ..Config::default()
+    };
+    let _n = Node::builder()
+        .name("broker_host")
+        .config(cfg)
+        .build()
+        .unwrap();
+    report("up");
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+#[test]
+fn reliable_samples_survive_a_restart_of_ferrys_own_broker() {
+    if let Some((r, arg)) = role() {
+        match r.as_str() {
+            "remote" => remote(&arg),
+            "broker" => broker_host(&arg),
+            _ => {}
+        }
+        return;
+    }
+    const TEST: &str = "reliable_samples_survive_a_restart_of_ferrys_own_broker";
+    let port = free_port();
+    let mut broker = Peer::spawn(TEST, "broker", &port.to_string());
+    assert_eq!(broker.line(), "up");
+    let (n, s) = status_subscriber("cloud", cloud_config(177, tcp_broker(port)));
+    let mut peer = Peer::spawn(TEST, "remote", &format!("177 {port} slow"));
+    assert_eq!(peer.line(), "matched");
+    // 400 samples over 4 s; the broker (sessions in memory only) is killed
+    // in the middle and back a second later.
+    std::thread::sleep(Duration::from_millis(1000));
+    broker.kill_9();
+    std::thread::sleep(Duration::from_millis(1000));
+    let mut again = Peer::spawn(TEST, "broker", &port.to_string());
+    assert_eq!(again.line(), "up");
+    for i in 1..=400u64 {
+        let got = s
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|e| panic!("sample {i} lost across the restart: {e}"));
+        assert_eq!(got.data, format!("status {i}"), "in order, none twice");
+    }
+    let st = n.broker_state().unwrap();
+    assert!(st.connects >= 2, "never reconnected: {st:?}");
+    assert_eq!(peer.line(), "done");
+    again.kill_9();
+}

@@ -161,6 +161,12 @@ pub struct MqttConfig {
     /// Announce this runtime through the broker (see [`BrokerDiscovery`]).
     #[serde(default)]
     pub discovery: BrokerDiscovery,
+    /// Where the embedded broker (`mqtt://embedded[:port]`) listens.
+    /// Default `127.0.0.1:<port>`: this host only. To let other hosts in,
+    /// give an address here and set `user`/`password` (the broker then
+    /// requires them).
+    #[serde(default)]
+    pub listen: Option<std::net::SocketAddr>,
     /// Name this runtime's network addresses (UDP, TCP) in what it
     /// announces through the broker. Off by default: peers that can reach
     /// them hear us directly and get them then.
@@ -219,6 +225,7 @@ impl MqttConfig {
             keep_alive_s: default_keep_alive(),
             session_expiry_s: default_session(),
             discovery: BrokerDiscovery::default(),
+            listen: None,
             announce_addresses: false,
         }
     }
@@ -253,6 +260,15 @@ impl MqttConfig {
                     "{} is below one packet ({} bytes, at most 1 MiB)",
                     self.offline_queue_bytes,
                     self.max_packet_bytes.min(1 << 20)
+                ),
+            );
+        }
+        if self.listen.is_some() && !matches!(self.broker, BrokerUrl::Embedded { .. }) {
+            return bad(
+                "mqtt.listen",
+                format!(
+                    "is for the embedded broker only, and the broker is {}",
+                    self.broker
                 ),
             );
         }
