@@ -129,18 +129,7 @@ pub fn run(a: AdminArgs, spin: Duration) -> Result<(), String> {
         AdminCmd::Counters => {
             let c = ferry::admin::parse_counters(&reply).map_err(|e| e.to_string())?;
             let (d, k) = (c.discovery, c.connections);
-            out!(
-                "discovery datagrams: sent {}  accepted {}  malformed {}  other domains {}  \
-                 forged {}  refused {}  off-host under localhost {}  participants evicted {}",
-                d.sent,
-                d.received,
-                d.malformed,
-                d.foreign_domain,
-                d.not_owner,
-                d.refused,
-                d.not_loopback,
-                d.evicted
-            );
+            out!("discovery: {}", crate::discovery_counters(&d));
             out!(
                 "incoming connections: accepted {}  no Hello in time {}  bad Hello {}  \
                  evicted {}  refused {}  out of file descriptors {}",

@@ -154,6 +154,24 @@ fn broker(a: BrokerArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// A runtime's discovery counters, as `ferry doctor` and `ferry admin NODE
+/// counters` print them.
+pub(crate) fn discovery_counters(d: &ferry::DiscoveryStats) -> String {
+    format!(
+        "datagrams sent {}  accepted {}  malformed {}  other domains {}  forged (a known \
+         participant's id from another address) {}  refused (caps, rate, revision jumps) {}  \
+         off-host under localhost {}  participants evicted {}",
+        d.sent,
+        d.received,
+        d.malformed,
+        d.foreign_domain,
+        d.not_owner,
+        d.refused,
+        d.not_loopback,
+        d.evicted
+    )
+}
+
 fn doctor(spin: Duration) -> Result<(), String> {
     let cfg = ferry::Config::from_env().map_err(|e| e.to_string())?;
     out!(
@@ -175,18 +193,10 @@ fn doctor(spin: Duration) -> Result<(), String> {
     peers.sort();
     peers.dedup();
     out!(
-        "discovery: {} runtimes heard in {:.1} s; datagrams accepted {}  malformed {}  \
-         other domains {}  forged (a known participant's id from another address) {}  \
-         refused (caps, rate, revision jumps) {}  off-host under localhost {}  evicted {}",
+        "discovery: {} runtimes heard in {:.1} s; {}",
         peers.len(),
         spin.as_secs_f64(),
-        d.received,
-        d.malformed,
-        d.foreign_domain,
-        d.not_owner,
-        d.refused,
-        d.not_loopback,
-        d.evicted
+        discovery_counters(&d)
     );
     let Some(m) = &cfg.mqtt else {
         out!("mqtt: not configured (set [mqtt] broker in FERRY_CONFIG, or FERRY_MQTT=mqtt://host:1883)");

@@ -128,6 +128,11 @@ fn a_connection_flood_does_not_shut_out_a_new_publisher() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no connection counters: {counters:?}"));
     assert!(evicted >= 100, "{counters}");
+    eprintln!(
+        "{} flood connections; new publisher heard after {heard:?}; {}",
+        600,
+        counters.trim()
+    );
     // Running short of descriptors, if it happened, is said once.
     assert!(
         err.matches("out of file descriptors").count() <= 1,

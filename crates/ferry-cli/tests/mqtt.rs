@@ -145,25 +145,32 @@ fn broker_doctor_echo_and_hz_on_a_cloud_topic() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A node config for `broker` as `user`/`password` that fails at once
+/// (within 2 s) when the broker refuses it.
+fn strict_client(domain: u16, broker: BrokerUrl, user: Option<&str>, password: &str) -> Config {
+    let mut m = MqttConfig::new(broker);
+    m.user = user.map(String::from);
+    m.password = user.map(|_| password.to_string());
+    m.on_unreachable = ferry::config::mqtt::OnUnreachable::Fail;
+    m.connect_timeout_ms = 2000;
+    Config {
+        domain_id: domain,
+        discovery: DiscoveryRange::Localhost,
+        mqtt: Some(m),
+        ..Config::default()
+    }
+}
+
 #[test]
 fn broker_with_users_accepts_the_right_password_only() {
     let port = free_port();
     let mut broker = ferry_broker(port, &["--user", "robot:s3cret"]);
     let cfg = |user: Option<&str>, password: &str| {
-        let mut m = MqttConfig::new(BrokerUrl::Tcp {
+        let broker = BrokerUrl::Tcp {
             host: "127.0.0.1".into(),
             port,
-        });
-        m.user = user.map(String::from);
-        m.password = user.map(|_| password.to_string());
-        m.on_unreachable = ferry::config::mqtt::OnUnreachable::Fail;
-        m.connect_timeout_ms = 2000;
-        Config {
-            domain_id: 182,
-            discovery: DiscoveryRange::Off,
-            mqtt: Some(m),
-            ..Config::default()
-        }
+        };
+        strict_client(182, broker, user, password)
     };
     for (user, pw) in [(Some("robot"), "wrong"), (None, "")] {
         let Err(e) = Node::builder()
@@ -194,17 +201,7 @@ fn reachable(addr: std::net::SocketAddr) -> bool {
 fn the_embedded_broker_stays_on_this_host_requires_the_configured_user_and_is_shared() {
     let port = free_port();
     let cfg = |user: Option<&str>, password: &str| {
-        let mut m = MqttConfig::new(BrokerUrl::Embedded { port });
-        m.user = user.map(String::from);
-        m.password = user.map(|_| password.to_string());
-        m.on_unreachable = ferry::config::mqtt::OnUnreachable::Fail;
-        m.connect_timeout_ms = 2000;
-        Config {
-            domain_id: 183,
-            discovery: DiscoveryRange::Localhost,
-            mqtt: Some(m),
-            ..Config::default()
-        }
+        strict_client(183, BrokerUrl::Embedded { port }, user, password)
     };
     // The node that starts it: with [mqtt] credentials.
     let owner = Node::builder()

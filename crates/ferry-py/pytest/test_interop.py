@@ -310,6 +310,7 @@ def test_keep_all_flood_to_a_slow_python_subscriber_loses_nothing(procs, topic, 
     wait_line(p, "ready")
     got = _drain_slowly(sub, n, 6_000, 0.3)
     status = wait_line(p, "done", timeout=60.0)
+    print(f"{transport}: received {len(got)} of {n}, dropped {sub.dropped}; publisher: {status}")
     assert sub.dropped == 0
     assert len(got) == n, f"{len(got)} of {n} received; publisher: {status}"
     assert got == list(range(n)), "samples lost or out of order"

@@ -19,6 +19,11 @@ use parking_lot::{Condvar, Mutex};
 pub type RoomWaker = Arc<dyn Fn() + Send + Sync>;
 
 /// Room in a bounded receive queue (see the module docs).
+///
+/// The counter and the "someone waits" flag are sequentially consistent: a
+/// taker stores the count then reads the flag while a waiter stores the
+/// flag then reads the count, and weaker orderings would let both miss the
+/// other (a stalled path that is never woken).
 pub struct Room {
     depth: usize,
     len: AtomicUsize,
@@ -54,7 +59,7 @@ impl Room {
     }
     /// Items held now.
     pub fn len(&self) -> usize {
-        self.len.load(Ordering::Acquire)
+        self.len.load(Ordering::SeqCst)
     }
     /// Whether it holds nothing.
     pub fn is_empty(&self) -> bool {
@@ -66,7 +71,7 @@ impl Room {
     }
     /// One item went in.
     pub fn put(&self) {
-        self.len.fetch_add(1, Ordering::AcqRel);
+        self.len.fetch_add(1, Ordering::SeqCst);
     }
     /// `n` items came out: wakes whoever waits once there is room.
     pub fn taken(&self, n: usize) {
@@ -75,18 +80,23 @@ impl Room {
         }
         let before = self
             .len
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| {
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |l| {
                 Some(l.saturating_sub(n))
             })
             .unwrap_or(0);
-        if self.waiting.load(Ordering::Acquire) && before.saturating_sub(n) < self.depth {
+        if self.waiting.load(Ordering::SeqCst) && before.saturating_sub(n) <= self.low_water() {
             self.wake();
         }
+    }
+    /// Waiters are woken once this few are held: a quarter of the room is
+    /// free, so a path that resumes moves a batch, not one sample per wake.
+    fn low_water(&self) -> usize {
+        self.depth - (self.depth / 4).max(1)
     }
     fn wake(&self) {
         let wakers = {
             let mut w = self.wakers.lock();
-            self.waiting.store(false, Ordering::Release);
+            self.waiting.store(false, Ordering::SeqCst);
             std::mem::take(&mut *w)
         };
         self.cv.notify_all();
@@ -94,12 +104,13 @@ impl Room {
             w();
         }
     }
-    /// Calls `waker` once when there is room: at once if there is now.
+    /// Calls `waker` once when a quarter of the room is free: at once if
+    /// it is now.
     pub fn on_room(&self, waker: RoomWaker) {
         {
             let mut w = self.wakers.lock();
-            self.waiting.store(true, Ordering::Release);
-            if !self.has_room() {
+            self.waiting.store(true, Ordering::SeqCst);
+            if self.len() > self.low_water() {
                 w.push(waker);
                 return;
             }
@@ -110,7 +121,7 @@ impl Room {
     pub fn wait_room(&self, until: Instant) -> bool {
         let mut w = self.wakers.lock();
         loop {
-            self.waiting.store(true, Ordering::Release);
+            self.waiting.store(true, Ordering::SeqCst);
             if self.has_room() {
                 return true;
             }

@@ -752,16 +752,14 @@ fn the_broker_hears_announcements_only_when_they_are_needed_and_never_addresses(
         mqtt: Some(MqttConfig::new(BrokerUrl::Embedded { port })),
         ..Config::default()
     };
+    // A node with a publisher of `topic`.
+    let node = |name: &str, cfg: Config, topic: &str| {
+        let n = Node::builder().name(name).config(cfg).build().unwrap();
+        let p = n.publisher::<std_msgs::String>(topic).build().unwrap();
+        (n, p)
+    };
     // A broker but no cloud-scope rule: nothing to announce there.
-    let quiet = Node::builder()
-        .name("quiet")
-        .config(cfg(174, false))
-        .build()
-        .unwrap();
-    let _p = quiet
-        .publisher::<std_msgs::String>("/local/x")
-        .build()
-        .unwrap();
+    let (quiet, _p) = node("quiet", cfg(174, false), "/local/x");
     assert!(quiet.broker_state().is_some());
     assert_eq!(
         first_announcement(port, 174, 2),
@@ -769,15 +767,7 @@ fn the_broker_hears_announcements_only_when_they_are_needed_and_never_addresses(
         "announced without need"
     );
     // A cloud-scope rule: announced, without UDP or TCP addresses.
-    let loud = Node::builder()
-        .name("loud")
-        .config(cfg(175, true))
-        .build()
-        .unwrap();
-    let _p = loud
-        .publisher::<std_msgs::String>("/cloud/x")
-        .build()
-        .unwrap();
+    let _loud = node("loud", cfg(175, true), "/cloud/x");
     let bytes = first_announcement(port, 175, 10).expect("no announcement through the broker");
     let Ok(Beacon {
         body: BeaconBody::Announce(a),
