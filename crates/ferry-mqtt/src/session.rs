@@ -45,21 +45,20 @@ const RESUBSCRIBE_GRACE: Duration = Duration::from_secs(7);
 /// A broker that lost this runtime's session (it restarted, and brokers
 /// like ferry's own keep sessions in memory) lost everyone's subscriptions
 /// too: what is published before the subscribers are back is acknowledged
-/// and dropped. So what was queued or in flight waits until every peer
-/// heard through the broker before has announced itself again (it
+/// and dropped. So when ferry peers had been heard through the broker, what
+/// was queued or in flight waits until each has announced itself again (it
 /// subscribes before it announces, on the same connection) or the grace
-/// period ends.
+/// period ends. (Without such peers nothing waits: plain MQTT subscribers
+/// cannot be told apart from none.)
 pub(crate) struct Hold {
     until: Instant,
     /// Peers heard through the broker before, not yet heard again.
     awaiting: HashSet<ParticipantId>,
-    /// There were such peers (without any, only the grace period ends it).
-    peers: bool,
 }
 
 impl Hold {
     fn over(&self, now: Instant) -> bool {
-        now >= self.until || (self.peers && self.awaiting.is_empty())
+        now >= self.until || self.awaiting.is_empty()
     }
 }
 
@@ -352,8 +351,8 @@ impl Broker {
             // A broker that lost our session (a restart) lost the others'
             // subscriptions too: hold what we have until they are back.
             let reconnect = self.state.lock().connects > 0;
-            if reconnect && !ack.session_present {
-                let awaiting = self.heard.lock().clone();
+            let awaiting = self.heard.lock().clone();
+            if reconnect && !ack.session_present && !awaiting.is_empty() {
                 tracing::info!(
                     "MQTT broker {}: it lost this runtime's session (restarted?); queued \
                      messages wait until {} peer(s) announce themselves again, at most {:?}",
@@ -363,7 +362,6 @@ impl Broker {
                 );
                 s.hold = Some(Hold {
                     until: Instant::now() + RESUBSCRIBE_GRACE,
-                    peers: !awaiting.is_empty(),
                     awaiting,
                 });
             } else {
