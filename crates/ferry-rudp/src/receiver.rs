@@ -548,19 +548,34 @@ impl Receiver {
     }
 
     /// The writer no longer has samples below `first`: stop waiting for them.
+    /// Walks only the samples held, never every number below `first` (a
+    /// heartbeat may name any `first`: one that named 2^63 used to keep
+    /// the I/O thread counting for good).
     fn give_up_below(&mut self, first: u64) {
         while self.base < first {
-            if let Some(s) = self.complete.remove(&self.base) {
+            let next_complete = self
+                .complete
+                .range(self.base..first)
+                .next()
+                .map(|(k, _)| *k);
+            let next_partial = self.partial.range(self.base..first).next().map(|(k, _)| *k);
+            let Some(seq) = next_complete.into_iter().chain(next_partial).min() else {
+                self.stats.lost = self.stats.lost.saturating_add(first - self.base);
+                self.base = first;
+                break;
+            };
+            self.stats.lost = self.stats.lost.saturating_add(seq - self.base);
+            if let Some(s) = self.complete.remove(&seq) {
                 self.pending_bytes -= s.data.len();
                 self.stats.delivered += 1;
                 self.out.push_back(s);
             } else {
-                if let Some(p) = self.partial.remove(&self.base) {
+                if let Some(p) = self.partial.remove(&seq) {
                     self.pending_bytes -= p.held();
                 }
                 self.stats.lost += 1;
             }
-            self.base += 1;
+            self.base = seq + 1;
         }
         self.deliver();
     }
@@ -604,7 +619,10 @@ impl Receiver {
             } else if !self.complete.contains_key(&seq) {
                 v.push(Missing::Sample(seq));
             }
-            seq += 1;
+            let Some(next) = seq.checked_add(1) else {
+                break;
+            };
+            seq = next;
         }
         v
     }

@@ -504,3 +504,33 @@ fn lifespan_drops_stale_samples() {
     );
     assert!(o.dropped > 0);
 }
+
+#[test]
+fn a_heartbeat_naming_a_huge_first_sample_costs_nothing() {
+    use ferry_rudp::{Receiver, ReceiverConfig};
+    use ferry_wire::rudp::{encode_heartbeat, Heartbeat};
+    // A writer's oldest sample far ahead (forged, or a writer that ran for
+    // ages): the receiver gives up what it waited for at once, without
+    // counting its way there.
+    let t0 = std::time::Instant::now();
+    let mut rx = Receiver::new(ReceiverConfig::new(7), t0);
+    for first in [1u64 << 20, 1 << 63, u64::MAX] {
+        let hb = encode_heartbeat(
+            7,
+            &Heartbeat {
+                first,
+                last: first,
+                count: 1,
+                sent_us: 0,
+            },
+        );
+        let started = std::time::Instant::now();
+        rx.handle_datagram(t0, &hb).unwrap();
+        assert!(
+            started.elapsed() < std::time::Duration::from_millis(100),
+            "first = {first}: took {:?}",
+            started.elapsed()
+        );
+    }
+    assert!(rx.stats().lost >= 1 << 20);
+}
