@@ -132,6 +132,41 @@ impl Room {
     }
 }
 
+/// One path's stall on a reader's [`Room`]: the path holds back while the
+/// room is full and asks to be resumed once per stall, not once per look.
+#[derive(Debug, Clone, Default)]
+pub struct Stall(Arc<AtomicBool>);
+
+impl Stall {
+    /// Whether the path is stalled now (a waker is registered and has not
+    /// run yet).
+    pub fn is_stalled(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Whether `room` is full; if it is, `resume` runs once when a quarter
+    /// of it is free (registered only on the first look of a stall).
+    pub fn full(&self, room: &Room, resume: impl Fn() + Send + Sync + 'static) -> bool {
+        if room.has_room() {
+            return false;
+        }
+        self.wait(room, resume);
+        true
+    }
+
+    /// Registers `resume` for when room frees, unless this stall already
+    /// did.
+    pub fn wait(&self, room: &Room, resume: impl Fn() + Send + Sync + 'static) {
+        if !self.0.swap(true, Ordering::AcqRel) {
+            let flag = self.0.clone();
+            room.on_room(Arc::new(move || {
+                flag.store(false, Ordering::Release);
+                resume();
+            }));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +203,26 @@ mod tests {
         room.put();
         room.put();
         assert!(!room.wait_room(Instant::now() + Duration::from_millis(10)));
+    }
+
+    #[test]
+    fn a_stall_registers_one_waker_however_often_it_looks() {
+        let room = Room::new(4);
+        for _ in 0..4 {
+            room.put();
+        }
+        let stall = Stall::default();
+        let woken = Arc::new(AtomicU32::new(0));
+        for _ in 0..3 {
+            let w = woken.clone();
+            assert!(stall.full(&room, move || {
+                w.fetch_add(1, Ordering::Relaxed);
+            }));
+        }
+        assert!(stall.is_stalled());
+        room.taken(1);
+        assert_eq!(woken.load(Ordering::Relaxed), 1, "three looks, one waker");
+        assert!(!stall.is_stalled());
+        assert!(!stall.full(&room, || {}));
     }
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ferry_shm::{Doorbell, ReaderConn};
+use ferry_transport::room::Stall;
 use ferry_wire::shm::{read_message, Attach, Control, RefuseReason};
 use ferry_wire::WireError;
 use ferry_wire::{ParticipantId, TransportKind};
@@ -30,7 +31,7 @@ pub(super) struct Inbound {
     stream: UnixStream,
     /// The reader's queue is full: its samples wait in the writer's ring
     /// (which blocks a reliable keep_all writer) until room frees.
-    paused: Arc<AtomicBool>,
+    paused: Stall,
 }
 
 impl Inbound {
@@ -40,19 +41,12 @@ impl Inbound {
         let Some(room) = self.reader.room() else {
             return true;
         };
-        if room.has_room() {
-            return true;
-        }
-        if !self.paused.swap(true, Ordering::AcqRel) {
-            let (paused, bell) = (self.paused.clone(), bell.clone());
-            room.on_room(Arc::new(move || {
-                paused.store(false, Ordering::Release);
-                if let Some(r) = bell.upgrade() {
-                    r.bell.ring();
-                }
-            }));
-        }
-        false
+        let bell = bell.clone();
+        !self.paused.full(room, move || {
+            if let Some(r) = bell.upgrade() {
+                r.bell.ring();
+            }
+        })
     }
 }
 
@@ -231,7 +225,7 @@ impl Receiving {
             stream: stream
                 .try_clone()
                 .map_err(|e| (RefuseReason::Segment, e.to_string()))?,
-            paused: Arc::new(AtomicBool::new(false)),
+            paused: Stall::default(),
         })
     }
 
@@ -302,7 +296,7 @@ impl Receiving {
     /// Whether a connection has samples its reader takes now.
     fn has_data(list: &[Inbound]) -> bool {
         list.iter()
-            .any(|i| !i.paused.load(Ordering::Acquire) && i.conn.has_data())
+            .any(|i| !i.paused.is_stalled() && i.conn.has_data())
     }
 
     /// The `ferry-shm` thread. It alone owns the list of inbound

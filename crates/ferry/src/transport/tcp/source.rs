@@ -4,15 +4,14 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry_transport::room::Room;
+use ferry_transport::room::Stall;
 use ferry_transport::stats::ListenerCounters;
 
 use super::{dispatch, on_closed, DispatchCtx, FrameReader, Role, TcpConn};
-use crate::reactor::{IoHandle, LoopContext, Readiness, Served, Source};
+use crate::reactor::{LoopContext, Readiness, Served, Source};
 
 /// Most bytes read from one connection per loop turn (a saturated
 /// connection must not starve the I/O thread's timers).
@@ -44,8 +43,8 @@ pub(crate) struct TcpSource {
     /// socket fills, TCP's flow control stops the writer, and its keep_all
     /// blocks. Resumed by a kick once the room's waker cleared `paused`.
     held: bool,
-    /// Set while waiting for room; cleared by the room's waker.
-    paused: Arc<AtomicBool>,
+    /// Waiting for room; ended by the room's waker.
+    paused: Stall,
 }
 
 impl TcpSource {
@@ -57,7 +56,7 @@ impl TcpSource {
             hello_by: None,
             counters: None,
             held: false,
-            paused: Arc::new(AtomicBool::new(false)),
+            paused: Stall::default(),
         }
     }
 
@@ -76,7 +75,7 @@ impl TcpSource {
             hello_by: Some(Instant::now() + HELLO_TIMEOUT),
             counters: Some(counters),
             held: false,
-            paused: Arc::new(AtomicBool::new(false)),
+            paused: Stall::default(),
         }
     }
 
@@ -127,8 +126,9 @@ impl TcpSource {
                         dctx.bound = bound.lock().clone();
                     }
                 }
-                if let Some((reader, _)) = &dctx.bound {
-                    if full(reader.room(), &self.paused, &self.conn.io) {
+                if let Some(room) = dctx.bound.as_ref().and_then(|(r, _)| r.room()) {
+                    let io = self.conn.io.clone();
+                    if self.paused.full(room, move || io.kick()) {
                         self.held = true;
                         break;
                     }
@@ -208,7 +208,7 @@ impl Source for TcpSource {
 
     fn kicked(&mut self) -> bool {
         // Room freed in the bound reader's queue: read on.
-        let resume = self.held && !self.paused.load(Ordering::Acquire);
+        let resume = self.held && !self.paused.is_stalled();
         if resume {
             self.held = false;
         }
@@ -271,23 +271,4 @@ impl Source for TcpSource {
     fn shutdown(&mut self) {
         self.conn.mark_closed();
     }
-}
-
-/// Whether a reader's queue is full (`room`): then asks for a kick of the
-/// I/O loop when room frees, once per stall (`paused`).
-fn full(room: Option<&Arc<Room>>, paused: &Arc<AtomicBool>, io: &IoHandle) -> bool {
-    let Some(room) = room else {
-        return false;
-    };
-    if room.has_room() {
-        return false;
-    }
-    if !paused.swap(true, Ordering::AcqRel) {
-        let (paused, io) = (paused.clone(), io.clone());
-        room.on_room(Arc::new(move || {
-            paused.store(false, Ordering::Release);
-            io.kick();
-        }));
-    }
-    true
 }

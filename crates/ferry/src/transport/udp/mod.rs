@@ -23,6 +23,7 @@ use ferry_rudp::{
     Dropped, Endpoint, EndpointConfig, EndpointEvent, Incoming, Receiver, ReceiverConfig, Routed,
     Sender, SenderEvent, StreamHandle,
 };
+use ferry_transport::room::Stall;
 use ferry_wire::rudp::Packet;
 use ferry_wire::{EndpointId, ParticipantId, TransportKind};
 use parking_lot::{Condvar, Mutex};
@@ -170,7 +171,7 @@ struct RxStream {
     conn: Arc<InboundConn>,
     /// Waiting for room in the reader's queue (a waker will kick the I/O
     /// loop, whose next turn pumps every stream).
-    waiting: Arc<AtomicBool>,
+    waiting: Stall,
 }
 
 /// The endpoint and the buffer its HELLOs are written into.
@@ -297,7 +298,10 @@ impl UdpShared {
             let mut free = room
                 .as_ref()
                 .map_or(usize::MAX, |r| r.depth().saturating_sub(r.len()));
-            rx.receiver.set_held(free == 0, now);
+            if free > 0 {
+                // Room again: what was held goes now (and is acknowledged).
+                rx.receiver.set_held(false, now);
+            }
             while free > 0 {
                 let Some(s) = rx.receiver.poll_sample() else {
                     break;
@@ -308,13 +312,8 @@ impl UdpShared {
             }
             if let Some(room) = room.filter(|_| free == 0) {
                 rx.receiver.set_held(true, now);
-                if !rx.waiting.swap(true, Ordering::AcqRel) {
-                    let (waiting, io) = (rx.waiting.clone(), self.io.clone());
-                    room.on_room(Arc::new(move || {
-                        waiting.store(false, Ordering::Release);
-                        io.kick();
-                    }));
-                }
+                let io = self.io.clone();
+                rx.waiting.wait(&room, move || io.kick());
             }
         }
         while rx.receiver.poll_transmit(buf) {
@@ -512,7 +511,7 @@ impl UdpShared {
                 peer: inc.peer,
                 reader: Arc::downgrade(&reader),
                 conn,
-                waiting: Arc::new(AtomicBool::new(false)),
+                waiting: Stall::default(),
             },
         );
         self.with_rx(h, |s| s.receiver.acknowledge(now));
