@@ -49,6 +49,8 @@ pub const MAX_LEASE_MS: u32 = 600_000;
 /// silent before it is forgotten (it is learned again from its next
 /// heartbeat): a forged id that never answers our requests goes after this.
 pub const FIRST_CONTACT: Duration = Duration::from_secs(5);
+/// A participant greeted less than this ago is not greeted again.
+pub const GREET_REPEAT: Duration = Duration::from_secs(5);
 /// How long an id claimed from two addresses at first contact is ignored.
 pub const CONTESTED: Duration = Duration::from_secs(10);
 /// Heartbeats each participant receives per second at most in a domain of
@@ -83,6 +85,10 @@ struct Entry {
     /// When to ask for its records (again), while `advertised` is not had.
     next_request: Option<Instant>,
     request_gap: Duration,
+    /// Requests sent for the records it advertised, unanswered so far.
+    asks: u8,
+    /// When the first of them went out.
+    asked_at: Option<Instant>,
     first_seen: Instant,
     /// Last evidence from the data plane (a live connection).
     last_data: Option<Instant>,
@@ -137,10 +143,14 @@ pub struct Discovery {
     /// Earliest expiry or request due in the table (a lower bound).
     next_scan: Instant,
     fast_until: Instant,
+    /// Smoothed time from a request to its answer.
+    answer_time: Option<Duration>,
     /// Requests for our records, answered with an announcement.
     replies: Pending,
     /// Newcomers, greeted with a heartbeat so they learn about us.
     greetings: Pending,
+    /// Whom we greeted lately, and when.
+    greeted: HashMap<ParticipantId, Instant>,
     /// While our table still grows after we started: when to ask everyone
     /// to greet us again (a greeting lost in a crowd's burst is otherwise
     /// only repaired by the next, possibly long, period), and how many we
@@ -170,8 +180,10 @@ impl Discovery {
             changed: Some(now),
             next_scan: now,
             fast_until,
+            answer_time: None,
             replies: Pending::default(),
             greetings: Pending::default(),
+            greeted: HashMap::new(),
             hello: Some((now + HELLO_FIRST, HELLO_FIRST, 0)),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
@@ -441,6 +453,7 @@ impl Discovery {
                 return Ok(false);
             }
             Some(Verdict::Upgrade) => {
+                let first_gap = self.first_request_gap();
                 let e = self.table.get_mut(&id).expect("verdict found it");
                 let ip = e.origin.ip();
                 e.origin = Origin::Direct(from);
@@ -451,7 +464,7 @@ impl Discovery {
                     // records; matching tries the network paths when they
                     // come (`on_part`).
                     e.next_request = Some(now);
-                    e.request_gap = Duration::from_millis(100);
+                    e.request_gap = first_gap;
                     self.next_scan = now;
                 }
                 self.sources.remove_participant(ip, records);
@@ -462,6 +475,7 @@ impl Discovery {
             Some(Verdict::Owner | Verdict::Stranger) => {}
         }
         let spread_us = self.next_rand() % (self.table.len() as u64 * 500 + 1);
+        let first_gap = self.first_request_gap();
         let first_contact = self.first_contact();
         let e = self.table.get_mut(&id).expect("admitted");
         if e.known.is_some() && revision != e.revision {
@@ -498,7 +512,9 @@ impl Discovery {
             };
             if e.advertised != revision || e.next_request.is_none() {
                 e.advertised = revision;
-                e.request_gap = Duration::from_millis(100);
+                e.asks = 0;
+                e.asked_at = None;
+                e.request_gap = first_gap;
                 e.next_request = Some(e.next_request.map_or(at, |t| t.min(at)));
                 self.next_scan = self.next_scan.min(at);
             }
@@ -554,6 +570,8 @@ impl Discovery {
                 next_request: None,
                 via_broker: false,
                 request_gap: Duration::from_millis(100),
+                asks: 0,
+                asked_at: None,
                 first_seen: now,
                 last_data: None,
                 unicast: None,
@@ -564,7 +582,9 @@ impl Discovery {
         // crowd answering one join does not answer at the same instant.
         let jitter = self.greeting_jitter();
         match origin {
-            Origin::Direct(a) if !self.left => self.greetings.add(a, now + jitter),
+            Origin::Direct(a) if !self.left && self.first_greeting(id, now) => {
+                self.greetings.add(a, now + jitter)
+            }
             Origin::Broker => {
                 let at = now + jitter;
                 self.changed = Some(self.changed.map_or(at, |t| t.min(at)));
@@ -671,6 +691,16 @@ impl Discovery {
         if !ahead(e.advertised, e.revision) {
             e.advertised = e.revision;
             e.next_request = None;
+            if let (1, Some(t)) = (e.asks, e.asked_at.take()) {
+                // Answered at the first ask: a sample of how long answers
+                // take (Karn: never after a retry, which is ambiguous).
+                let sample = now.saturating_duration_since(t);
+                self.answer_time = Some(match self.answer_time {
+                    Some(a) => (a * 7 + sample) / 8,
+                    None => sample,
+                });
+            }
+            e.asks = 0;
         }
         e.lease = lease;
         e.expires = now + lease;
@@ -771,19 +801,30 @@ impl Discovery {
             return;
         }
         let group_ok = self.cfg.multicast;
-        let crowd = (self.table.len() / 8).max(GROUP_ANSWER);
-        if let Some(to) = self.replies.due(now, group_ok, crowd) {
+        // One datagram to the group costs a reception at every member: it
+        // beats unicast only when a good part of the domain asked at once
+        // (a quarter for records, half for greetings — a group heartbeat
+        // also makes those who have our records look again).
+        let n = self.table.len();
+        if let Some(to) = self.replies.due(now, group_ok, (n / 4).max(GROUP_ANSWER)) {
             self.answer(to);
         }
-        if let Some(to) = self.greetings.due(now, group_ok, crowd) {
+        if let Some(to) = self.greetings.due(now, group_ok, (n / 2).max(GROUP_ANSWER)) {
             self.greet(to);
         }
         if let Some((at, gap, known)) = self.hello {
             if at <= now {
                 let n = self.table.len();
                 // Stop once an interval passed without anyone new (after
-                // the first two asks).
-                self.hello = if n <= known && gap > HELLO_FIRST {
+                // the first two asks), after three, and in a large
+                // domain: every ask costs a reception at every member and
+                // a greeting from each, and in a crowd starting at once
+                // the table grows for long. There, greetings at admission
+                // and the periodic heartbeats repair what was lost.
+                self.hello = if (n <= known && gap > HELLO_FIRST)
+                    || gap > HELLO_FIRST * 4
+                    || n >= SMALL_DOMAIN as usize * 4
+                {
                     None
                 } else {
                     let ask = self.beacon(BeaconBody::Request { target: EVERYONE });
@@ -797,13 +838,18 @@ impl Discovery {
                 };
             }
         }
-        if self.changed.is_some_and(|t| t <= now) {
+        let announced = self.changed.is_some_and(|t| t <= now);
+        if announced {
             self.changed = None;
             let all = self.destinations(true);
             self.send_announce(&all);
         }
         if self.next_periodic <= now {
-            self.heartbeat_all();
+            // An announcement to everyone this turn is the heartbeat too
+            // (at start, a crowd's first heartbeats doubled its traffic).
+            if !announced {
+                self.heartbeat_all();
+            }
             let period = if now < self.fast_until && self.table.len() < SMALL_DOMAIN as usize {
                 self.cfg.announce_period / 4
             } else {
@@ -822,6 +868,16 @@ impl Discovery {
     /// newcomers must not be asked faster than it can answer).
     fn max_request_gap(&self) -> Duration {
         Duration::from_secs(1).max(Duration::from_millis(5) * self.table.len() as u32)
+    }
+
+    /// First wait before asking again: 100 ms, or twice the time answers
+    /// take lately (a crowd answers slowly; asking again before the answer
+    /// could come only adds load).
+    fn first_request_gap(&self) -> Duration {
+        let base = Duration::from_millis(100);
+        self.answer_time
+            .map_or(base, |a| base.max(a * 2))
+            .min(self.max_request_gap())
     }
 
     /// How long a participant being learned may stay silent: FIRST_CONTACT,
@@ -859,6 +915,10 @@ impl Discovery {
                     });
                     e.next_request = Some(now + e.request_gap);
                     e.request_gap = (e.request_gap * 2).min(max_gap);
+                    if e.asks == 0 {
+                        e.asked_at = Some(now);
+                    }
+                    e.asks = e.asks.saturating_add(1);
                 }
             }
             next = next.min(e.expires);
@@ -1029,6 +1089,28 @@ impl Discovery {
                 bytes: hb.clone(),
             });
         }
+    }
+
+    /// Whether to greet `id`, heard for the first time: not if it was
+    /// greeted less than [`GREET_REPEAT`] ago (a participant forgotten in a
+    /// crowd's storm and heard again would otherwise cost a greeting each
+    /// time). Its own "greet me" is always answered.
+    fn first_greeting(&mut self, id: ParticipantId, now: Instant) -> bool {
+        if self
+            .greeted
+            .get(&id)
+            .is_some_and(|t| now < *t + GREET_REPEAT)
+        {
+            return false;
+        }
+        if self.greeted.len() >= MAX_PARTICIPANTS {
+            self.greeted.retain(|_, t| now < *t + GREET_REPEAT);
+            if self.greeted.len() >= MAX_PARTICIPANTS {
+                return true;
+            }
+        }
+        self.greeted.insert(id, now);
+        true
     }
 
     /// Spread of a crowd's greetings: 50 ms, or half a millisecond per

@@ -30,10 +30,11 @@ impl Pending {
 
     /// The destinations due now, if any. More than `crowd` askers at once
     /// (an eighth of the domain, at least [`GROUP_ANSWER`]) get one
-    /// datagram to the group — at most every [`GROUP_GAP`]; in between,
-    /// askers (those that lost it) are answered by unicast, at most
-    /// [`UNICAST_BATCH`] per turn (the rest a millisecond later), so a crowd
-    /// neither floods the group nor our send buffer.
+    /// datagram to the group — at most every [`GROUP_GAP`], a crowd asking
+    /// in between waits for it; a few askers (those that lost it) are
+    /// answered by unicast, at most [`UNICAST_BATCH`] per turn (the rest a
+    /// millisecond later), so a crowd neither floods the group nor our
+    /// send buffer.
     pub(super) fn due(
         &mut self,
         now: Instant,
@@ -43,8 +44,15 @@ impl Pending {
         if self.at.is_none_or(|t| t > now) {
             return None;
         }
-        let group_free = self.last_group.is_none_or(|t| now >= t + GROUP_GAP);
-        if group_ok && self.to.len() > crowd && group_free {
+        if group_ok && self.to.len() > crowd {
+            let free_at = self.last_group.map_or(now, |t| t + GROUP_GAP);
+            if now < free_at {
+                // A crowd still asks: one datagram to the group when the
+                // gap ends serves it, unicast to each would cost the
+                // crowd's square.
+                self.at = Some(free_at);
+                return None;
+            }
             self.at = None;
             self.to.clear();
             self.last_group = Some(now);
