@@ -22,6 +22,14 @@ if grep -E '^\| (ideal|loss20) ' "$out/w.txt" | grep -vq '60/60'; then
   echo "bench smoke: a quick Table II cell lost samples" >&2
   exit 1
 fi
+echo "== ferry-wireless rates --quick (0.2 / 1 / 10 Hz: idleness is not an outage)"
+./target/release/ferry-wireless rates --quick | tee "$out/rates.txt"
+# Every sample arrives at every rate (received = sent in each row).
+if ! awk -F'|' '/^\| [0-9.]+ Hz/ { split($3, r, "/"); if (r[1] + 0 != r[2] + 0 || $4 ~ /NaN/) bad = 1; n++ }
+    END { exit (bad || n != 3) }' "$out/rates.txt"; then
+  echo "bench smoke: a low-rate cell lost samples" >&2
+  exit 1
+fi
 echo "== ferry-prio run --quick (seed 002 Fig. 4a: priority under 70 % load)"
 ./target/release/ferry-prio run --quick --out "$out/priority" | tee "$out/p.txt"
 # Every quick cell measured its pings (no cell without samples or all timeouts).

@@ -212,6 +212,10 @@ pub struct Sender {
     last_heartbeat: Option<Instant>,
     hb_count: u32,
     last_feedback: Instant,
+    /// When data became outstanding after everything had been
+    /// acknowledged: silence counts from here at the earliest (an idle
+    /// stream hears little, and that is not an outage).
+    waiting_since: Instant,
     silent: bool,
     srtt_us: f64,
     write_interval: Option<f64>,
@@ -245,6 +249,7 @@ impl Sender {
             last_heartbeat: None,
             hb_count: 0,
             last_feedback: now,
+            waiting_since: now,
             silent: false,
             srtt_us: 0.0,
             write_interval: None,
@@ -294,6 +299,9 @@ impl Sender {
         let frags = data.len().div_ceil(self.max_payload()).max(1) as u16;
         let piece = data.len().div_ceil(frags as usize);
         let seq = self.next_seq;
+        if self.acked >= self.next_seq {
+            self.waiting_since = now;
+        }
         self.next_seq += 1;
         self.history_bytes += data.len();
         let r = if self.cfg.fec && self.cfg.reliable {
@@ -379,6 +387,11 @@ impl Sender {
                 .clamp(self.cfg.heartbeat_min, self.cfg.heartbeat_max),
             _ => self.cfg.heartbeat_max,
         }
+    }
+
+    /// Since when the peer has been silent while data was outstanding.
+    fn silent_since(&self) -> Instant {
+        self.last_feedback.max(self.waiting_since)
     }
 
     fn silence_limit(&self) -> Duration {
@@ -492,7 +505,7 @@ impl Sender {
         if self.cfg.reliable
             && !self.silent
             && self.acked < self.next_seq
-            && now.saturating_duration_since(self.last_feedback) > self.silence_limit()
+            && now.saturating_duration_since(self.silent_since()) > self.silence_limit()
         {
             self.silent = true;
             self.stats.outages += 1;
@@ -670,7 +683,7 @@ impl Sender {
             t = Some(t.map_or(p, |t| t.min(p)));
         }
         if self.cfg.reliable && !self.silent && self.acked < self.next_seq {
-            let s = self.last_feedback + self.silence_limit() + Duration::from_micros(1);
+            let s = self.silent_since() + self.silence_limit() + Duration::from_micros(1);
             t = Some(t.map_or(s, |t| t.min(s)));
         }
         if let (Some(ls), Some(e)) = (self.cfg.lifespan, self.history.front()) {

@@ -534,3 +534,31 @@ fn a_heartbeat_naming_a_huge_first_sample_costs_nothing() {
     }
     assert!(rx.stats().lost >= 1 << 20);
 }
+
+#[test]
+fn an_idle_stream_is_not_an_outage_whatever_its_rate() {
+    // The same 32 KB samples at 0.2, 1 and 10 Hz on one link (20 Mbit/s,
+    // 20 ms each way): a gap between samples longer than the silence
+    // threshold is idleness, not an outage — no PeerSilent, no probing
+    // round trip, and the same latency within 10 %.
+    let mut means = Vec::new();
+    for hz in [0.2, 1.0, 10.0] {
+        let mut s = Scenario::new(0.0, 32_000, if hz < 1.0 { 8 } else { 20 }, 41);
+        s.hz = hz;
+        s.link.rate = 20_000_000 / 8;
+        s.link.delay = Duration::from_millis(20);
+        s.link.queue = 1000;
+        let o = run(&s);
+        assert_eq!(o.delivered.len() as u64, s.count, "{hz} Hz: lost samples");
+        assert_eq!(o.silent_events, 0, "{hz} Hz: idleness taken for an outage");
+        means.push((hz, mean(&o.latencies)));
+    }
+    let fastest = means.iter().map(|m| m.1).min().unwrap();
+    for (hz, m) in &means {
+        println!("{hz} Hz: mean latency {m:?}");
+        assert!(
+            m.as_secs_f64() <= fastest.as_secs_f64() * 1.1,
+            "{hz} Hz: {m:?} vs {fastest:?} at the best rate: {means:?}"
+        );
+    }
+}

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand};
 use ferry::{Node, Qos, RawBytes};
-use ferry_lab::{wifi, Lab, LabConfig, Side};
+use ferry_lab::{lte, wifi, Lab, LabConfig, Side};
 
 #[derive(Parser)]
 #[command(name = "ferry-wireless")]
@@ -44,13 +44,33 @@ enum Cmd {
         #[arg(long, default_value = "8:28")]
         outage: String,
     },
+    /// The same samples at 0.2, 1 and 10 Hz on the LTE-like link: a slow
+    /// stream must not pay for its idleness (issue 20, item 3).
+    Rates {
+        /// Fewer samples per rate (CI).
+        #[arg(long)]
+        quick: bool,
+        /// Payload in KB.
+        #[arg(long, default_value_t = 32)]
+        size_kb: u32,
+        /// Write Markdown and JSON here (without extension).
+        #[arg(long)]
+        out: Option<String>,
+    },
     /// Publisher role (host A).
-    Pub { size: usize, count: u32 },
+    Pub {
+        size: usize,
+        count: u32,
+        #[arg(long, default_value_t = HZ)]
+        hz: f64,
+    },
     /// Subscriber role (host B): prints one JSON line of results.
     Sub {
         count: u32,
         #[arg(long, default_value_t = 0)]
         outage_end_ns: u64,
+        #[arg(long, default_value_t = HZ)]
+        hz: f64,
     },
 }
 
@@ -71,7 +91,7 @@ fn node(name: &str) -> Node {
         .unwrap_or_else(|e| panic!("node: {e}"))
 }
 
-fn publisher(size: usize, count: u32) {
+fn publisher(size: usize, count: u32, hz: f64) {
     let n = node("table2_pub");
     let p = n
         .publisher::<RawBytes>("/table2") // The paper's strict reliability: RELIABLE + KEEP_ALL with the
@@ -86,7 +106,7 @@ fn publisher(size: usize, count: u32) {
         std::process::exit(2);
     }
     std::thread::sleep(Duration::from_millis(500));
-    let period = Duration::from_secs_f64(1.0 / HZ);
+    let period = Duration::from_secs_f64(1.0 / hz);
     let mut next = Instant::now();
     let mut data = vec![0u8; size];
     for seq in 0..count {
@@ -115,7 +135,7 @@ fn publisher(size: usize, count: u32) {
     eprintln!("pub: {:?}", c.first().map(|c| (c.transport, c.stats)));
 }
 
-fn subscriber(count: u32, outage_end_ns: u64) {
+fn subscriber(count: u32, outage_end_ns: u64, sent_hz: f64) {
     let n = node("table2_sub");
     let s = n
         .subscriber::<RawBytes>("/table2")
@@ -123,7 +143,7 @@ fn subscriber(count: u32, outage_end_ns: u64) {
         .build()
         .unwrap();
     let mut rx: Vec<(u64, u32, f64)> = Vec::new(); // (recv ns, seq, latency ms)
-    let limit = Instant::now() + Duration::from_secs_f64(count as f64 / HZ + 60.0);
+    let limit = Instant::now() + Duration::from_secs_f64(count as f64 / sent_hz + 60.0);
     let mut last = Instant::now();
     let mut path = String::new();
     while Instant::now() < limit && rx.len() < count as usize {
@@ -141,7 +161,7 @@ fn subscriber(count: u32, outage_end_ns: u64) {
             // return when there is an outage.
             Err(_)
                 if !rx.is_empty()
-                    && last.elapsed() > Duration::from_secs(12)
+                    && last.elapsed() > Duration::from_secs_f64(12.0 + 1.0 / sent_hz)
                     && now_ns() > outage_end_ns + 12_000_000_000 =>
             {
                 break
@@ -190,15 +210,17 @@ struct Cell {
     result: serde_json::Value,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_cell(
     exe: &str,
+    mut link: ferry_lab::LinkConfig,
     cond: &str,
     size_kb: u32,
     count: u32,
+    hz: f64,
     subnet: u8,
     outage: (Duration, Duration),
 ) -> serde_json::Value {
-    let mut link = wifi();
     match cond {
         "loss1" => link.loss = 0.01,
         "loss20" => link.loss = 0.2,
@@ -216,7 +238,7 @@ fn run_cell(
     let sub = lab
         .command(
             Side::B,
-            &format!("{env} exec {exe} sub {count} --outage-end-ns {outage_end}"),
+            &format!("{env} exec {exe} sub {count} --outage-end-ns {outage_end} --hz {hz}"),
         )
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -226,7 +248,10 @@ fn run_cell(
     let mut publ = lab
         .command(
             Side::A,
-            &format!("{env} exec {exe} pub {} {count}", size_kb as usize * 1000),
+            &format!(
+                "{env} exec {exe} pub {} {count} --hz {hz}",
+                size_kb as usize * 1000
+            ),
         )
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
@@ -274,7 +299,7 @@ fn run(
     for cond in &conds {
         for &kb in &sizes {
             let t = Instant::now();
-            let r = run_cell(&exe, cond, kb, count, 11, outage);
+            let r = run_cell(&exe, wifi(), cond, kb, count, HZ, 11, outage);
             eprintln!(
                 "{cond:>7} {kb:>4} KB: {r} ({:.0} s)",
                 t.elapsed().as_secs_f64()
@@ -321,6 +346,69 @@ fn run(
     }
 }
 
+/// The same payload at 0.2, 1 and 10 Hz on the LTE-like link; latency of
+/// each relative to the 10 Hz stream.
+fn rates(quick: bool, size_kb: u32, out: Option<String>) {
+    let exe = std::env::current_exe().unwrap().display().to_string();
+    let cells: &[(f64, u32)] = if quick {
+        &[(0.2, 4), (1.0, 8), (10.0, 40)]
+    } else {
+        &[(0.2, 24), (1.0, 60), (10.0, 300)]
+    };
+    let mut rows = Vec::new();
+    for &(hz, count) in cells {
+        let t = Instant::now();
+        let r = run_cell(
+            &exe,
+            lte(),
+            "ideal",
+            size_kb,
+            count,
+            hz,
+            12,
+            (Duration::ZERO, Duration::ZERO),
+        );
+        eprintln!(
+            "{hz:>5} Hz {size_kb} KB: {r} ({:.0} s)",
+            t.elapsed().as_secs_f64()
+        );
+        rows.push((hz, count, r));
+    }
+    let base = rows
+        .iter()
+        .find(|r| r.0 == 10.0)
+        .and_then(|r| r.2["lat_ms"].as_f64())
+        .unwrap_or(f64::NAN);
+    let mut md = format!(
+        "LTE-like link (50 Mbit/s, 25 ± 10 ms one way), {size_kb} KB reliable keep_all samples, \
+         default config (`ferry-wireless rates{}`).\n\n\
+         | rate | received | mean latency (ms) | jitter (ms) | vs 10 Hz |\n|---:|---:|---:|---:|---:|\n",
+        if quick { " --quick" } else { "" }
+    );
+    for (hz, count, r) in &rows {
+        let lat = r["lat_ms"].as_f64().unwrap_or(f64::NAN);
+        md.push_str(&format!(
+            "| {hz} Hz | {}/{count} | {lat:.1} | {} | {:.2}× |\n",
+            r["received"],
+            r["jitter_ms"],
+            lat / base
+        ));
+    }
+    println!("{md}");
+    if let Some(o) = out {
+        let json: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(hz, count, r)| serde_json::json!({"hz": hz, "count": count, "size_kb": size_kb, "result": r}))
+            .collect();
+        std::fs::write(format!("{o}.md"), &md).expect("write md");
+        std::fs::write(
+            format!("{o}.json"),
+            serde_json::to_string_pretty(&json).unwrap(),
+        )
+        .expect("write json");
+    }
+}
+
 fn main() {
     match Cli::parse().cmd {
         Cmd::Run {
@@ -331,10 +419,16 @@ fn main() {
             out,
             outage,
         } => run(quick, count, sizes, conditions, out, &outage),
-        Cmd::Pub { size, count } => publisher(size, count),
+        Cmd::Rates {
+            quick,
+            size_kb,
+            out,
+        } => rates(quick, size_kb, out),
+        Cmd::Pub { size, count, hz } => publisher(size, count, hz),
         Cmd::Sub {
             count,
             outage_end_ns,
-        } => subscriber(count, outage_end_ns),
+            hz,
+        } => subscriber(count, outage_end_ns, hz),
     }
 }
