@@ -43,6 +43,9 @@ enum Cmd {
         /// Outage window `START:END`, seconds from link start.
         #[arg(long, default_value = "8:28")]
         outage: String,
+        /// Link preset: wifi (seed 001's) or lte.
+        #[arg(long, default_value = "wifi")]
+        link: String,
     },
     /// The same samples at 0.2, 1 and 10 Hz on the LTE-like link: a slow
     /// stream must not pay for its idleness (issue 20, item 3).
@@ -197,10 +200,16 @@ fn subscriber(count: u32, outage_end_ns: u64, sent_hz: f64) {
             .map(|w| (w[0] - outage_end_ns) as f64 / 1e9)
             .unwrap_or(f64::NAN)
     });
+    // First sample delivered after the link returned.
+    let first_after = (outage_end_ns > 0)
+        .then(|| rx.iter().map(|r| r.0).find(|t| *t >= outage_end_ns))
+        .flatten()
+        .map(|t| (t - outage_end_ns) as f64 / 1e9);
     let lost = count as usize - received;
     println!(
-        "{{\"received\":{received},\"lost\":{lost},\"hz\":{hz:.2},\"lat_ms\":{mean:.1},\"jitter_ms\":{std:.1},\"recovery_s\":{},\"path\":\"{path}\"}}",
-        recovery.filter(|r| r.is_finite()).map(|r| format!("{r:.2}")).unwrap_or("null".into())
+        "{{\"received\":{received},\"lost\":{lost},\"hz\":{hz:.2},\"lat_ms\":{mean:.1},\"jitter_ms\":{std:.1},\"recovery_s\":{},\"first_after_s\":{},\"path\":\"{path}\"}}",
+        recovery.filter(|r| r.is_finite()).map(|r| format!("{r:.2}")).unwrap_or("null".into()),
+        first_after.map(|r| format!("{r:.3}")).unwrap_or("null".into())
     );
 }
 
@@ -272,7 +281,16 @@ fn run(
     conds: Option<Vec<String>>,
     out: Option<String>,
     outage: &str,
+    link: &str,
 ) {
+    let preset = match link {
+        "wifi" => wifi(),
+        "lte" => lte(),
+        other => {
+            eprintln!("ferry-wireless: unknown --link {other} (wifi, lte)");
+            std::process::exit(2);
+        }
+    };
     let (a, b) = outage.split_once(':').expect("--outage START:END");
     let outage = (
         Duration::from_secs_f64(a.parse().expect("outage start")),
@@ -299,7 +317,7 @@ fn run(
     for cond in &conds {
         for &kb in &sizes {
             let t = Instant::now();
-            let r = run_cell(&exe, wifi(), cond, kb, count, HZ, 11, outage);
+            let r = run_cell(&exe, preset.clone(), cond, kb, count, HZ, 11, outage);
             eprintln!(
                 "{cond:>7} {kb:>4} KB: {r} ({:.0} s)",
                 t.elapsed().as_secs_f64()
@@ -418,7 +436,8 @@ fn main() {
             conditions,
             out,
             outage,
-        } => run(quick, count, sizes, conditions, out, &outage),
+            link,
+        } => run(quick, count, sizes, conditions, out, &outage, &link),
         Cmd::Rates {
             quick,
             size_kb,
