@@ -36,7 +36,9 @@ pub use endpoint::{
     Incoming, Routed, StreamHandle, Transmit,
 };
 pub use receiver::{Receiver, ReceiverConfig, ReceiverStats, Sample};
-pub use sender::{Sender, SenderConfig, SenderEvent, SenderStats, WriteError};
+pub use sender::{
+    Sender, SenderConfig, SenderEvent, SenderStats, WriteError, PROBE_FAST_FOR, PROBE_SLOW,
+};
 
 /// Largest datagram by default: a 1500 B Ethernet/Wi-Fi MTU minus IP and UDP headers.
 pub const DEFAULT_MTU: usize = 1472;

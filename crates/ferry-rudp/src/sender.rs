@@ -44,7 +44,11 @@ pub struct SenderConfig {
     /// Silence (no feedback while data is unacknowledged) before the peer is
     /// declared gone; at least 8 RTTs.
     pub silence: Duration,
-    /// Probe period while the peer is gone.
+    /// Longest probe period in the first [`PROBE_FAST_FOR`] of an outage
+    /// (probes then come every `50 ms − SRTT/2`, at least 10 ms, at most
+    /// this, so that the first sample after the link's return is delivered
+    /// within about one RTT + 50 ms); later probes back off to
+    /// [`PROBE_SLOW`].
     pub probe_interval: Duration,
     /// Forward error correction: samples of at least `FEC_MIN_FRAGS` (4)
     /// fragments get Reed–Solomon recovery shards sized to the loss the
@@ -120,6 +124,11 @@ pub enum WriteError {
     TooLarge(usize, usize),
 }
 
+/// How long an outage is probed fast (see [`SenderConfig::probe_interval`]).
+pub const PROBE_FAST_FOR: Duration = Duration::from_secs(30);
+/// Longest probe period in a long outage: probes back off to this.
+pub const PROBE_SLOW: Duration = Duration::from_secs(1);
+
 /// What happened on the sending side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SenderEvent {
@@ -145,6 +154,8 @@ pub struct SenderStats {
     pub retransmitted: u64,
     /// Heartbeats sent.
     pub heartbeats: u64,
+    /// Of them, probes sent while the peer was silent.
+    pub probes: u64,
     /// ACKNACKs received.
     pub acknacks: u64,
     /// Bytes sent (all datagrams).
@@ -217,6 +228,10 @@ pub struct Sender {
     /// stream hears little, and that is not an outage).
     waiting_since: Instant,
     silent: bool,
+    /// When the current outage began.
+    silent_at: Instant,
+    /// Probe period in a long outage (doubles up to [`PROBE_SLOW`]).
+    probe_gap: Duration,
     srtt_us: f64,
     write_interval: Option<f64>,
     last_write: Option<Instant>,
@@ -251,6 +266,8 @@ impl Sender {
             last_feedback: now,
             waiting_since: now,
             silent: false,
+            silent_at: now,
+            probe_gap: Duration::ZERO,
             srtt_us: 0.0,
             write_interval: None,
             last_write: None,
@@ -332,7 +349,10 @@ impl Sender {
             });
         }
         self.last_write = Some(now);
-        if self.cfg.reliable && self.next_heartbeat > now + self.heartbeat_period() {
+        // In an outage the probe schedule rules (a writing application
+        // would otherwise probe a dead link at twice its publish rate).
+        if self.cfg.reliable && !self.silent && self.next_heartbeat > now + self.heartbeat_period()
+        {
             self.next_heartbeat = now + self.heartbeat_period();
         }
         Ok(seq)
@@ -387,6 +407,22 @@ impl Sender {
                 .clamp(self.cfg.heartbeat_min, self.cfg.heartbeat_max),
             _ => self.cfg.heartbeat_max,
         }
+    }
+
+    /// Time to the next probe in an outage: short for the first
+    /// [`PROBE_FAST_FOR`] (the link's return is noticed within ~50 ms),
+    /// then doubling up to [`PROBE_SLOW`] (a dead link is not kept busy).
+    fn probe_period(&mut self, now: Instant) -> Duration {
+        let half_rtt = Duration::from_micros((self.srtt_us / 2.0) as u64);
+        let fast = Duration::from_millis(50).saturating_sub(half_rtt).clamp(
+            Duration::from_millis(10),
+            self.cfg.probe_interval.max(Duration::from_millis(10)),
+        );
+        if now.saturating_duration_since(self.silent_at) < PROBE_FAST_FOR {
+            return fast;
+        }
+        self.probe_gap = (self.probe_gap * 2).clamp(fast, PROBE_SLOW.max(fast));
+        self.probe_gap
     }
 
     /// Since when the peer has been silent while data was outstanding.
@@ -508,6 +544,8 @@ impl Sender {
             && now.saturating_duration_since(self.silent_since()) > self.silence_limit()
         {
             self.silent = true;
+            self.silent_at = now;
+            self.probe_gap = Duration::ZERO;
             self.stats.outages += 1;
             self.events.push_back(SenderEvent::PeerSilent);
             self.next_heartbeat = now;
@@ -525,7 +563,8 @@ impl Sender {
     fn next_datagram(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<()> {
         if self.cfg.reliable && now >= self.next_heartbeat {
             let period = if self.silent {
-                self.cfg.probe_interval
+                self.stats.probes += 1;
+                self.probe_period(now)
             } else {
                 self.heartbeat_period()
             };

@@ -51,12 +51,15 @@ impl Scenario {
 struct Outcome {
     delivered: Vec<u64>,
     latencies: Vec<Duration>,
+    /// When each delivered sample arrived, from the start.
+    arrivals: Vec<Duration>,
     lost: u64,
     dropped: u64,
     oversize: u64,
     silent_events: u64,
     back_events: u64,
     heartbeats: u64,
+    probes: u64,
     retransmitted: u64,
     max_pending: usize,
     link_queue_drops: u64,
@@ -121,6 +124,7 @@ fn run(s: &Scenario) -> Outcome {
                 smp.seq
             );
             o.latencies.push(now - written_at[smp.seq as usize - 1]);
+            o.arrivals.push(now - t0);
             o.delivered.push(smp.seq);
         }
         while let Some(e) = tx.poll_event() {
@@ -159,6 +163,7 @@ fn run(s: &Scenario) -> Outcome {
     o.dropped = ts.dropped + ts.expired;
     o.oversize = fwd.stats().oversize + back.stats().oversize;
     o.heartbeats = ts.heartbeats;
+    o.probes = ts.probes;
     o.retransmitted = ts.retransmitted;
     o.link_queue_drops = fwd.stats().queue_drops;
     o.fec_shards = ts.fec_shards;
@@ -559,6 +564,61 @@ fn an_idle_stream_is_not_an_outage_whatever_its_rate() {
         assert!(
             m.as_secs_f64() <= fastest.as_secs_f64() * 1.1,
             "{hz} Hz: {m:?} vs {fastest:?} at the best rate: {means:?}"
+        );
+    }
+}
+
+#[test]
+fn after_an_outage_the_first_sample_arrives_within_an_rtt_and_50_ms_of_the_links_return() {
+    // 16 KB at 30 Hz on 50 Mbit/s (2.6 ms per sample), outages of 5 s and
+    // 45 s starting at 2 s, one-way delays of 2 and 20 ms. While the peer
+    // is gone the sender probes every 50 ms − RTT/2 for 30 s, then backs
+    // off to 1 s (after such a long outage the first sample may take that
+    // much longer).
+    for (delay_ms, outage_s, bound_ms) in [
+        (2u64, 5u64, 2 * 2 + 50 + 3),
+        (20, 5, 2 * 20 + 50 + 3),
+        (2, 45, 1000 + 2 * 2 + 50 + 3),
+    ] {
+        let start = Duration::from_secs(2);
+        let end = start + Duration::from_secs(outage_s);
+        let mut s = Scenario::new(0.0, 16_000, 30 * (outage_s + 4), 43);
+        s.hz = 30.0;
+        s.link.rate = 50_000_000 / 8;
+        s.link.delay = Duration::from_millis(delay_ms);
+        s.link.queue = 2000;
+        s.link.outages = vec![(start, end)];
+        s.sender.history_samples = 4096;
+        s.sender.history_bytes = 256 << 20;
+        let o = run(&s);
+        assert_eq!(
+            o.delivered.len() as u64,
+            s.count,
+            "{delay_ms} ms / {outage_s} s: samples lost"
+        );
+        assert_in_order(&o);
+        assert_eq!(o.silent_events, 1, "one outage, one PeerSilent");
+        let first = o
+            .arrivals
+            .iter()
+            .find(|t| **t >= end)
+            .expect("delivered after the return");
+        let after = *first - end;
+        println!(
+            "{delay_ms} ms one way, {outage_s} s outage: first sample {after:?} after the return, {} probes",
+            o.probes
+        );
+        // Fast for 30 s (every 50 ms − RTT/2), then at most one a second.
+        let fast = 30_000 / (50 - delay_ms) + 1;
+        let slow = outage_s.saturating_sub(30) + 30;
+        assert!(
+            o.probes <= fast + slow,
+            "{} probes in a {outage_s} s outage",
+            o.probes
+        );
+        assert!(
+            after <= Duration::from_millis(bound_ms),
+            "{delay_ms} ms / {outage_s} s: first sample {after:?} after the link's return (bound {bound_ms} ms)"
         );
     }
 }
