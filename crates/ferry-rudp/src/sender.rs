@@ -425,6 +425,18 @@ impl Sender {
         self.probe_gap
     }
 
+    /// A sign of life from the peer's host (any datagram from it, on
+    /// another stream too): in an outage, probe now and fast again — the
+    /// link may be back, and a backed-off probe would notice only a second
+    /// later.
+    pub fn peer_heard(&mut self, now: Instant) {
+        if self.silent {
+            self.silent_at = now;
+            self.probe_gap = Duration::ZERO;
+            self.heartbeat_soon(now);
+        }
+    }
+
     /// Since when the peer has been silent while data was outstanding.
     fn silent_since(&self) -> Instant {
         self.last_feedback.max(self.waiting_since)

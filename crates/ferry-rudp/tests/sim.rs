@@ -622,3 +622,50 @@ fn after_an_outage_the_first_sample_arrives_within_an_rtt_and_50_ms_of_the_links
         );
     }
 }
+
+#[test]
+fn a_sign_of_life_makes_a_backed_off_sender_probe_at_once() {
+    // A sender in an outage for 40 s probes about once a second; a datagram
+    // from the peer's host (another stream) makes it probe now, and fast
+    // again.
+    let t0 = Instant::now();
+    let mut tx = Sender::new(SenderConfig::new(7), t0);
+    tx.write(t0, payload(1, 1000), 1).unwrap();
+    let mut buf = Vec::new();
+    let mut now = t0;
+    let mut probes_before = 0;
+    while now < t0 + Duration::from_secs(40) {
+        tx.handle_timeout(now);
+        while tx.poll_transmit(now, &mut buf) {}
+        now = tx
+            .poll_timeout(now)
+            .unwrap_or(now + Duration::from_millis(10))
+            .max(now + Duration::from_micros(1));
+        if now >= t0 + Duration::from_secs(39) && probes_before == 0 {
+            probes_before = tx.stats().probes;
+        }
+    }
+    tx.handle_timeout(now);
+    while tx.poll_transmit(now, &mut buf) {}
+    assert!(tx.is_silent());
+    let gap = tx.poll_timeout(now).unwrap() - now;
+    assert!(
+        gap > Duration::from_millis(200),
+        "not backed off: next probe in {gap:?}"
+    );
+    let before = tx.stats().probes;
+    // Between two backed-off probes.
+    let now = now + Duration::from_millis(100);
+    tx.handle_timeout(now);
+    assert!(!tx.poll_transmit(now, &mut buf), "a probe was due anyway");
+    tx.peer_heard(now);
+    tx.handle_timeout(now);
+    assert!(tx.poll_transmit(now, &mut buf), "no probe at once");
+    assert_eq!(tx.stats().probes, before + 1);
+    let next = tx.poll_timeout(now).unwrap() - now;
+    assert!(
+        next <= Duration::from_millis(50),
+        "not fast again: next probe in {next:?}"
+    );
+    assert!(probes_before > 0);
+}

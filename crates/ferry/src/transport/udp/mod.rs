@@ -192,6 +192,9 @@ pub(crate) struct UdpShared {
     endpoint: Mutex<EndpointState>,
     tx: Mutex<HashMap<StreamHandle, Arc<TxStream>>>,
     rx: Mutex<HashMap<StreamHandle, RxStream>>,
+    /// Some writer stream may be in an outage (cleared when a look finds
+    /// none): datagrams from a peer then wake its silent streams.
+    any_silent: AtomicBool,
     /// Where reader streams write their acknowledgements (I/O thread).
     rx_buf: Mutex<Vec<u8>>,
     settings: UdpSettings,
@@ -229,6 +232,7 @@ impl UdpShared {
                 buf: Vec::new(),
             }),
             tx: Mutex::new(HashMap::new()),
+            any_silent: AtomicBool::new(false),
             rx: Mutex::new(HashMap::new()),
             rx_buf: Mutex::new(Vec::new()),
             settings,
@@ -376,6 +380,9 @@ impl UdpShared {
         same_host: &dyn Fn(ParticipantId) -> bool,
     ) -> Option<ParticipantId> {
         let routed = self.endpoint.lock().endpoint.handle(now, from, bytes);
+        if !matches!(routed, Routed::Dropped(_)) && self.any_silent.load(Ordering::Acquire) {
+            self.sign_of_life(now, from);
+        }
         match routed {
             Routed::Dropped(Dropped::Malformed(e)) => {
                 let n = self.endpoint.lock().endpoint.stats().malformed;
@@ -421,6 +428,27 @@ impl UdpShared {
         Some(out)
     }
 
+    /// A datagram from `from`'s host while some writer stream is in an
+    /// outage: those to that host probe at once (`Sender::peer_heard`).
+    fn sign_of_life(&self, now: Instant, from: SocketAddr) {
+        let txs: Vec<Arc<TxStream>> = self.tx.lock().values().cloned().collect();
+        let mut silent = false;
+        for tx in txs {
+            let mut st = tx.state.lock();
+            if !st.sender.is_silent() {
+                continue;
+            }
+            silent = true;
+            if tx.peer.ip() == from.ip() {
+                st.sender.peer_heard(now);
+                self.pump_tx(&tx, &mut st, now);
+            }
+        }
+        if !silent {
+            self.any_silent.store(false, Ordering::Release);
+        }
+    }
+
     /// An ACKNACK for writer stream `h`.
     fn on_feedback(&self, now: Instant, h: StreamHandle, p: &Packet<'_>) -> Option<ParticipantId> {
         let tx = self.tx.lock().get(&h).cloned()?;
@@ -437,6 +465,7 @@ impl UdpShared {
         while let Some(e) = st.sender.poll_event() {
             match e {
                 SenderEvent::PeerSilent => {
+                    self.any_silent.store(true, Ordering::Release);
                     tracing::warn!(
                         "{} → {}: no feedback, stopped sending into the void; probing",
                         tx.writer,
