@@ -37,7 +37,8 @@ pub use endpoint::{
 };
 pub use receiver::{Receiver, ReceiverConfig, ReceiverStats, Sample};
 pub use sender::{
-    Sender, SenderConfig, SenderEvent, SenderStats, WriteError, PROBE_FAST_FOR, PROBE_SLOW,
+    Sender, SenderConfig, SenderEvent, SenderStats, WriteError, BACKLOG_TIME, PROBE_FAST_FOR,
+    PROBE_SLOW,
 };
 
 /// Largest datagram by default: a 1500 B Ethernet/Wi-Fi MTU minus IP and UDP headers.

@@ -181,3 +181,86 @@ fn a_forged_hello_flood_holds_memory_and_spares_the_real_stream() {
     );
     assert!(grew < 64 << 10, "RSS grew by {grew} KiB");
 }
+
+/// A node whose UDP path is paced at 8 Mbit/s (1 MB/s) at a fixed rate: a
+/// writer that publishes 64 KB samples as fast as it can offers far more.
+fn slow_node(domain: u16) -> Node {
+    let cfg = Config {
+        domain_id: domain,
+        discovery: DiscoveryRange::Localhost,
+        udp_link_mbps: 8,
+        udp_adaptive_rate: false,
+        ..Config::default()
+    };
+    Node::builder().name("slow").config(cfg).build().unwrap()
+}
+
+/// Back-pressure: above what the path carries, keep_last drops the oldest
+/// unsent samples and keep_all blocks the writer, so that a delivered
+/// sample is never older than about two transfers (2 × 64 ms here) plus
+/// the path — not the whole backlog (100 samples: 6.4 s).
+#[test]
+fn a_writer_faster_than_the_path_is_held_back_instead_of_queueing() {
+    let n = slow_node(125);
+    for keep_all in [false, true] {
+        let topic = format!("/flood{keep_all}");
+        let qos = if keep_all {
+            Qos::default().reliable().keep_all()
+        } else {
+            Qos::default().reliable().keep_last(1000)
+        };
+        let p = n
+            .publisher::<RawBytes>(&topic)
+            .qos(qos.transport(TransportKind::Udp))
+            .build()
+            .unwrap();
+        let s = n.subscriber::<RawBytes>(&topic).qos(qos).build().unwrap();
+        assert!(p.wait_for_subscribers(1, T));
+        let count = if keep_all { 30 } else { 100 };
+        // Read while writing: a sample's age is the path's doing, not a
+        // queue at the reader's end.
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            let mut worst = Duration::ZERO;
+            while let Ok(x) = s.recv_timeout(Duration::from_secs(2)) {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64;
+                let age = Duration::from_nanos(now.saturating_sub(x.info.source_time_ns));
+                worst = worst.max(age);
+                got.push(x[0]);
+            }
+            (got, worst)
+        });
+        let started = std::time::Instant::now();
+        for i in 0..count {
+            let mut data = vec![0u8; 64_000];
+            data[0] = i as u8;
+            // keep_all may report Blocked after keep_all_block_ms: retry.
+            let give_up = std::time::Instant::now() + T;
+            while let Err(e) = p.publish(RawBytes::new(data.clone())) {
+                assert!(std::time::Instant::now() < give_up, "publish: {e}");
+            }
+        }
+        let writing = started.elapsed();
+        let stats = p.connections()[0].stats;
+        let (got, worst) = reader.join().unwrap();
+        let last = got.last().copied();
+        assert_eq!(last, Some((count - 1) as u8), "keep_all {keep_all}");
+        assert!(
+            worst < Duration::from_millis(400),
+            "keep_all {keep_all}: a sample {worst:?} old arrived ({} of {count})",
+            got.len()
+        );
+        if keep_all {
+            assert_eq!(got.len(), count, "keep_all loses nothing");
+            assert_eq!(stats.drops, 0);
+            // The writer went at the path's rate: 30 × 64 ms.
+            assert!(writing > Duration::from_millis(1200), "{writing:?}");
+        } else {
+            assert!(got.len() < count, "keep_last dropped nothing");
+            assert!(stats.drops > 0, "{stats:?}");
+        }
+    }
+}

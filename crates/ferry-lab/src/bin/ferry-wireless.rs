@@ -112,7 +112,14 @@ fn publisher(size: usize, count: u32, hz: f64) {
     let period = Duration::from_secs_f64(1.0 / hz);
     let mut next = Instant::now();
     let mut data = vec![0u8; size];
+    // FERRY_LAB_TRACE=1: the connection's figures once a second.
+    let trace = std::env::var_os("FERRY_LAB_TRACE").is_some();
     for seq in 0..count {
+        if trace && seq % hz.max(1.0) as u32 == 0 {
+            if let Some(c) = p.connections().first() {
+                eprintln!("pub {seq}: {:?}", c.stats);
+            }
+        }
         data[..4].copy_from_slice(&seq.to_le_bytes());
         let mut blocked = false;
         let give_up = Instant::now() + Duration::from_secs(120);

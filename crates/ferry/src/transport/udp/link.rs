@@ -132,7 +132,7 @@ impl Link for UdpLink {
                 .write(Instant::now(), body.clone(), frame.stamp_ns)
             {
                 Ok(_) => break,
-                Err(WriteError::Full { .. }) => {
+                Err(WriteError::Full { .. } | WriteError::Backlog { .. }) => {
                     // On the I/O thread (a callback publishing) nobody else
                     // would process the acknowledgements we wait for.
                     if crate::reactor::on_io_thread() {

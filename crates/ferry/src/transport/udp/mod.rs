@@ -264,8 +264,14 @@ impl UdpShared {
         let tos = *tx.class.lock();
         if st.sender.has_feedback() {
             let TxState { sender, buf } = st;
+            let mut sent = false;
             while sender.poll_transmit(now, buf) {
                 self.send_tos(buf, tx.peer, tos);
+                sent = true;
+            }
+            if sent && tx.block.is_some() {
+                // A keep_all writer may wait for its backlog to go out.
+                tx.acked.notify_all();
             }
         }
         let s = st.sender.stats();

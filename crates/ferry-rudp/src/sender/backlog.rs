@@ -1,0 +1,225 @@
+//! Back-pressure: the bytes not yet sent the first time are bounded by time
+//! at the pacing rate, so that latency stays bounded when the application
+//! offers more than the path carries (instead of growing with a history
+//! that holds seconds of the path).
+//!
+//! A new sample of `L` bytes is admitted when the unsent backlog `U`
+//! (fresh fragments and recovery shards of earlier samples) is at most
+//! `max(L, R × BACKLOG_TIME)`, `R` the pacing rate: at most about one
+//! sample waits ahead of a new one, so a sample's latency stays within
+//! `max(2 L / R, BACKLOG_TIME + L / R) + RTT`. Samples large enough to
+//! overload a path at robot rates (at 30 Hz, `L / R` ≥ 33 ms) get the
+//! first bound; bursts of small samples (a loop publishing a thousand
+//! 1 KB messages) go out whole. Otherwise keep_last (and best effort) drops the oldest
+//! *entirely unsent* samples — a dropped sample in the middle of the
+//! history stays as a tombstone (no data, no fragments; the heartbeat's
+//! `first` skips it once the samples before it are acknowledged, so the
+//! reader gives it up) — and reliable keep_all refuses the write with
+//! [`WriteError::Backlog`] (the driver blocks up to `keep_all_block_ms`).
+//!
+//! In an outage the rule is off: only the history bounds apply, so a large
+//! `udp_history_mb` still rides out an outage. (Before the reader's first
+//! answer it holds: a driver that sends nothing until then makes keep_all
+//! wait for the handshake instead of piling up seconds of samples.) When
+//! the outage ends, what then waits — unsent bytes and the repairs the reader asked for in
+//! the same answer — becomes an allowance that only shrinks (each write
+//! lowers it to what it finds waiting): writes go on as long as that does
+//! not grow, and it drains at the path's rate; once it is under the rule,
+//! the rule alone applies.
+
+use std::time::Duration;
+
+use super::{Entry, Sender, WriteError};
+
+/// A backlog this long at the pacing rate is never refused, so an
+/// application burst of small samples is not thinned out.
+pub const BACKLOG_TIME: Duration = Duration::from_millis(20);
+
+impl Entry {
+    /// A sample dropped unsent from the middle of the history.
+    pub(super) fn is_tombstone(&self) -> bool {
+        self.frags == 0
+    }
+
+    /// Bytes of this sample not yet sent the first time when its next
+    /// fresh datagram is `next` (data fragments, then recovery shards).
+    pub(super) fn unsent_from(&self, next: u16) -> usize {
+        if self.is_tombstone() {
+            return 0;
+        }
+        let data = self
+            .data
+            .len()
+            .saturating_sub(usize::from(next.min(self.frags)) * self.piece);
+        let shards_sent = usize::from(next.saturating_sub(self.frags));
+        let shard = self.fec.first().map_or(0, Vec::len);
+        data + self.fec.len().saturating_sub(shards_sent) * shard
+    }
+}
+
+impl Sender {
+    /// The most unsent bytes a new sample of `len` bytes may find ahead of
+    /// it, or None when the rule is off (not flowing, or unpaced).
+    fn backlog_limit(&self, len: usize) -> Option<usize> {
+        let rate = self.pacer.rate();
+        if rate == 0 || self.silent {
+            return None;
+        }
+        let time = (rate as f64 * BACKLOG_TIME.as_secs_f64()) as usize;
+        Some(len.max(time))
+    }
+
+    /// Back from an outage: what waits now may drain, but must not grow.
+    pub(super) fn flowing_again(&mut self) {
+        self.allowance = Some(self.waiting());
+    }
+
+    /// Bytes waiting to go out: unsent, and repairs (about a full fragment
+    /// each).
+    fn waiting(&self) -> usize {
+        self.unsent + self.repair.len() * self.max_payload()
+    }
+
+    /// Applies the rule before a sample of `len` bytes joins the history:
+    /// keep_last drops the oldest unsent samples, keep_all refuses.
+    pub(super) fn make_room(&mut self, len: usize) -> Result<(), WriteError> {
+        let Some(limit) = self.backlog_limit(len) else {
+            return Ok(());
+        };
+        if let Some(a) = self.allowance {
+            let waiting = self.waiting();
+            self.allowance = Some(a.min(waiting)).filter(|&a| a > limit);
+            if waiting <= a {
+                return Ok(());
+            }
+        }
+        while self.unsent > limit {
+            if self.cfg.keep_all && self.cfg.reliable {
+                self.stats.backpressure += 1;
+                return Err(WriteError::Backlog {
+                    unsent: self.unsent,
+                    limit,
+                });
+            }
+            // The oldest sample none of which has gone out yet.
+            let index = usize::from(self.fresh_frag > 0);
+            let Some(&seq) = self.fresh.get(index) else {
+                break; // only a partly sent one is left: it goes on
+            };
+            self.fresh.remove(index);
+            self.tombstone(seq);
+            self.stats.dropped += 1;
+        }
+        Ok(())
+    }
+
+    /// Empties unsent sample `seq` (already out of `fresh`), keeping its
+    /// place in the sequence.
+    fn tombstone(&mut self, seq: u64) {
+        let first = self.first_seq();
+        let Some(e) = seq
+            .checked_sub(first)
+            .and_then(|i| self.history.get_mut(i as usize))
+        else {
+            return;
+        };
+        self.unsent -= e.unsent_from(0);
+        self.history_bytes -= e.data.len();
+        e.data = bytes::Bytes::new();
+        e.frags = 0;
+        e.fec = Vec::new();
+        e.recovery = 0;
+        e.sent_at = Vec::new();
+        self.drop_leading_tombstones();
+    }
+
+    /// Tombstones at the front of the history have nothing before them
+    /// left to acknowledge: forget them, so that the heartbeat's `first`
+    /// tells the reader to stop waiting for them.
+    pub(super) fn drop_leading_tombstones(&mut self) {
+        while self.history.front().is_some_and(Entry::is_tombstone) {
+            self.history.pop_front();
+        }
+    }
+
+    /// Bytes not yet sent the first time (recounted; tests check the
+    /// running count against it).
+    #[cfg(test)]
+    pub(super) fn unsent_recount(&self) -> usize {
+        self.fresh
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &seq)| {
+                let next = if i == 0 { self.fresh_frag } else { 0 };
+                Some(self.entry(seq)?.unsent_from(next))
+            })
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use bytes::Bytes;
+    use ferry_testkit::{LinkConfig, SimLink};
+
+    use crate::{Receiver, ReceiverConfig, Sender, SenderConfig};
+
+    /// The running count of unsent bytes matches a recount after every
+    /// step, through loss (FEC shards), keep_last drops, tombstones and
+    /// repairs, for every mix of sample sizes.
+    #[test]
+    fn the_unsent_count_stays_exact() {
+        for seed in 0..6u64 {
+            let t0 = Instant::now();
+            let link = LinkConfig {
+                rate: 2_000_000,
+                loss: 0.05 * (seed % 3) as f64,
+                ..LinkConfig::default()
+            };
+            let mut fwd = SimLink::new(link.clone(), seed, t0);
+            let mut back = SimLink::new(link, seed + 100, t0);
+            let mut cfg = SenderConfig::new(1);
+            cfg.rate = 2_000_000;
+            cfg.adaptive_rate = false;
+            cfg.reliable = seed % 2 == 0;
+            let mut tx = Sender::new(cfg, t0);
+            let mut rx = Receiver::new(ReceiverConfig::new(1), t0);
+            let mut buf = Vec::new();
+            let mut tombstones = 0;
+            for step in 0..3000u64 {
+                let now = t0 + Duration::from_micros(500 * step);
+                if step % 20 == 0 {
+                    let len = [10, 5_000, 60_000, 150_000][(step / 20 % 4) as usize];
+                    tx.write(now, Bytes::from(vec![step as u8; len]), step)
+                        .unwrap();
+                }
+                tx.handle_timeout(now);
+                while tx.poll_transmit(now, &mut buf) {
+                    fwd.send(now, buf.clone());
+                }
+                while let Some(d) = fwd.recv(now) {
+                    let _ = rx.handle_datagram(now, &d);
+                }
+                rx.handle_timeout(now);
+                while rx.poll_transmit(&mut buf) {
+                    back.send(now, buf.clone());
+                }
+                while let Some(d) = back.recv(now) {
+                    tx.handle_datagram(now, &d).unwrap();
+                }
+                while rx.poll_sample().is_some() {}
+                assert_eq!(tx.unsent, tx.unsent_recount(), "seed {seed} step {step}");
+                tombstones += tx.history.iter().filter(|e| e.is_tombstone()).count();
+            }
+            assert!(
+                tx.stats().dropped > 0,
+                "seed {seed}: the rule never dropped"
+            );
+            if tx.cfg.reliable {
+                assert!(tombstones > 0, "seed {seed}: no tombstone was made");
+            }
+        }
+    }
+}
