@@ -17,14 +17,20 @@
 //! module docs give the call order a driver follows. Every `poll_transmit`
 //! writes into a buffer the caller owns.
 //!
-//! The paced rate follows the path (`rate.rs`): the configured link rate is
-//! the ceiling and the start; when the reader's busy-time receive rate (in
-//! every ACKNACK, corrected for plausibly random loss) falls below 0.35× the
-//! paced rate, the rate drops to it and then follows at most 1.25× the
-//! largest receive rate of the last 10 s, growing ×1.125 per SRTT while the
-//! pacer is the limit. Neither random loss nor queueing delay is taken for
-//! congestion (`docs/ARCHITECTURE.md` §5c says why).
+//! The paced rate follows the path with no link hint (`cc.rs`): every
+//! ACKNACK carries the reader's mark of the newest datagram it received
+//! (arrival time, byte and datagram counters); two marks of one busy period
+//! give the writer a delivery rate, a loss count and a queueing delay over
+//! the same datagrams. Start-up doubles from 32 Mbit/s; a queue that stands
+//! and grows cuts the rate to 0.85 × what was delivered (AIMD, so streams
+//! sharing a bottleneck converge); loss at a flat delay is random and only
+//! corrects the samples. `SenderConfig::rate` (`udp_link_mbps`) is a cap.
+//! Readers without marks leave the older receive-rate rule on (`rate.rs`).
+//! The unsent backlog is bounded by time at the pacing rate
+//! (`sender/backlog.rs`): keep_last drops the oldest unsent samples,
+//! keep_all refuses writes, so latency stays bounded above capacity.
 
+mod cc;
 mod endpoint;
 mod pacer;
 mod rate;

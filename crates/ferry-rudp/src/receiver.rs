@@ -153,11 +153,21 @@ pub struct Receiver {
     rate_kbps: u32,
     /// EWMA of the per-sample loss of first transmissions (0..1).
     loss: f64,
+    /// The newest DATA/FEC datagram and the counters then (the ACKNACK's
+    /// ARRIVAL block: the writer's congestion control).
+    arrival: Option<rudp::Arrival>,
+    /// DATA/FEC datagrams since the last ACKNACK.
+    since_ack: u32,
     /// The application has no room: complete samples stay here,
     /// unacknowledged, so a reliable writer's window closes and its
     /// keep_all blocks (see [`Receiver::set_held`]).
     held: bool,
 }
+
+/// An ACKNACK (with its arrival mark) goes out after this many DATA/FEC
+/// datagrams at the latest (and at most every `nack_interval`): about 0.3 %
+/// of the bytes received, as feedback.
+const MARK_EVERY: u32 = 16;
 
 /// Arrivals further apart than this are idle time, not path rate.
 /// (Repairs come an RTT later, ≥ 2 ms on any radio link; datagrams of a
@@ -190,6 +200,8 @@ impl Receiver {
             last_arrival: None,
             rate_kbps: 0,
             loss: 0.0,
+            arrival: None,
+            since_ack: 0,
             held: false,
         }
     }
@@ -273,6 +285,27 @@ impl Receiver {
             return Ok(());
         }
         self.measure_rate(arrived, len);
+        let id = match &p.body {
+            Datagram::Data(d) => Some((d.seq, d.frag)),
+            Datagram::Fec(f) => Some((f.seq, f.frags.saturating_add(f.index))),
+            _ => None,
+        };
+        if let Some((seq, frag)) = id {
+            let (bytes, datagrams) = self.arrival.map_or((0, 0), |a| (a.bytes, a.datagrams));
+            self.arrival = Some(rudp::Arrival {
+                seq,
+                frag,
+                at_us: crate::micros(self.epoch, arrived),
+                bytes: bytes.wrapping_add(len as u32),
+                datagrams: datagrams.wrapping_add(1),
+            });
+            // A mark within every train of MARK_EVERY datagrams: the writer
+            // needs two marks of one burst for a delivery sample.
+            self.since_ack += 1;
+            if self.cfg.reliable && self.since_ack >= MARK_EVERY && self.nack_due.is_none() {
+                self.nack_due = Some(now);
+            }
+        }
         match &p.body {
             Datagram::Data(d) => self.on_data(now, *d),
             Datagram::Heartbeat(h) => {
@@ -646,6 +679,9 @@ impl Receiver {
             rate_kbps: self.rate_kbps,
             loss_permille: 0,
             missing: self.missing(),
+            // Always present (seq 0 before any data): it tells the writer
+            // this reader marks arrivals.
+            arrival: Some(self.arrival.unwrap_or_default()),
         };
         let a = AckNack {
             loss_permille: (self.loss * 1000.0).round().clamp(0.0, 1000.0) as u16,
@@ -656,6 +692,7 @@ impl Receiver {
         self.stats.acknacks += 1;
         self.nack_due = None;
         self.last_nack = Some(now);
+        self.since_ack = 0;
     }
 
     /// Queues an ACKNACK now (e.g. to confirm a stream opening).

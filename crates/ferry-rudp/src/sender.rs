@@ -8,10 +8,12 @@ use ferry_wire::rudp::{
     self, Data, Datagram, Fec, Heartbeat, Missing, Packet, DATA_HEADER, FEC_HEADER, MAX_FRAGS,
 };
 
+use crate::cc::Controller;
 use crate::pacer::Pacer;
 use crate::rate::RateControl;
 
 mod backlog;
+mod marks;
 pub use backlog::BACKLOG_TIME;
 
 /// Settings of a [`Sender`].
@@ -62,6 +64,11 @@ pub struct SenderConfig {
     /// random loss is not taken for congestion) and probes back up while
     /// the pacer is the limit (see `rate.rs`). Off: always `rate`.
     pub adaptive_rate: bool,
+    /// With `adaptive_rate`: follow the reader's arrival marks (`cc.rs`:
+    /// a bandwidth model that needs no link hint; `rate` is then only a
+    /// cap) once the reader sends them. Off: the older busy-time rule of
+    /// `rate.rs` (kept for comparison and for readers without marks).
+    pub congestion_model: bool,
 }
 
 /// Smallest sample (in fragments) that gets recovery shards.
@@ -107,6 +114,7 @@ impl SenderConfig {
             probe_interval: Duration::from_millis(200),
             fec: true,
             adaptive_rate: true,
+            congestion_model: true,
         }
     }
 }
@@ -187,8 +195,16 @@ pub struct SenderStats {
     pub pacing_rate: u64,
     /// Smallest recent RTT, µs (the queue-free path; 0: unknown).
     pub min_rtt_us: f64,
-    /// Times the pacing rate was cut to a slower path.
+    /// Times the pacing rate was cut to a slower path (or, with arrival
+    /// marks, because the path delivered less than was sent).
     pub rate_cuts: u64,
+    /// Bandwidth estimate from the reader's arrival marks, bytes/s (0: no
+    /// estimate: the reader sends no marks or nothing was measured yet).
+    pub bw: u64,
+    /// One-way queueing delay of the newest mark over its 5–10 s minimum, µs.
+    pub queue_delay_us: u64,
+    /// Loss taken as random (not congestion), 0..0.3.
+    pub random_loss: f64,
     /// Samples held.
     pub history_samples: usize,
     /// Bytes held.
@@ -208,8 +224,8 @@ struct Entry {
     frags: u16,
     piece: usize,
     written: Instant,
-    /// µs since the epoch when each fragment was last sent (0: never).
-    sent_at: Vec<u32>,
+    /// The last send of each fragment, then of each recovery shard.
+    sent: Vec<marks::SendRec>,
     /// Recovery shards still to send the first time (freed once sent).
     fec: Vec<Vec<u8>>,
     /// Recovery shards made for the sample.
@@ -264,8 +280,26 @@ pub struct Sender {
     loss: f64,
     /// Bytes not yet sent the first time (fresh fragments and shards).
     unsent: usize,
-    /// Back-pressure allowance after the stream resumed (see `backlog.rs`).
-    allowance: Option<usize>,
+    /// Back-pressure allowance after the stream resumed, and the repair
+    /// bytes sent when it was last set (see `backlog.rs`).
+    allowance: Option<(usize, u64)>,
+    /// Payload bytes of repairs sent.
+    repaired_bytes: u64,
+    /// Congestion control from the reader's arrival marks (`cc.rs`); on
+    /// from the first mark (a reader without marks leaves `rate.rs` on).
+    cc: Controller,
+    cc_on: bool,
+    /// Bytes and DATA/FEC datagrams sent on the stream.
+    sent_bytes: u64,
+    sent_datagrams: u64,
+    /// Times the writer ran out of data, and whether it has data since.
+    idle: u32,
+    busy: bool,
+    marks: std::collections::VecDeque<marks::Mark>,
+    /// The newest mark taken, for the loss between marks.
+    last_mark: Option<marks::Mark>,
+    /// First raw one-way delay seen (the clocks' offset, roughly).
+    owd_ref: Option<u32>,
 }
 
 impl Sender {
@@ -275,8 +309,16 @@ impl Sender {
             .burst
             .unwrap_or((cfg.rate / 500) as usize)
             .max(cfg.mtu * 4);
+        let cc = Controller::new(cfg.rate, now);
+        // The model starts low and finds the path; without it, the rate.
+        // (Best effort hears nothing back: no model, the configured rate.)
+        let model = cfg.adaptive_rate && cfg.congestion_model && cfg.reliable;
+        let start = if model { cc.rate() } else { cfg.rate };
+        // Bursts of 2 ms of whatever the rate is (`set_rate` scales them).
+        let mut pacer = Pacer::new(cfg.rate, burst, cfg.mtu * 4, now);
+        pacer.set_rate(start);
         Sender {
-            pacer: Pacer::new(cfg.rate, burst, cfg.mtu * 4, now),
+            pacer,
             rate: RateControl::new(cfg.rate, now),
             cfg,
             epoch: now,
@@ -304,6 +346,16 @@ impl Sender {
             loss: 0.0,
             unsent: 0,
             allowance: None,
+            repaired_bytes: 0,
+            cc,
+            cc_on: false,
+            sent_bytes: 0,
+            sent_datagrams: 0,
+            idle: 0,
+            busy: false,
+            marks: std::collections::VecDeque::new(),
+            last_mark: None,
+            owd_ref: None,
         }
     }
 
@@ -366,7 +418,7 @@ impl Sender {
             frags,
             piece,
             written: now,
-            sent_at: vec![0; frags as usize],
+            sent: vec![marks::SendRec::default(); frags as usize + fec.len()],
             recovery: fec.len() as u16,
             fec,
         });
@@ -518,6 +570,10 @@ impl Sender {
         if self.silent {
             self.silent = false;
             self.events.push_back(SenderEvent::PeerBack);
+            // Marks from before the outage tell nothing of the path now.
+            self.marks.clear();
+            self.last_mark = None;
+            self.cc.path_back(now);
         }
         if a.echo_us != 0 {
             let rtt = micros(self.epoch, now)
@@ -531,12 +587,30 @@ impl Sender {
                     self.rttvar_us = 0.75 * self.rttvar_us + 0.25 * (self.srtt_us - rtt).abs();
                     self.srtt_us = 0.875 * self.srtt_us + 0.125 * rtt;
                 }
-                if self.cfg.adaptive_rate {
+                if self.cfg.adaptive_rate && !self.cfg.congestion_model {
                     let recv = u64::from(a.rate_kbps) * 1000;
                     if let Some(r) = self.rate.on_rtt(now, rtt, self.srtt_us, recv, self.loss) {
                         self.pacer.set_rate(r);
                     }
                 }
+            }
+        }
+        if self.model() {
+            match &a.arrival {
+                Some(m) => {
+                    self.cc_on = true;
+                    self.cc.on_receive_rate(f64::from(a.rate_kbps) * 1000.0);
+                    self.on_arrival(now, m);
+                    self.cc.tick(now, self.srtt_us);
+                    self.pacer.set_rate(self.cc.rate());
+                }
+                None if !self.cc_on => {
+                    // A reader from before arrival marks: the older rule,
+                    // from the configured rate.
+                    self.cfg.congestion_model = false;
+                    self.pacer.set_rate(self.rate.rate());
+                }
+                None => {}
             }
         }
         if a.base > self.acked {
@@ -570,7 +644,7 @@ impl Sender {
             let seq = e.seq;
             let want = |frag: u16, e: &Entry, repair: &mut BTreeSet<(u64, u16)>| {
                 if frag < e.frags {
-                    let sent = e.sent_at[frag as usize];
+                    let sent = e.sent[frag as usize].at_us;
                     let before_heartbeat =
                         heartbeat.is_some_and(|h| (h.wrapping_sub(sent) as i32) >= 0);
                     if sent != 0 && (before_heartbeat || now_us.wrapping_sub(sent) >= guard) {
@@ -651,7 +725,10 @@ impl Sender {
         if self.silent {
             return None;
         }
-        let (seq, frag, is_repair) = self.next_fragment()?;
+        let Some((seq, frag, is_repair)) = self.next_fragment() else {
+            self.ran_dry();
+            return None;
+        };
         let len = {
             let e = self.entry(seq)?;
             if frag >= e.frags {
@@ -662,8 +739,10 @@ impl Sender {
         };
         if !self.pacer.try_send(now, len) {
             self.rate.limited(now);
+            self.cc.limited();
             return None;
         }
+        self.busy = true;
         if !is_repair && self.send_shard(now, seq, frag, out).is_some() {
             return Some(());
         }
@@ -671,7 +750,6 @@ impl Sender {
         let stream = self.cfg.stream;
         let first = self.first_seq();
         let e = self.history.get_mut((seq - first) as usize)?;
-        e.sent_at[frag as usize] = now_us;
         let d = Data {
             seq,
             stamp_ns: e.stamp_ns,
@@ -682,7 +760,10 @@ impl Sender {
         };
         rudp::encode_data(out, stream, &d);
         let last_of_sample = frag + 1 == e.frags + e.recovery;
+        let payload = d.payload.len();
+        self.record_send(seq, frag, out.len(), now_us);
         if is_repair {
+            self.repaired_bytes += payload as u64;
             self.repair.remove(&(seq, frag));
             self.stats.retransmitted += 1;
             if self.repair.is_empty() && self.cfg.reliable {
@@ -691,7 +772,7 @@ impl Sender {
             }
         } else {
             self.stats.fragments += 1;
-            self.unsent -= d.payload.len();
+            self.unsent -= payload;
             self.fresh_frag += 1;
             if last_of_sample {
                 self.sample_out(now, seq);
@@ -723,10 +804,14 @@ impl Sender {
         };
         rudp::encode_fec(out, stream, &f);
         self.unsent -= f.payload.len();
+        let last = index + 1 == e.recovery;
+        if last {
+            e.fec = Vec::new(); // sent: shards are not kept for repair
+        }
+        self.record_send(seq, frag, out.len(), micros(self.epoch, now));
         self.stats.fec_shards += 1;
         self.fresh_frag += 1;
-        if index + 1 == e.recovery {
-            e.fec = Vec::new(); // sent: shards are not kept for repair
+        if last {
             self.sample_out(now, seq);
         }
         self.stats.bytes += out.len() as u64;
@@ -828,11 +913,20 @@ impl Sender {
     /// Changes the configured link rate (with `adaptive_rate`, the ceiling).
     pub fn set_rate(&mut self, rate: u64) {
         self.rate.set_ceiling(rate);
-        self.pacer.set_rate(if self.cfg.adaptive_rate {
+        self.cc.set_cap(rate);
+        self.pacer.set_rate(if self.model() {
+            self.cc.rate()
+        } else if self.cfg.adaptive_rate {
             self.rate.rate()
         } else {
             rate
         });
+    }
+
+    /// Whether the congestion model paces (reliable, adaptive, and not
+    /// turned off by config or by a reader without arrival marks).
+    fn model(&self) -> bool {
+        self.cfg.adaptive_rate && self.cfg.congestion_model && self.cfg.reliable
     }
 
     /// Counters and estimates.
@@ -841,7 +935,10 @@ impl Sender {
             srtt_us: self.srtt_us,
             pacing_rate: self.pacer.rate(),
             min_rtt_us: self.rate.min_rtt_us(),
-            rate_cuts: self.rate.cuts(),
+            rate_cuts: self.rate.cuts() + self.cc.cuts(),
+            bw: self.cc.bw() as u64,
+            queue_delay_us: self.cc.queue_delay_us(),
+            random_loss: self.cc.random_loss(),
             loss: self.loss,
             history_samples: self.history.len(),
             history_bytes: self.history_bytes,

@@ -64,6 +64,10 @@ pub struct LinkConfig {
     pub queue: usize,
     /// Windows (from the link's start) in which everything is dropped.
     pub outages: Vec<(Duration, Duration)>,
+    /// Rate changes: from each time (from the link's start) on, the rate
+    /// is the given bytes/s (a radio changing its modulation, a cell
+    /// getting busy). The queue stays as long in time.
+    pub rate_steps: Vec<(Duration, u64)>,
 }
 
 impl Default for LinkConfig {
@@ -78,6 +82,7 @@ impl Default for LinkConfig {
             mtu: 1472,
             queue: 10_000,
             outages: Vec::new(),
+            rate_steps: Vec::new(),
         }
     }
 }
@@ -143,6 +148,17 @@ impl SimLink {
         self.cfg.outages.iter().any(|(a, b)| t >= *a && t < *b)
     }
 
+    /// The rate at `now`, bytes/s (0: unlimited).
+    pub fn rate_at(&self, now: Instant) -> u64 {
+        let t = now.saturating_duration_since(self.start);
+        self.cfg
+            .rate_steps
+            .iter()
+            .filter(|(from, _)| t >= *from)
+            .max_by_key(|(from, _)| *from)
+            .map_or(self.cfg.rate, |(_, r)| *r)
+    }
+
     /// The configuration.
     pub fn config(&self) -> &LinkConfig {
         &self.cfg
@@ -161,17 +177,18 @@ impl SimLink {
         }
         // Rate limiter: FIFO serialisation.
         let mut depart = now;
-        if self.cfg.rate > 0 {
+        let rate = self.rate_at(now);
+        if rate > 0 {
             if self.busy_until > now {
                 let backlog = self.busy_until - now;
-                let per = Duration::from_secs_f64(self.cfg.mtu as f64 / self.cfg.rate as f64);
+                let per = Duration::from_secs_f64(self.cfg.mtu as f64 / rate as f64);
                 if backlog > per * self.cfg.queue as u32 {
                     self.stats.queue_drops += 1;
                     return;
                 }
             }
             let start = self.busy_until.max(now);
-            depart = start + Duration::from_secs_f64(bytes.len() as f64 / self.cfg.rate as f64);
+            depart = start + Duration::from_secs_f64(bytes.len() as f64 / rate as f64);
             self.busy_until = depart;
         }
         if self.rng.chance(self.cfg.loss) {

@@ -180,11 +180,18 @@ pub struct Config {
     /// samples of ≥ 4 fragments, sized to the loss the reader reports; none
     /// while it reports < 0.5 %). Default on.
     pub udp_fec: bool,
-    /// UDP path: follow the path's rate. `udp_link_mbps` becomes the
-    /// ceiling; the paced rate drops when the RTT the reader echoes shows a
-    /// queue (a slower bottleneck) and grows back; random loss is not taken
-    /// for congestion. Off: always pace at `udp_link_mbps`. Default on.
+    /// UDP path: follow the path's rate. `udp_link_mbps` becomes a cap;
+    /// the paced rate is found from the reader's feedback (see
+    /// `udp_congestion_model`); random loss is not taken for congestion.
+    /// Off: always pace at `udp_link_mbps`. Default on.
     pub udp_adaptive_rate: bool,
+    /// UDP path, with `udp_adaptive_rate`: the congestion model of
+    /// `ferry-rudp`'s `cc.rs` — start-up from 32 Mbit/s, cuts when a queue
+    /// stands and grows, random loss corrected — once the reader sends
+    /// arrival marks (ferry ≥ 0.1 with issue 20). Off: the older rule that
+    /// only cuts to the reader's receive rate when it falls under 0.35 ×
+    /// the paced rate. Default on.
+    pub udp_congestion_model: bool,
     /// UDP path: largest datagram per interface name (`wlan0 = 1400`,
     /// `eth1 = 8972` for jumbo frames). Whatever is configured, a datagram
     /// never exceeds the interface's own MTU minus 28 B of headers.
@@ -230,6 +237,7 @@ impl Default for Config {
             udp_mtu: 1472,
             udp_fec: true,
             udp_adaptive_rate: true,
+            udp_congestion_model: true,
             udp_mtu_per_interface: Default::default(),
             topics: Vec::new(),
             priority_threads: 8,

@@ -15,8 +15,17 @@
 //!          length rounded up to even)
 //! ACKNACK  8 base u64 | 16 count u32 | 20 echo_us u32 | 24 hold_us u32 | 28 rate_kBps u32 |
 //!          32 loss_permille u16 | 34 n u16 | n × { offset u32 (seq - base), nfrag-bitmap bytes u8 (0 = whole sample),
-//!                          frag_base u16 if bytes > 0, bitmap… }
+//!                          frag_base u16 if bytes > 0, bitmap… } |
+//!          optional blocks, each tag u8 | len u16 | len bytes (unknown tags are skipped):
+//!          ARRIVAL (tag 0xA1, 22 B): seq u64 | frag u16 | at_us u32 | bytes u32 | datagrams u32
 //! ```
+//! The ARRIVAL block marks the newest datagram (DATA or FEC) the reader
+//! received: its id (`seq`, `frag`; a FEC shard is `frags + index`), when it
+//! arrived on the reader's clock (µs, wrapping), and the bytes and datagrams
+//! the reader had received on the stream by then (wrapping counters). Two
+//! marks give the writer a delivery rate, a loss count and a one-way delay
+//! change over the datagrams it sent between them (congestion control).
+//! Parsers from before the block ignore bytes after the entries.
 //! `first..=last` in a heartbeat is what the writer still holds (first > last:
 //! nothing). An ACKNACK says: every sample below `base` is done (delivered or
 //! given up); the listed samples (or fragments of them) are missing.
@@ -32,6 +41,10 @@ pub const DATA_HEADER: usize = 32;
 pub const HEARTBEAT_LEN: usize = 32;
 /// Fixed part of an ACKNACK.
 pub const ACKNACK_HEADER: usize = 36;
+/// Tag of the ARRIVAL block of an ACKNACK.
+pub const TAG_ARRIVAL: u8 = 0xA1;
+/// Bytes of the ARRIVAL block's body.
+pub const ARRIVAL_LEN: usize = 22;
 /// Most fragments of one sample (≈ 93 MB at 1440 B per fragment).
 pub const MAX_FRAGS: u16 = u16::MAX;
 /// Longest fragment bitmap in one NACK entry (2048 fragments).
@@ -170,6 +183,52 @@ pub struct AckNack {
     pub loss_permille: u16,
     /// What is missing, oldest first.
     pub missing: Vec<Missing>,
+    /// The newest datagram received, with the reader's counters then.
+    pub arrival: Option<Arrival>,
+}
+
+/// The reader's mark of the newest datagram it received (see the module
+/// docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Arrival {
+    /// The datagram's sample.
+    pub seq: u64,
+    /// Its fragment (`frags + index` for a FEC shard).
+    pub frag: u16,
+    /// When it arrived, µs on the reader's wrapping clock.
+    pub at_us: u32,
+    /// Bytes (datagram lengths) received on the stream so far, wrapping.
+    pub bytes: u32,
+    /// DATA and FEC datagrams received on the stream so far, wrapping.
+    pub datagrams: u32,
+}
+
+/// Reads the optional blocks after an ACKNACK's entries.
+fn read_blocks(r: &mut Reader<'_>) -> Result<Option<Arrival>, WireError> {
+    let mut arrival = None;
+    while r.remaining() > 0 {
+        let tag = r.u8()?;
+        let len = r.u16()? as usize;
+        let body = r.bytes(len)?;
+        if tag != TAG_ARRIVAL {
+            continue; // a later version's block
+        }
+        if len != ARRIVAL_LEN {
+            return Err(WireError::InvalidValue {
+                field: "acknack.arrival",
+                value: len as u64,
+            });
+        }
+        let mut b = Reader::new(body);
+        arrival = Some(Arrival {
+            seq: b.u64()?,
+            frag: b.u16()?,
+            at_us: b.u32()?,
+            bytes: b.u32()?,
+            datagrams: b.u32()?,
+        });
+    }
+    Ok(arrival)
 }
 
 /// A parsed datagram (DATA borrows its payload from the input).
@@ -280,6 +339,7 @@ impl Packet<'_> {
                         });
                     }
                 }
+                let arrival = read_blocks(&mut r)?;
                 Datagram::AckNack(AckNack {
                     base,
                     count,
@@ -288,6 +348,7 @@ impl Packet<'_> {
                     rate_kbps,
                     loss_permille,
                     missing,
+                    arrival,
                 })
             }
             KIND_HELLO => {
@@ -402,8 +463,14 @@ pub fn encode_acknack(stream: u32, a: &AckNack, mtu: usize) -> (Vec<u8>, usize) 
 }
 
 /// Encodes an ACKNACK into `out` (cleared first; its capacity is reused);
-/// returns how many missing entries fit in `mtu`.
+/// returns how many missing entries fit in `mtu` (the ARRIVAL block is
+/// reserved first).
 pub fn encode_acknack_into(out: &mut Vec<u8>, stream: u32, a: &AckNack, mtu: usize) -> usize {
+    let mtu = mtu.saturating_sub(if a.arrival.is_some() {
+        3 + ARRIVAL_LEN
+    } else {
+        0
+    });
     let mut w = Writer::reuse(std::mem::take(out));
     header(&mut w, KIND_ACKNACK, stream);
     w.u64(a.base);
@@ -436,6 +503,15 @@ pub fn encode_acknack_into(out: &mut Vec<u8>, stream: u32, a: &AckNack, mtu: usi
             }
         }
         n += 1;
+    }
+    if let Some(m) = &a.arrival {
+        w.u8(TAG_ARRIVAL);
+        w.u16(ARRIVAL_LEN as u16);
+        w.u64(m.seq);
+        w.u16(m.frag);
+        w.u32(m.at_us);
+        w.u32(m.bytes);
+        w.u32(m.datagrams);
     }
     *out = w.into_vec();
     out[ACKNACK_HEADER - 2..ACKNACK_HEADER].copy_from_slice(&(n as u16).to_le_bytes());
@@ -546,10 +622,91 @@ mod tests {
                     bitmap: vec![0b101, 0xff],
                 },
             ],
+            arrival: None,
         };
         let (b, n) = encode_acknack(1, &a, 1472);
         assert_eq!(n, 2);
-        assert_eq!(Packet::parse(&b).unwrap().body, Datagram::AckNack(a));
+        assert_eq!(
+            Packet::parse(&b).unwrap().body,
+            Datagram::AckNack(a.clone())
+        );
+        let with = AckNack {
+            arrival: Some(Arrival {
+                seq: 104,
+                frag: 30,
+                at_us: u32::MAX - 3,
+                bytes: 7,
+                datagrams: 9,
+            }),
+            ..a
+        };
+        let (b2, n) = encode_acknack(1, &with, 1472);
+        assert_eq!(n, 2);
+        assert_eq!(b2.len(), b.len() + 3 + ARRIVAL_LEN);
+        assert_eq!(Packet::parse(&b2).unwrap().body, Datagram::AckNack(with));
+    }
+
+    /// The parser of before the ARRIVAL block: the fixed part and the
+    /// entries, nothing after (frozen here: old readers of new ACKNACKs).
+    fn old_parse_missing(b: &[u8]) -> Option<usize> {
+        let mut r = Reader::new(b);
+        r.header(MAGIC, VERSION).ok()?;
+        (r.u8().ok()? == KIND_ACKNACK).then_some(())?;
+        r.bytes(4 + 8 + 4 * 4 + 2).ok()?;
+        let n = r.u16().ok()? as usize;
+        for _ in 0..n {
+            r.u32().ok()?;
+            let bytes = r.u8().ok()? as usize;
+            if bytes > 0 {
+                r.u16().ok()?;
+                r.bytes(bytes).ok()?;
+            }
+        }
+        Some(n)
+    }
+
+    #[test]
+    fn the_arrival_block_is_compatible_and_checked() {
+        let a = AckNack {
+            base: 1,
+            count: 1,
+            echo_us: 0,
+            hold_us: 0,
+            rate_kbps: 0,
+            loss_permille: 0,
+            missing: (0..1000).map(|i| Missing::Sample(1 + i)).collect(),
+            arrival: Some(Arrival::default()),
+        };
+        let (b, n) = encode_acknack(1, &a, 1472);
+        assert!(b.len() <= 1472);
+        assert_eq!(
+            old_parse_missing(&b),
+            Some(n),
+            "an old reader reads the entries"
+        );
+        let Datagram::AckNack(back) = Packet::parse(&b).unwrap().body else {
+            panic!()
+        };
+        assert_eq!((back.missing.len(), back.arrival), (n, a.arrival));
+        // An unknown block is skipped; a truncated or mis-sized one is an error.
+        let plain = encode_acknack(
+            1,
+            &AckNack {
+                arrival: None,
+                ..a.clone()
+            },
+            1472,
+        )
+        .0;
+        let mut unknown = plain.clone();
+        unknown.extend_from_slice(&[0x77, 2, 0, 9, 9]);
+        assert!(Packet::parse(&unknown).is_ok());
+        let mut cut = b.clone();
+        cut.pop();
+        assert!(Packet::parse(&cut).is_err());
+        let mut short = plain;
+        short.extend_from_slice(&[TAG_ARRIVAL, 1, 0, 3]);
+        assert!(Packet::parse(&short).is_err());
     }
 
     #[test]
@@ -590,6 +747,7 @@ mod tests {
             rate_kbps: 0,
             loss_permille: 0,
             missing: (0..1000).map(Missing::Sample).collect(),
+            arrival: None,
         };
         let (b, n) = encode_acknack(1, &a, 1472);
         assert!(b.len() <= 1472);

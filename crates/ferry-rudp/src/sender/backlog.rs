@@ -21,11 +21,11 @@
 //! `udp_history_mb` still rides out an outage. (Before the reader's first
 //! answer it holds: a driver that sends nothing until then makes keep_all
 //! wait for the handshake instead of piling up seconds of samples.) When
-//! the outage ends, what then waits — unsent bytes and the repairs the reader asked for in
-//! the same answer — becomes an allowance that only shrinks (each write
-//! lowers it to what it finds waiting): writes go on as long as that does
-//! not grow, and it drains at the path's rate; once it is under the rule,
-//! the rule alone applies.
+//! the outage ends, the unsent backlog then becomes an allowance that only
+//! shrinks (each write lowers it to the backlog it finds; repairs sent
+//! since are credited, as they took the path first): writes go on as long
+//! as the backlog does not grow, and it drains at the path's rate; once it
+//! is under the rule, the rule alone applies.
 
 use std::time::Duration;
 
@@ -61,7 +61,13 @@ impl Sender {
     /// The most unsent bytes a new sample of `len` bytes may find ahead of
     /// it, or None when the rule is off (not flowing, or unpaced).
     fn backlog_limit(&self, len: usize) -> Option<usize> {
-        let rate = self.pacer.rate();
+        // In start-up the pacing rate is a guess from below: not a reason to
+        // drop a burst.
+        let rate = if self.model() {
+            self.cc.path_rate()
+        } else {
+            self.pacer.rate()
+        };
         if rate == 0 || self.silent {
             return None;
         }
@@ -71,27 +77,27 @@ impl Sender {
 
     /// Back from an outage: what waits now may drain, but must not grow.
     pub(super) fn flowing_again(&mut self) {
-        self.allowance = Some(self.waiting());
-    }
-
-    /// Bytes waiting to go out: unsent, and repairs (about a full fragment
-    /// each).
-    fn waiting(&self) -> usize {
-        self.unsent + self.repair.len() * self.max_payload()
+        self.allowance = Some((self.unsent, self.repaired_bytes));
     }
 
     /// Applies the rule before a sample of `len` bytes joins the history:
     /// keep_last drops the oldest unsent samples, keep_all refuses.
     pub(super) fn make_room(&mut self, len: usize) -> Result<(), WriteError> {
-        let Some(limit) = self.backlog_limit(len) else {
+        let Some(mut limit) = self.backlog_limit(len) else {
             return Ok(());
         };
-        if let Some(a) = self.allowance {
-            let waiting = self.waiting();
-            self.allowance = Some(a.min(waiting)).filter(|&a| a > limit);
-            if waiting <= a {
+        if let Some((a, mark)) = self.allowance {
+            // Repairs of what the outage lost go first: what they sent
+            // since is credited (the backlog would have drained by that).
+            let a = a + (self.repaired_bytes - mark) as usize;
+            let mark = self.repaired_bytes;
+            if self.unsent <= a {
+                self.allowance = Some((self.unsent, mark)).filter(|&(u, _)| u > limit);
                 return Ok(());
             }
+            // Grown: back to the allowance, not to the rule.
+            self.allowance = Some((a, mark));
+            limit = limit.max(a);
         }
         while self.unsent > limit {
             if self.cfg.keep_all && self.cfg.reliable {
@@ -129,7 +135,7 @@ impl Sender {
         e.frags = 0;
         e.fec = Vec::new();
         e.recovery = 0;
-        e.sent_at = Vec::new();
+        e.sent = Vec::new();
         self.drop_leading_tombstones();
     }
 

@@ -78,6 +78,10 @@ pub struct Outcome {
     pub longest_block: Duration,
     /// Most bytes waiting unsent in the writer.
     pub max_unsent: usize,
+    /// Every 100 ms: (time, pacing rate, bandwidth estimate), bytes/s.
+    pub trace: Vec<(Duration, u64, u64)>,
+    /// Bytes the forward link delivered.
+    pub link_bytes: u64,
 }
 
 pub fn run(s: &Scenario) -> Outcome {
@@ -164,7 +168,14 @@ pub fn run(s: &Scenario) -> Outcome {
             }
         }
         o.max_pending = o.max_pending.max(rx.pending_bytes());
-        o.max_unsent = o.max_unsent.max(tx.stats().unsent_bytes);
+        let ts = tx.stats();
+        o.max_unsent = o.max_unsent.max(ts.unsent_bytes);
+        if o.trace
+            .last()
+            .is_none_or(|l| now - t0 >= l.0 + Duration::from_millis(100))
+        {
+            o.trace.push((now - t0, ts.pacing_rate, ts.bw));
+        }
         if written == s.count
             && tx.is_idle()
             && fwd.next_arrival().is_none()
@@ -202,6 +213,7 @@ pub fn run(s: &Scenario) -> Outcome {
     o.pacing_rate = ts.pacing_rate;
     o.rate_cuts = ts.rate_cuts;
     o.written = written;
+    o.link_bytes = fwd.stats().bytes;
     o
 }
 

@@ -53,6 +53,7 @@ impl UdpShared {
         cfg.lifespan = qos.lifespan;
         cfg.fec = s.fec;
         cfg.adaptive_rate = s.adaptive_rate;
+        cfg.congestion_model = s.congestion_model;
         let hello = Hello {
             from: writer,
             to: reader,

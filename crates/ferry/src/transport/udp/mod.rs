@@ -62,6 +62,7 @@ pub(crate) fn start(
         keep_all_block: Duration::from_millis(cfg.keep_all_block_ms),
         fec: cfg.udp_fec,
         adaptive_rate: cfg.udp_adaptive_rate,
+        congestion_model: cfg.udp_congestion_model,
         lane_limit: cfg.priority_threads,
     };
     let mtu_for = {
@@ -119,6 +120,8 @@ pub(crate) struct UdpSettings {
     pub fec: bool,
     /// Pace to the rate the path carries (`udp_adaptive_rate`).
     pub adaptive_rate: bool,
+    /// The congestion model (`udp_congestion_model`).
+    pub congestion_model: bool,
     /// Dedicated sender threads at most (`priority_threads`).
     pub lane_limit: usize,
 }

@@ -1,0 +1,481 @@
+//! Congestion control from the reader's arrival marks: the pacing rate
+//! follows what the path delivers, with no link hint.
+//!
+//! Every ACKNACK carries the reader's mark of the newest datagram it
+//! received (its id, arrival time and the reader's byte and datagram
+//! counters: `ferry_wire::rudp::Arrival`). The writer keeps a send record
+//! per datagram (time, bytes and datagrams sent so far, how often it had run
+//! out of data). Two marks whose datagrams were sent in one busy period (the
+//! writer never ran dry in between: the pacer, not the application, set the
+//! spacing) and about one round apart give a *delivery sample* over the same
+//! datagrams:
+//!
+//! - the receive rate `x_r` (reader clock) and the send rate `x_s`;
+//! - the loss (datagrams sent − received);
+//! - the one-way delay of the newer datagram, up to the clocks' offset:
+//!   minus its 5–10 s minimum, the *queueing delay* `q`;
+//! - the sample `x = min(x_r / (1 − p_free), x_s)`: received, corrected for
+//!   random loss only, never above what was sent (radio aggregation bunches
+//!   arrivals, which would otherwise read as a faster path; BBR's sampler
+//!   does the same). A sample spans at least four times the delay jitter
+//!   (a late datagram holds those behind it in order).
+//!
+//! The rate (after GCC's AIMD and BBR's start-up), decided once a round
+//! (the smoothed RTT, 10–200 ms):
+//!
+//! - **Congestion is a queue that stands and grows**: when the smallest
+//!   queueing delay of a round is above `Q_T = clamp(3 J, 5 ms, 20 ms)`
+//!   (`J` the mean change of the delay between samples: jitter alone stays
+//!   under it) and either grew by 2 ms since the round before or exceeds
+//!   30 ms, the rate is cut to 0.85 × the best sample of the round — what
+//!   the path just delivered — and the queue drains at 15 % of it. A
+//!   transient queue inside one burst never stands a whole round; a delay
+//!   floor that merely rises with the rate (a radio that delivers in order
+//!   holds what follows a late frame) does not keep growing.
+//! - **Two more signals when delay says nothing**: a buffer too shallow to
+//!   show a queue — when more than half of the datagrams sent between two
+//!   marks were lost, in every measurement of two rounds running (no
+//!   random loss is that high: `p_free` stops at 30 %; reordering makes
+//!   single measurements high), the rate halves; and bursts too short to
+//!   give a delivery sample — a reader whose busy-time receive rate (in
+//!   every ACKNACK) is under 0.35 × the pacing rate sets the rate to it.
+//! - **Random loss never cuts**: loss at a flat delay (no queue) is the
+//!   radio's; it is averaged into `p_free` (≤ 30 %) and corrects the
+//!   samples. Loss that comes with a queue is congestion and never enters
+//!   it (taken for random, it would be corrected for, and the estimate
+//!   would climb with the very losses it causes).
+//! - **Growth while the pacer is the limit**: start-up doubles every round
+//!   from 32 Mbit/s (or the cap) until the first queue; then the rate grows
+//!   by one datagram per round per round while within 10 % of the level of
+//!   the last cuts (additive increase near the point where the path filled:
+//!   with the multiplicative decrease, streams that share a bottleneck
+//!   converge to equal shares, as Chiu and Jain showed) and by 8 % per
+//!   round above it (the path changed: a rate that stepped up is found in
+//!   about 20 rounds). A round in which the application, not the pacer,
+//!   set the pace changes nothing.
+//! - `udp_link_mbps` caps the rate; nothing else needs a link hint.
+
+use std::time::{Duration, Instant};
+
+/// Start-up rate when no cap is lower, bytes/s (32 Mbit/s): low enough
+/// that the first samples see the path's queue empty (the delay minimum
+/// must be the path's).
+const START: f64 = 4_000_000.0;
+/// Multiplicative decrease: the share of the best sample a cut paces at.
+const BETA: f64 = 0.85;
+/// Additive increase near the last cuts: this many bytes per round more
+/// each round (one datagram per RTT per RTT, Reno's step as a rate).
+const AI_BYTES: f64 = 1500.0;
+/// Growth per round away from the last cuts.
+const GROW: f64 = 1.08;
+/// Random loss above this is not corrected for.
+const RANDOM_LOSS: f64 = 0.3;
+/// A standing queue this much longer than the round before is growing, µs.
+const GROWING_US: i64 = 2_000;
+/// A standing queue this long is congestion whether it grows or not, µs.
+const LONG_QUEUE_US: i64 = 30_000;
+/// With no delivery sample in a round, a busy-time receive rate under this
+/// share of the pacing rate is a path far slower than paced.
+const MISMATCH: f64 = 0.35;
+/// Loss between two marks above this is congestion whatever the delay: no
+/// random loss is that high (`p_free` stops at 30 %).
+const HEAVY_LOSS: f64 = 0.5;
+/// Rounds a queue must stand before a cut.
+const STANDING_ROUNDS: u8 = 1;
+/// Slowest pacing the controller chooses, bytes/s (128 kbit/s).
+const FLOOR: f64 = 16_000.0;
+/// Smallest and largest queueing delay that counts as a standing queue, µs.
+const Q_MIN_US: f64 = 5_000.0;
+const Q_MAX_US: f64 = 20_000.0;
+/// Window of the one-way-delay minimum (two buckets of this).
+const OWD_WINDOW: Duration = Duration::from_secs(5);
+/// Window of the reported bandwidth (two buckets of this).
+const BW_WINDOW: Duration = Duration::from_secs(1);
+
+/// One delivery sample (see the module docs).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Delivery {
+    /// Receive rate, bytes/s.
+    pub recv: f64,
+    /// Send rate of the same datagrams, bytes/s.
+    pub sent: f64,
+    /// Share of those datagrams lost (0..1).
+    pub loss: f64,
+    /// One-way delay of the newer mark's datagram, µs, up to a constant
+    /// clock offset.
+    pub owd_us: i64,
+    /// The datagrams went out while the rate was above the level of the
+    /// last cuts (start-up, growth).
+    pub probing: bool,
+}
+
+/// The controller (see the module docs).
+#[derive(Debug, Clone)]
+pub(crate) struct Controller {
+    cap: f64,
+    rate: f64,
+    startup: bool,
+    /// Level of the last cuts (EWMA of the best samples then; 0: none).
+    cut_level: f64,
+    /// Best samples of the last one to two seconds (reported only).
+    bw: [f64; 2],
+    bw_since: Instant,
+    owd: [i64; 2],
+    owd_since: Instant,
+    /// Queueing delay of the newest sample, µs.
+    queue_us: i64,
+    /// Mean change of the queueing delay between samples, µs.
+    jitter_us: f64,
+    p_free: f64,
+    next_round: Instant,
+    round_len: Duration,
+    /// This round: best sample, smallest queueing delay, samples, and
+    /// whether the pacer held data back.
+    round_best: f64,
+    round_min_q: i64,
+    round_samples: u32,
+    round_limited: bool,
+    /// Lowest loss between marks this round (2: none measured): every
+    /// measurement must show it (reordering makes single ones high).
+    round_loss: f64,
+    /// Rounds in a row with heavy loss.
+    heavy_rounds: u8,
+    /// Highest busy-time receive rate the reader reported this round.
+    round_recv: f64,
+    standing_rounds: u8,
+    /// Smallest queueing delay of the previous round with samples, µs.
+    prev_min_q: i64,
+    cuts: u64,
+}
+
+impl Controller {
+    /// A controller starting at 32 Mbit/s or `cap` (bytes/s), whichever is
+    /// lower.
+    pub fn new(cap: u64, now: Instant) -> Self {
+        let cap = cap as f64;
+        Controller {
+            cap,
+            rate: START.min(cap),
+            startup: true,
+            cut_level: 0.0,
+            bw: [0.0; 2],
+            bw_since: now,
+            owd: [i64::MAX; 2],
+            owd_since: now,
+            queue_us: 0,
+            jitter_us: 0.0,
+            p_free: 0.0,
+            next_round: now,
+            round_len: Duration::from_millis(10),
+            round_best: 0.0,
+            round_min_q: i64::MAX,
+            round_samples: 0,
+            round_limited: false,
+            round_loss: 2.0,
+            heavy_rounds: 0,
+            round_recv: 0.0,
+            standing_rounds: 0,
+            prev_min_q: i64::MAX,
+            cuts: 0,
+        }
+    }
+
+    /// Best delivery sample of the last one to two seconds, bytes/s (0:
+    /// none yet).
+    pub fn bw(&self) -> f64 {
+        self.bw[0].max(self.bw[1])
+    }
+
+    /// Pacing rate, bytes/s.
+    pub fn rate(&self) -> u64 {
+        self.rate.clamp(FLOOR.min(self.cap), self.cap) as u64
+    }
+
+    /// The rate the path may carry: the cap until the first cut (start-up
+    /// has not found the path yet), then the pacing rate.
+    pub fn path_rate(&self) -> u64 {
+        if self.startup {
+            self.cap as u64
+        } else {
+            self.rate()
+        }
+    }
+
+    /// Whether datagrams sent now go out above the level of the last cuts.
+    pub fn probing(&self) -> bool {
+        self.startup || self.rate > self.cut_level
+    }
+
+    /// Times the rate was cut for a standing queue.
+    pub fn cuts(&self) -> u64 {
+        self.cuts
+    }
+
+    /// Random loss estimate (0..0.3).
+    pub fn random_loss(&self) -> f64 {
+        self.p_free
+    }
+
+    /// Queueing delay of the newest sample over the 5–10 s minimum, µs.
+    pub fn queue_delay_us(&self) -> u64 {
+        self.queue_us.max(0) as u64
+    }
+
+    /// A new ceiling (configuration).
+    pub fn set_cap(&mut self, cap: u64) {
+        self.cap = cap as f64;
+    }
+
+    /// An outage ended: the path may have changed (another access point,
+    /// another cell). The delay minimum restarts; the rate does not.
+    pub fn path_back(&mut self, now: Instant) {
+        self.owd = [i64::MAX; 2];
+        self.owd_since = now;
+        self.standing_rounds = 0;
+    }
+
+    /// Shortest interval a delivery sample may span on the reader's clock,
+    /// µs: four times the delay jitter (at most 40 ms), a quarter of the
+    /// RTT, at least 2 ms.
+    pub fn shortest_sample_us(&self, srtt_us: f64) -> u32 {
+        (4.0 * self.jitter_us)
+            .min(40_000.0)
+            .max(srtt_us / 4.0)
+            .clamp(2_000.0, 100_000.0) as u32
+    }
+
+    /// Queueing delay that counts as a queue: above the jitter's reach.
+    fn queue_target_us(&self) -> f64 {
+        (3.0 * self.jitter_us).clamp(Q_MIN_US, Q_MAX_US)
+    }
+
+    /// The pacer held data back (the rate, not the application, set the
+    /// pace).
+    pub fn limited(&mut self) {
+        self.round_limited = true;
+    }
+
+    /// One delivery sample at `now` (rounds end in [`Controller::tick`]).
+    pub fn on_delivery(&mut self, now: Instant, d: Delivery) {
+        if now.saturating_duration_since(self.owd_since) >= OWD_WINDOW {
+            self.owd = [d.owd_us, self.owd[0]];
+            self.owd_since = now;
+        } else {
+            self.owd[0] = self.owd[0].min(d.owd_us);
+        }
+        let q = d.owd_us.saturating_sub(self.owd[0].min(self.owd[1]));
+        self.jitter_us += ((q - self.queue_us).abs() as f64 - self.jitter_us) / 16.0;
+        self.queue_us = q;
+        self.round_min_q = self.round_min_q.min(q);
+        if (q as f64) < self.queue_target_us() && !d.probing && d.sent > 0.0 {
+            self.p_free += (d.loss.clamp(0.0, RANDOM_LOSS) - self.p_free) / 8.0;
+        }
+        let x = (d.recv / (1.0 - self.p_free)).min(d.sent);
+        if x > 0.0 {
+            if now.saturating_duration_since(self.bw_since) >= BW_WINDOW {
+                self.bw = [x, self.bw[0]];
+                self.bw_since = now;
+            } else {
+                self.bw[0] = self.bw[0].max(x);
+            }
+            self.round_best = self.round_best.max(x);
+            self.round_samples += 1;
+        }
+    }
+
+    /// The reader's busy-time receive rate (bytes/s over arrivals at most
+    /// 2 ms apart, by kernel stamps; 0: unknown), from an ACKNACK.
+    pub fn on_receive_rate(&mut self, recv: f64) {
+        if recv > 0.0 {
+            self.round_recv = self.round_recv.max(recv);
+        }
+    }
+
+    /// The share of datagrams lost between two marks (busy or idle between).
+    pub fn on_loss(&mut self, loss: f64) {
+        self.round_loss = self.round_loss.min(loss);
+    }
+
+    /// Feedback arrived at `now`: a round ends every smoothed RTT.
+    pub fn tick(&mut self, now: Instant, srtt_us: f64) {
+        if now >= self.next_round {
+            self.end_round();
+            self.round_len = Duration::from_micros(srtt_us as u64)
+                .clamp(Duration::from_millis(10), Duration::from_millis(200));
+            self.next_round = now + self.round_len;
+        }
+    }
+
+    fn end_round(&mut self) {
+        let limited = std::mem::take(&mut self.round_limited);
+        let samples = std::mem::take(&mut self.round_samples);
+        let best = std::mem::take(&mut self.round_best);
+        let min_q = std::mem::replace(&mut self.round_min_q, i64::MAX);
+        let loss = std::mem::replace(&mut self.round_loss, 2.0);
+        let recv = std::mem::take(&mut self.round_recv);
+        if samples == 0 && limited && recv > 0.0 && recv < MISMATCH * self.rate {
+            // Bursts too short to sample, into a path far slower than the
+            // pacing: what the reader receives while busy is the rate.
+            self.rate = recv.max(FLOOR.min(self.cap));
+            self.cut_level = self.rate;
+            self.startup = false;
+            self.cuts += 1;
+            return;
+        }
+        self.heavy_rounds = match loss {
+            l if l > 1.0 => self.heavy_rounds,
+            l if l > HEAVY_LOSS => self.heavy_rounds + 1,
+            _ => 0,
+        };
+        if self.heavy_rounds >= 2 {
+            self.heavy_rounds = 0;
+            // Most of what was sent lost, and no sample to say what the
+            // path delivers: halve, every round while it lasts.
+            self.rate = (self.rate * 0.5).max(FLOOR.min(self.cap));
+            self.cut_level = self.rate;
+            self.startup = false;
+            self.standing_rounds = 0;
+            self.cuts += 1;
+            return;
+        }
+        if samples == 0 && !limited {
+            return; // the application set the pace
+        }
+        // A queue that stands the whole round and grows, or is long: a
+        // delay floor that merely rises with the rate (a radio that
+        // delivers in order holds what follows a late frame) does not grow
+        // from round to round.
+        let prev = if samples > 0 {
+            std::mem::replace(&mut self.prev_min_q, min_q)
+        } else {
+            self.prev_min_q
+        };
+        let standing = samples > 0
+            && min_q as f64 > self.queue_target_us()
+            && (min_q >= prev.saturating_add(GROWING_US) || min_q > LONG_QUEUE_US);
+        self.standing_rounds = if standing {
+            self.standing_rounds.saturating_add(1)
+        } else {
+            0
+        };
+        if self.standing_rounds >= STANDING_ROUNDS {
+            // The queue stood two rounds: pace under what the path delivered.
+            self.rate = (BETA * best).max(FLOOR.min(self.cap));
+            self.cut_level = if self.cut_level > 0.0 {
+                0.8 * self.cut_level + 0.2 * best
+            } else {
+                best
+            };
+            self.startup = false;
+            self.standing_rounds = 0;
+            self.cuts += 1;
+            return;
+        }
+        if standing || !limited {
+            return; // a queue: no growth; or the application's pace
+        }
+        self.rate = if self.startup {
+            self.rate * 2.0
+        } else if self.rate < 1.1 * self.cut_level {
+            self.rate + AI_BYTES / self.round_len.as_secs_f64()
+        } else {
+            self.rate * GROW
+        }
+        .min(self.cap);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(recv: f64, q_ms: i64) -> Delivery {
+        Delivery {
+            recv,
+            sent: recv,
+            loss: 0.0,
+            owd_us: 10_000 + q_ms * 1000,
+            probing: false,
+        }
+    }
+
+    /// Rounds of `n` samples; returns the rate after.
+    fn rounds(c: &mut Controller, t: &mut Instant, n: usize, s: Delivery) -> u64 {
+        for _ in 0..n {
+            *t += Duration::from_millis(20);
+            c.limited();
+            c.on_delivery(*t, s);
+            c.tick(*t, 20_000.0);
+        }
+        c.rate()
+    }
+
+    #[test]
+    fn start_up_doubles_until_a_queue_stands_then_cuts_under_what_was_delivered() {
+        let mut t = Instant::now();
+        let mut c = Controller::new(37_500_000, t);
+        assert_eq!(c.rate(), 4_000_000);
+        // The path takes 6.25 MB/s with no queue: doubling.
+        rounds(&mut c, &mut t, 1, sample(4e6, 0));
+        let r = rounds(&mut c, &mut t, 2, sample(6.25e6, 0));
+        assert_eq!(r, 32_000_000);
+        // A long queue stands a round: cut to 0.85 × 6.25.
+        let r = rounds(&mut c, &mut t, 1, sample(6.25e6, 31));
+        assert_eq!(r, 5_312_500);
+        assert_eq!(c.cuts(), 1);
+        // Near the cut level: one datagram per round (20 ms) per round.
+        let r = rounds(&mut c, &mut t, 2, sample(5.3e6, 0));
+        assert_eq!(r, 5_462_500);
+    }
+
+    #[test]
+    fn jitter_and_random_loss_at_a_flat_delay_never_cut() {
+        let mut t = Instant::now();
+        let mut c = Controller::new(37_500_000, t);
+        for i in 0..1600 {
+            // 0–8 ms of jitter, 20 % loss, no standing queue; four samples
+            // a round.
+            let s = Delivery {
+                recv: 0.8 * c.rate() as f64,
+                sent: c.rate() as f64,
+                loss: 0.2,
+                owd_us: 10_000 + (i * 7919 % 9) * 1000,
+                probing: false,
+            };
+            t += Duration::from_millis(5);
+            c.limited();
+            c.on_delivery(t, s);
+            c.tick(t, 20_000.0);
+        }
+        assert_eq!(c.cuts(), 0);
+        assert_eq!(c.rate(), 37_500_000);
+    }
+
+    #[test]
+    fn a_delay_floor_that_does_not_grow_is_no_queue_but_a_growing_one_is() {
+        let mut t = Instant::now();
+        let mut c = Controller::new(37_500_000, t);
+        rounds(&mut c, &mut t, 1, sample(4e6, 0));
+        // 12 ms above the minimum, steady (a radio holding frames in order):
+        // the rise itself looks like a queue once, then no more.
+        rounds(&mut c, &mut t, 2, sample(30e6, 12));
+        let before = c.cuts();
+        rounds(&mut c, &mut t, 20, sample(30e6, 12));
+        assert_eq!(c.cuts(), before);
+        // Growing by 3 ms a round: a queue.
+        rounds(&mut c, &mut t, 1, sample(30e6, 15));
+        assert_eq!(c.cuts(), before + 1);
+        assert_eq!(c.rate(), 25_500_000);
+    }
+
+    #[test]
+    fn the_application_setting_the_pace_changes_nothing() {
+        let mut t = Instant::now();
+        let mut c = Controller::new(37_500_000, t);
+        for _ in 0..50 {
+            t += Duration::from_millis(20);
+            c.tick(t, 20_000.0); // no sample, pacer never the limit
+        }
+        assert_eq!(c.rate(), 4_000_000);
+    }
+}
