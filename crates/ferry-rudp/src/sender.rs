@@ -468,6 +468,11 @@ impl Sender {
         entry_in(&self.history, seq)
     }
 
+    fn entry_mut(&mut self, seq: u64) -> Option<&mut Entry> {
+        let first = self.history.front()?.seq;
+        self.history.get_mut(seq.checked_sub(first)? as usize)
+    }
+
     fn expire(&mut self, now: Instant) {
         let Some(ls) = self.cfg.lifespan else { return };
         while self

@@ -122,20 +122,17 @@ impl Sender {
     /// Empties unsent sample `seq` (already out of `fresh`), keeping its
     /// place in the sequence.
     fn tombstone(&mut self, seq: u64) {
-        let first = self.first_seq();
-        let Some(e) = seq
-            .checked_sub(first)
-            .and_then(|i| self.history.get_mut(i as usize))
-        else {
+        let Some(e) = self.entry_mut(seq) else {
             return;
         };
-        self.unsent -= e.unsent_from(0);
-        self.history_bytes -= e.data.len();
+        let (unsent, bytes) = (e.unsent_from(0), e.data.len());
         e.data = bytes::Bytes::new();
         e.frags = 0;
         e.fec = Vec::new();
         e.recovery = 0;
         e.sent = Vec::new();
+        self.unsent -= unsent;
+        self.history_bytes -= bytes;
         self.drop_leading_tombstones();
     }
 

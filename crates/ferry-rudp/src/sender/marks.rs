@@ -59,11 +59,7 @@ impl Sender {
             probing: self.cc.probing(),
             paced: self.pacer.rate() as f32,
         };
-        let first = self.first_seq();
-        let Some(e) = seq
-            .checked_sub(first)
-            .and_then(|i| self.history.get_mut(i as usize))
-        else {
+        let Some(e) = self.entry_mut(seq) else {
             return;
         };
         if let Some(r) = e.sent.get_mut(frag as usize) {
