@@ -43,8 +43,8 @@ pub use endpoint::{
 };
 pub use receiver::{Receiver, ReceiverConfig, ReceiverStats, Sample};
 pub use sender::{
-    Sender, SenderConfig, SenderEvent, SenderStats, WriteError, BACKLOG_TIME, PROBE_FAST_FOR,
-    PROBE_SLOW,
+    fec_shards, fec_shards_best_effort, Sender, SenderConfig, SenderEvent, SenderStats, WriteError,
+    BACKLOG_TIME, PROBE_FAST_FOR, PROBE_SLOW,
 };
 
 /// Largest datagram by default: a 1500 B Ethernet/Wi-Fi MTU minus IP and UDP headers.

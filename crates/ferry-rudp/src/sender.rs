@@ -81,14 +81,26 @@ pub const FEC_MIN_LOSS: f64 = 0.005;
 
 /// Recovery shards for `k` fragments at loss `p`: the expected losses of
 /// the `k + r` datagrams plus two standard deviations, so that most samples
-/// arrive rebuildable (k = 23, p = 0.2 → 11), at most `k`.
+/// arrive rebuildable (k = 23, p = 0.2 → 11), at most `k`. Best effort has
+/// no repair to fall back on: [`fec_shards_best_effort`].
 pub fn fec_shards(k: u16, p: f64) -> u16 {
+    shards(k, p, 2.0)
+}
+
+/// Recovery shards for a best-effort sample: two and a half standard
+/// deviations (k = 45, p = 0.01 → 3: 0.2 % of samples lost instead of
+/// 1.2 %; p = 0.1 → 11, within 1.15 / (1 − p) × the payload on the wire).
+pub fn fec_shards_best_effort(k: u16, p: f64) -> u16 {
+    shards(k, p, 2.5)
+}
+
+fn shards(k: u16, p: f64, sigmas: f64) -> u16 {
     if p < FEC_MIN_LOSS || !(FEC_MIN_FRAGS..=FEC_MAX_FRAGS).contains(&k) {
         return 0;
     }
     let p = p.min(0.5);
     let k = f64::from(k);
-    let r = (k * p / (1.0 - p) + 2.0 * (k * p).sqrt()).ceil();
+    let r = (k * p / (1.0 - p) + sigmas * (k * p).sqrt()).ceil();
     r.clamp(1.0, k) as u16
 }
 
@@ -404,10 +416,12 @@ impl Sender {
         }
         self.next_seq += 1;
         self.history_bytes += data.len();
-        let r = if self.cfg.fec && self.cfg.reliable {
-            fec_shards(frags, self.loss)
-        } else {
-            0
+        // Best effort too, when its reader reports loss: a large sample is
+        // lost whole when any fragment is, and shards rebuild it.
+        let r = match (self.cfg.fec, self.cfg.reliable) {
+            (false, _) => 0,
+            (true, true) => fec_shards(frags, self.loss),
+            (true, false) => fec_shards_best_effort(frags, self.loss),
         };
         let fec = recovery_shards(&data, frags, piece, r);
         self.unsent += data.len() + fec.iter().map(Vec::len).sum::<usize>();
@@ -600,7 +614,7 @@ impl Sender {
                 }
             }
         }
-        if self.model() {
+        if self.cfg.adaptive_rate && self.cfg.congestion_model {
             match &a.arrival {
                 Some(m) => {
                     self.cc_on = true;
@@ -928,10 +942,11 @@ impl Sender {
         });
     }
 
-    /// Whether the congestion model paces (reliable, adaptive, and not
-    /// turned off by config or by a reader without arrival marks).
+    /// Whether the congestion model paces (adaptive, not turned off by
+    /// config or by a reader without arrival marks; best effort once its
+    /// reader's first mark came: before, it paces at the configured rate).
     fn model(&self) -> bool {
-        self.cfg.adaptive_rate && self.cfg.congestion_model && self.cfg.reliable
+        self.cfg.adaptive_rate && self.cfg.congestion_model && (self.cfg.reliable || self.cc_on)
     }
 
     /// Counters and estimates.

@@ -146,7 +146,7 @@ fn a_rate_that_steps_down_and_up_is_followed() {
         assert_in_order(&o);
         // The pacing rate saws around the path's rate (cut to 0.85 × what
         // was delivered, one datagram per round more each round).
-        for (from, to, c) in [(3, 10, 50.0), (12, 20, 10.0), (23, 30, 50.0)] {
+        for (from, to, c) in [(3, 10, 50.0), (13, 20, 10.0), (23, 30, 50.0)] {
             let est: Vec<f64> = estimates(&o, Duration::from_secs(from), Duration::from_secs(to))
                 .into_iter()
                 .map(mbit)
