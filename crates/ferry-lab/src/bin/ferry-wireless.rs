@@ -34,7 +34,7 @@ enum Cmd {
         /// Payload sizes in KB.
         #[arg(long, value_delimiter = ',')]
         sizes: Option<Vec<u32>>,
-        /// Conditions: ideal, loss1, loss20, outage.
+        /// Conditions: ideal, loss1, loss10, loss20, outage.
         #[arg(long, value_delimiter = ',')]
         conditions: Option<Vec<String>>,
         /// Write Markdown and JSON here (without extension).
@@ -94,6 +94,16 @@ fn node(name: &str) -> Node {
         .unwrap_or_else(|e| panic!("node: {e}"))
 }
 
+/// The QoS of both roles: the paper's strict reliability, or best effort
+/// with `FERRY_WIRELESS_QOS=best-effort` (a camera stream: every sample that
+/// arrives whole counts; the subscriber keeps up to 1000).
+fn qos() -> Qos {
+    match std::env::var("FERRY_WIRELESS_QOS").as_deref() {
+        Ok("best-effort") => Qos::default().best_effort().keep_last(1000),
+        _ => Qos::default().reliable().keep_all(),
+    }
+}
+
 fn publisher(size: usize, count: u32, hz: f64) {
     let n = node("table2_pub");
     let p = n
@@ -101,7 +111,7 @@ fn publisher(size: usize, count: u32, hz: f64) {
         // history bounded (ferry bounds it in bytes: one second of the link,
         // = N_HC samples); a full history blocks the writer instead of
         // dropping, and the application retries.
-        .qos(Qos::default().reliable().keep_all())
+        .qos(qos())
         .build()
         .unwrap();
     if !p.wait_for_subscribers(1, Duration::from_secs(20)) {
@@ -149,7 +159,7 @@ fn subscriber(count: u32, outage_end_ns: u64, sent_hz: f64) {
     let n = node("table2_sub");
     let s = n
         .subscriber::<RawBytes>("/table2")
-        .qos(Qos::default().reliable().keep_all())
+        .qos(qos())
         .build()
         .unwrap();
     let mut rx: Vec<(u64, u32, f64)> = Vec::new(); // (recv ns, seq, latency ms)
@@ -239,6 +249,7 @@ fn run_cell(
 ) -> serde_json::Value {
     match cond {
         "loss1" => link.loss = 0.01,
+        "loss10" => link.loss = 0.1,
         "loss20" => link.loss = 0.2,
         "outage" => link.outages = vec![outage],
         _ => {}
