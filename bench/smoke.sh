@@ -22,6 +22,20 @@ if grep -E '^\| (ideal|loss20) ' "$out/w.txt" | grep -vq '60/60'; then
   echo "bench smoke: a quick Table II cell lost samples" >&2
   exit 1
 fi
+echo "== ferry-wireless run --link lte (256 KB at 30 Hz: 126 % of a 50 Mbit/s link, no link hint)"
+./target/release/ferry-wireless run --link lte --sizes 256 --conditions ideal --count 60 | tee "$out/lte.txt"
+if grep -E '^\| ideal ' "$out/lte.txt" | grep -vq '60/60'; then
+  echo "bench smoke: the overloaded LTE cell lost samples" >&2
+  exit 1
+fi
+echo "== ferry-wireless run, best effort, 10 % loss (recovery shards)"
+FERRY_WIRELESS_QOS=best-effort ./target/release/ferry-wireless run --sizes 64 --conditions loss10 --count 60 | tee "$out/be.txt"
+# 90 % of large best-effort samples arrive at 10 % loss (the first ones
+# before the loss estimate settles may not).
+if ! awk -F'|' '/^\| loss10 / { split($4, r, "/"); if (r[1] + 0 < 50) bad = 1; n++ } END { exit (bad || n != 1) }' "$out/be.txt"; then
+  echo "bench smoke: best effort lost too many samples at 10 % loss" >&2
+  exit 1
+fi
 echo "== ferry-wireless rates --quick (0.2 / 1 / 10 Hz: idleness is not an outage)"
 ./target/release/ferry-wireless rates --quick | tee "$out/rates.txt"
 # Every sample arrives at every rate (received = sent in each row).
