@@ -179,6 +179,10 @@ pub trait Transport: Send + Sync {
     /// A local writer endpoint is gone: drop what the transport keeps for
     /// it (its reader-side streams, its shared-memory pool).
     fn forget_writer(&self, _writer: EndpointId) {}
+    /// A datagram from host `ip` arrived on another socket (discovery): a
+    /// transport whose connections to that host are in an outage may try
+    /// them now — the link is back.
+    fn heard_from(&self, _ip: std::net::IpAddr) {}
     /// A subscriber asked for its deliveries to run at least at `p`:
     /// raise the transport's own delivery thread, if it has one.
     fn raise_delivery(&self, _p: crate::priority::ThreadPolicy) {}

@@ -415,8 +415,17 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                                     via,
                                     &buf[..n],
                                 );
-                                if let Err(e) = r {
-                                    tracing::debug!("discovery datagram from {from} ignored: {e}");
+                                match r {
+                                    // A sign of life from that host: a UDP
+                                    // stream in an outage toward it probes now.
+                                    Ok(_) => {
+                                        for t in &shared.transports {
+                                            t.heard_from(from.ip());
+                                        }
+                                    }
+                                    Err(e) => tracing::debug!(
+                                        "discovery datagram from {from} ignored: {e}"
+                                    ),
                                 }
                             }
                             Err(_) => break,

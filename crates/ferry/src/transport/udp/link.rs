@@ -277,6 +277,12 @@ impl Transport for UdpTransport {
     fn forget_writer(&self, writer: EndpointId) {
         self.shared.forget_writer(writer);
     }
+    fn heard_from(&self, ip: std::net::IpAddr) {
+        if self.shared.any_silent.load(Ordering::Acquire) {
+            self.shared
+                .sign_of_life(Instant::now(), SocketAddr::new(ip, 0));
+        }
+    }
     fn kind(&self) -> TransportKind {
         TransportKind::Udp
     }
