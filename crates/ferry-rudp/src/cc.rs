@@ -47,11 +47,11 @@
 //! - **Growth while the pacer is the limit**: start-up doubles every round
 //!   from 32 Mbit/s (or the cap) until the first queue; then the rate grows
 //!   by one datagram per round per round while within 10 % of the level of
-//!   the last cuts (additive increase near the point where the path filled:
-//!   with the multiplicative decrease, streams that share a bottleneck
-//!   converge to equal shares, as Chiu and Jain showed) and by 8 % per
-//!   round above it (the path changed: a rate that stepped up is found in
-//!   about 20 rounds). A round in which the application, not the pacer,
+//!   the last cuts or while any queue stood in the last 20 rounds (additive
+//!   increase where the path is full: with the multiplicative decrease,
+//!   streams that share a bottleneck converge to equal shares, as Chiu and
+//!   Jain showed), and by 8 % per round otherwise (the path changed: a rate
+//!   that stepped up is found in about 20 rounds). A round in which the application, not the pacer,
 //!   set the pace changes nothing.
 //! - `udp_link_mbps` caps the rate; nothing else needs a link hint.
 
@@ -80,6 +80,11 @@ const MISMATCH: f64 = 0.35;
 /// Loss between two marks above this is congestion whatever the delay: no
 /// random loss is that high (`p_free` stops at 30 %).
 const HEAVY_LOSS: f64 = 0.5;
+/// Growth turns multiplicative only after this many rounds without a
+/// standing queue: while the path is shared and full, every stream grows
+/// additively (a stream that was not cut last would otherwise grow
+/// × 1.08 a round past the one that was, and keep the larger share).
+const QUIET_ROUNDS: u32 = 20;
 /// Rounds a queue must stand before a cut.
 const STANDING_ROUNDS: u8 = 1;
 /// Slowest pacing the controller chooses, bytes/s (128 kbit/s).
@@ -145,6 +150,8 @@ pub(crate) struct Controller {
     standing_rounds: u8,
     /// Smallest queueing delay of the previous round with samples, µs.
     prev_min_q: i64,
+    /// Rounds since one whose queue stood (growing or not).
+    quiet_rounds: u32,
     cuts: u64,
 }
 
@@ -176,6 +183,7 @@ impl Controller {
             round_recv: 0.0,
             standing_rounds: 0,
             prev_min_q: i64::MAX,
+            quiet_rounds: 0,
             cuts: 0,
         }
     }
@@ -350,9 +358,14 @@ impl Controller {
         } else {
             self.prev_min_q
         };
-        let standing = samples > 0
-            && min_q as f64 > self.queue_target_us()
-            && (min_q >= prev.saturating_add(GROWING_US) || min_q > LONG_QUEUE_US);
+        let queued = samples > 0 && min_q as f64 > self.queue_target_us();
+        self.quiet_rounds = if queued {
+            0
+        } else {
+            self.quiet_rounds.saturating_add(1)
+        };
+        let standing =
+            queued && (min_q >= prev.saturating_add(GROWING_US) || min_q > LONG_QUEUE_US);
         self.standing_rounds = if standing {
             self.standing_rounds.saturating_add(1)
         } else {
@@ -376,7 +389,7 @@ impl Controller {
         }
         self.rate = if self.startup {
             self.rate * 2.0
-        } else if self.rate < 1.1 * self.cut_level {
+        } else if self.rate < 1.1 * self.cut_level || self.quiet_rounds < QUIET_ROUNDS {
             self.rate + AI_BYTES / self.round_len.as_secs_f64()
         } else {
             self.rate * GROW
