@@ -643,15 +643,18 @@ impl Receiver {
         self.deliver();
     }
 
-    /// Incomplete samples older than the newest one with data have had
-    /// their whole first transmission: their loss enters the estimate now
-    /// (repairs would hide it later). The newest is left until a newer one
-    /// starts or it completes: an ACKNACK in the middle of a sample (one
-    /// every 16 datagrams) would count only its first fragments.
+    /// Incomplete samples whose loss is known enter the estimate now
+    /// (repairs would hide it later): those older than the newest one with
+    /// data (their whole first transmission is over), and any with a gap
+    /// below the highest fragment seen (what is lost is known up to there;
+    /// it is about to be NACKed and repaired). A newest sample without a
+    /// gap is left alone: an ACKNACK in the middle of it (one every 16
+    /// datagrams) would count only its first fragments, lost-free.
     fn measure_partials(&mut self) {
         let newest = self.data_highest;
-        for (_, p) in self.partial.range_mut(..newest) {
-            if !p.measured && p.reach > 0 {
+        for (&seq, p) in self.partial.iter_mut() {
+            let gap = p.have < p.reach;
+            if !p.measured && p.reach > 0 && (seq < newest || gap) {
                 p.measured = true;
                 loss_average(&mut self.loss, &mut self.loss_measured, p.loss(), p.reach);
             }
