@@ -59,10 +59,10 @@ pub struct SenderConfig {
     /// fragments get Reed–Solomon recovery shards sized to the loss the
     /// reader reports, so most losses are rebuilt without a repair round.
     pub fec: bool,
-    /// Follow the path: `rate` becomes the ceiling; the paced rate drops to
-    /// what the reader receives when that is far below it (a slower path;
-    /// random loss is not taken for congestion) and probes back up while
-    /// the pacer is the limit (see `rate.rs`). Off: always `rate`.
+    /// Follow the path: `rate` becomes a cap; the paced rate comes from
+    /// the reader's feedback (`congestion_model`: `cc.rs`; else the older
+    /// receive-rate rule of `rate.rs`); random loss is not taken for
+    /// congestion. Off: always `rate`.
     pub adaptive_rate: bool,
     /// With `adaptive_rate`: follow the reader's arrival marks (`cc.rs`:
     /// a bandwidth model that needs no link hint; `rate` is then only a
@@ -321,16 +321,9 @@ impl Sender {
             .burst
             .unwrap_or((cfg.rate / 500) as usize)
             .max(cfg.mtu * 4);
-        let cc = Controller::new(cfg.rate, now);
-        // The model starts low and finds the path; without it, the rate.
-        // (Best effort hears nothing back: no model, the configured rate.)
-        let model = cfg.adaptive_rate && cfg.congestion_model && cfg.reliable;
-        let start = if model { cc.rate() } else { cfg.rate };
-        // Bursts of 2 ms of whatever the rate is (`set_rate` scales them).
-        let mut pacer = Pacer::new(cfg.rate, burst, cfg.mtu * 4, now);
-        pacer.set_rate(start);
-        Sender {
-            pacer,
+        let mut s = Sender {
+            pacer: Pacer::new(cfg.rate, burst, cfg.mtu * 4, now),
+            cc: Controller::new(cfg.rate, now),
             rate: RateControl::new(cfg.rate, now),
             cfg,
             epoch: now,
@@ -359,7 +352,6 @@ impl Sender {
             unsent: 0,
             allowance: None,
             repaired_bytes: 0,
-            cc,
             cc_on: false,
             sent_bytes: 0,
             sent_datagrams: 0,
@@ -368,7 +360,14 @@ impl Sender {
             marks: std::collections::VecDeque::new(),
             last_mark: None,
             owd_ref: None,
+        };
+        // The model starts low and finds the path; without it (or until a
+        // best-effort reader's first mark), the configured rate. Bursts stay
+        // 2 ms of whatever the rate is (`set_rate` scales them).
+        if s.model() {
+            s.pacer.set_rate(s.cc.rate());
         }
+        s
     }
 
     /// Fragment size: with FEC, a fragment padded to even length must fit
@@ -573,8 +572,8 @@ impl Sender {
         let Datagram::AckNack(a) = &p.body else {
             return;
         };
-        // The first answer after an outage: what waits then (repairs
-        // included) may drain, but must not grow.
+        // The first answer after an outage: the backlog then may drain,
+        // but must not grow (`backlog.rs`).
         let resumed = self.silent;
         self.on_acknack(now, a);
         if resumed {
