@@ -104,6 +104,8 @@ pub struct LinkStats {
     pub oversize: u64,
     /// Bytes delivered.
     pub bytes: u64,
+    /// Bytes offered (what the sender put on the wire, lost ones included).
+    pub sent_bytes: u64,
 }
 
 /// One direction of a simulated link.
@@ -167,6 +169,7 @@ impl SimLink {
     /// Offers a datagram at `now`.
     pub fn send(&mut self, now: Instant, bytes: Vec<u8>) {
         self.stats.sent += 1;
+        self.stats.sent_bytes += bytes.len() as u64;
         if bytes.len() > self.cfg.mtu {
             self.stats.oversize += 1;
             return;

@@ -53,6 +53,9 @@ impl Scenario {
 pub struct Outcome {
     pub delivered: Vec<u64>,
     pub latencies: Vec<Duration>,
+    /// Latency from the application's first attempt to write the sample
+    /// (time blocked by back-pressure included), per delivered sample.
+    pub from_call: Vec<Duration>,
     /// When each delivered sample arrived, from the start.
     pub arrivals: Vec<Duration>,
     pub lost: u64,
@@ -82,6 +85,8 @@ pub struct Outcome {
     pub trace: Vec<(Duration, u64, u64)>,
     /// Bytes the forward link delivered.
     pub link_bytes: u64,
+    /// Bytes offered to the forward link (what the writer put on the wire).
+    pub link_sent_bytes: u64,
 }
 
 pub fn run(s: &Scenario) -> Outcome {
@@ -103,6 +108,8 @@ pub fn run(s: &Scenario) -> Outcome {
     let mut written = 0u64;
     let mut next_write = t0;
     let mut written_at = Vec::new();
+    let mut called_at = Vec::new();
+    let mut first_try = None;
     let mut o = Outcome::default();
     let mut steps = 0u64;
     let mut buf = Vec::new();
@@ -119,6 +126,7 @@ pub fn run(s: &Scenario) -> Outcome {
             let data = next_sample
                 .get_or_insert_with(|| payload(written + 1, s.size))
                 .clone();
+            let called = *first_try.get_or_insert(now);
             match tx.write(now, data, written + 1) {
                 Ok(_) => {
                     blocked = false;
@@ -126,6 +134,8 @@ pub fn run(s: &Scenario) -> Outcome {
                     written += 1;
                     o.longest_block = o.longest_block.max(now - next_write);
                     written_at.push(now);
+                    called_at.push(called);
+                    first_try = None;
                     next_write = (next_write + period).max(now);
                 }
                 Err(_) => {
@@ -158,6 +168,7 @@ pub fn run(s: &Scenario) -> Outcome {
                 smp.seq
             );
             o.latencies.push(now - written_at[smp.seq as usize - 1]);
+            o.from_call.push(now - called_at[smp.seq as usize - 1]);
             o.arrivals.push(now - t0);
             o.delivered.push(smp.seq);
         }
@@ -214,6 +225,7 @@ pub fn run(s: &Scenario) -> Outcome {
     o.rate_cuts = ts.rate_cuts;
     o.written = written;
     o.link_bytes = fwd.stats().bytes;
+    o.link_sent_bytes = fwd.stats().sent_bytes;
     o
 }
 
