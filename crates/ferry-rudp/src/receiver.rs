@@ -670,8 +670,21 @@ impl Receiver {
             if let Some(p) = self.partial.get(&seq) {
                 let mut bitmap = Vec::new();
                 let mut frag_base = None;
+                // Recovery shards received count towards the sample: ask
+                // only for as many fragments as it still lacks.
+                let mut need = if p.shards.is_empty() {
+                    p.frags
+                } else {
+                    p.frags
+                        .saturating_sub(p.have)
+                        .saturating_sub(p.shards.len().min(usize::from(u16::MAX)) as u16)
+                };
                 for f in 0..p.frags {
+                    if need == 0 {
+                        break;
+                    }
                     if !p.has(f) {
+                        need -= 1;
                         let fb = *frag_base.get_or_insert(f);
                         let i = (f - fb) as usize;
                         if i / 8 >= MAX_BITMAP {

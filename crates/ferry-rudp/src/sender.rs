@@ -80,11 +80,21 @@ pub const FEC_MAX_FRAGS: u16 = 4096;
 pub const FEC_MIN_LOSS: f64 = 0.005;
 
 /// Recovery shards for `k` fragments at loss `p`: the expected losses of
-/// the `k + r` datagrams plus two standard deviations, so that most samples
-/// arrive rebuildable (k = 23, p = 0.2 → 11), at most `k`. Best effort has
-/// no repair to fall back on: [`fec_shards_best_effort`].
+/// the `k + r` datagrams plus a margin of two standard deviations, so that
+/// most samples arrive rebuildable, at most `k`. The margin is capped at
+/// 6 % of the data on the wire (`0.06 k / (1 − p)`), so that the first
+/// transmission stays within `1.06 / (1 − p)` of the payload and repairs
+/// have the rest of issue 20's `1.15 / (1 − p)` (k = 23, p = 0.2 → 8;
+/// k = 91, p = 0.2 → 30; k = 91, p = 0.01 → 3). Best effort has no repair
+/// to fall back on: [`fec_shards_best_effort`].
 pub fn fec_shards(k: u16, p: f64) -> u16 {
-    shards(k, p, 2.0)
+    if p < FEC_MIN_LOSS || !(FEC_MIN_FRAGS..=FEC_MAX_FRAGS).contains(&k) {
+        return 0;
+    }
+    let p = p.min(0.5);
+    let k = f64::from(k);
+    let margin = (2.0 * (k * p).sqrt()).min(0.06 * k / (1.0 - p));
+    (k * p / (1.0 - p) + margin).ceil().clamp(1.0, k) as u16
 }
 
 /// Recovery shards for a best-effort sample: two and a half standard
@@ -647,14 +657,29 @@ impl Sender {
         }
         // A NACK names every fragment the reader lacks, also those still in
         // flight. A fragment is repeated only when it was sent before the
-        // heartbeat the NACK answers (the reader had it, or it is lost: a
-        // link delivers in order, give or take REORDER), or when it is older
-        // than a round trip could be (srtt + 4 rttvar, as RFC 6298's RTO:
-        // NACKs between heartbeats). The mean RTT alone repeated fragments
-        // that were merely late: 5 % of a saturated 50 Mbit/s link at 0 % loss.
-        let guard = ((self.srtt_us + 4.0 * self.rttvar_us) as u32).max(1000);
+        // heartbeat the NACK answers or before the newest datagram the
+        // reader reports (its arrival mark): the reader had it, or it is
+        // lost, as a link delivers in order, give or take REORDER. Age alone
+        // (older than four RFC 6298 RTOs, srtt + 4 rttvar) is a last resort:
+        // a queue that builds within a round (a burst into a tbf) holds
+        // fragments longer than any RTT measured before it, and repeating
+        // them by age cost 5-12 % of a saturated 50 Mbit/s link at 0 % loss
+        // (`bench/results/grid.md`, k-loss0).
+        let guard = 4 * ((self.srtt_us + 4.0 * self.rttvar_us) as u32).max(1000);
         let now_us = micros(self.epoch, now);
         let heartbeat = (a.echo_us != 0).then(|| a.echo_us.wrapping_sub(REORDER_US));
+        // The newest datagram the reader has: what was sent before it (give
+        // or take REORDER) and is missing was lost, however long the queue.
+        let arrived = a
+            .arrival
+            .as_ref()
+            .and_then(|m| {
+                entry_in(&self.history, m.seq)?
+                    .sent
+                    .get(usize::from(m.frag))
+            })
+            .filter(|r| r.at_us != 0)
+            .map(|r| r.at_us.wrapping_sub(REORDER_US));
         for m in &a.missing {
             let Some(e) = entry_in(&self.history, m.seq()) else {
                 continue;
@@ -663,9 +688,22 @@ impl Sender {
             let want = |frag: u16, e: &Entry, repair: &mut BTreeSet<(u64, u16)>| {
                 if frag < e.frags {
                     let sent = e.sent[frag as usize].at_us;
-                    let before_heartbeat =
-                        heartbeat.is_some_and(|h| (h.wrapping_sub(sent) as i32) >= 0);
-                    if sent != 0 && (before_heartbeat || now_us.wrapping_sub(sent) >= guard) {
+                    // A sample with recovery shards may still be rebuilt
+                    // from them: its fragments are repeated only once its
+                    // last shard, too, should have arrived.
+                    let last = match e.recovery {
+                        0 => sent,
+                        _ => e.sent.last().map_or(0, |r| r.at_us),
+                    };
+                    let overdue = |t: u32| {
+                        let before =
+                            |r: Option<u32>| r.is_some_and(|r| (r.wrapping_sub(t) as i32) >= 0);
+                        t != 0
+                            && (before(heartbeat)
+                                || before(arrived)
+                                || now_us.wrapping_sub(t) >= guard)
+                    };
+                    if overdue(sent) && overdue(last) {
                         repair.insert((seq, frag));
                     }
                 }
