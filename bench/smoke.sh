@@ -36,6 +36,14 @@ if ! awk -F'|' '/^\| loss10 / { split($4, r, "/"); if (r[1] + 0 < 50) bad = 1; n
   echo "bench smoke: best effort lost too many samples at 10 % loss" >&2
   exit 1
 fi
+echo "== grid --quick (issue 20: ferry beside Zenoh over TCP and Cyclone DDS on an untuned emulated link and an overloaded kernel link)"
+python3 bench/grid.py run --quick | tee "$out/grid.txt"
+# (grid.py itself fails when ferry loses or reorders a sample.) Both peers
+# measured both cells, so the comparison cannot rot unseen.
+if [ "$(grep -cE '^\| (base|k-load120) \|' "$out/grid.txt")" != 2 ] || grep -q 'no result' "$out/grid.txt"; then
+  echo "bench smoke: the grid beside Zenoh and Cyclone is incomplete" >&2
+  exit 1
+fi
 echo "== ferry-wireless rates --quick (0.2 / 1 / 10 Hz: idleness is not an outage)"
 ./target/release/ferry-wireless rates --quick | tee "$out/rates.txt"
 # Every sample arrives at every rate (received = sent in each row).

@@ -45,6 +45,10 @@ if command -v "$PY" >/dev/null 2>&1; then
   pip_install() { "$PY" -m pip install -q "$@" 2>/dev/null || "$PY" -m pip install -q --break-system-packages "$@"; }
   "$PY" -c 'import numpy, pytest' 2>/dev/null || pip_install numpy pytest
   "$PY" -m maturin --version >/dev/null 2>&1 || pip_install 'maturin>=1.5,<2'
+  # The peers of the wireless grid (bench/grid.py, run by bench/smoke.sh):
+  # Cyclone DDS and Zenoh as prebuilt wheels from PyPI.
+  "$PY" -c 'import cyclonedds' 2>/dev/null || pip_install 'cyclonedds==11.0.1'
+  "$PY" -c 'import zenoh' 2>/dev/null || pip_install 'eclipse-zenoh==1.10.2'
   rm -f target/wheels/ferry-*.whl
   echo "setup: building the Python wheel (maturin, release)"
   "$PY" -m maturin build --release -q -m crates/ferry-py/Cargo.toml -i "$PY" 2>&1 | grep -v '^📦\|^🔗\|^🐍\|^📡\|^⚠' || true

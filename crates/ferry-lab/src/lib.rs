@@ -84,6 +84,18 @@ pub fn ideal() -> LinkConfig {
     }
 }
 
+/// A link of `mbps` Mbit/s (0: unlimited) and a mean one-way delay of
+/// `delay_ms`, each packet's delay uniform within ±40 % of it, in order,
+/// 50 ms of buffer (the issue-20 grid's links).
+pub fn custom(mbps: f64, delay_ms: f64) -> LinkConfig {
+    let mean = Duration::from_secs_f64(delay_ms.max(0.0) / 1e3);
+    link(
+        (mbps.max(0.0) * 1e6) as u64,
+        mean.mul_f64(0.6),
+        mean.mul_f64(0.8),
+    )
+}
+
 fn link(bits: u64, delay: Duration, jitter: Duration) -> LinkConfig {
     let rate = bits / 8;
     LinkConfig {
@@ -111,6 +123,11 @@ pub struct LabConfig {
     pub b_to_a: LinkConfig,
     /// Give side B its own IPC namespace and /dev/shm (two hosts, not one).
     pub separate_hosts: bool,
+    /// Join the hosts with the kernel instead of the emulator: a veth pair,
+    /// a `tbf` at the link's rate on each side's egress (50 ms of buffer)
+    /// and nftables `netdev` ingress rules for the loss. No delay, jitter or
+    /// outages: a second, independent link model to check results against.
+    pub kernel: bool,
 }
 
 impl LabConfig {
@@ -122,6 +139,7 @@ impl LabConfig {
             a_to_b: link.clone(),
             b_to_a: link,
             separate_hosts: true,
+            kernel: false,
         }
     }
 }
@@ -228,6 +246,10 @@ impl Lab {
             started: Instant::now(),
         };
         lab.clean_leftovers();
+        if lab.cfg.kernel {
+            lab.up_kernel()?;
+            return Ok(lab);
+        }
         let mut lab = lab;
         let (na, nb) = (lab.ns(Side::A), lab.ns(Side::B));
         let (ta, tb) = (format!("{}ta", lab.cfg.name), format!("{}tb", lab.cfg.name));
@@ -279,6 +301,98 @@ impl Lab {
         Ok(lab)
     }
 
+    /// The kernel-side link: veth + `tbf` + nftables loss (see
+    /// [`LabConfig::kernel`]).
+    fn up_kernel(&self) -> Result<(), LabError> {
+        let (na, nb) = (self.ns(Side::A), self.ns(Side::B));
+        let (va, vb) = self.kernel_devs();
+        run(&format!(
+            "ip netns add {na} && ip netns add {nb} && \
+             ip link add {va} netns {na} type veth peer name {vb} netns {nb}"
+        ))?;
+        for (ns, dev, me, link) in [
+            (&na, &va, self.addr(Side::A), &self.cfg.a_to_b),
+            (&nb, &vb, self.addr(Side::B), &self.cfg.b_to_a),
+        ] {
+            run(&format!(
+                "ip -n {ns} link set lo up && ip -n {ns} addr add {me}/24 dev {dev} && \
+                 ip -n {ns} link set {dev} mtu {mtu} multicast on up && ip -n {ns} route add 224.0.0.0/4 dev {dev} && \
+                 (ip netns exec {ns} ethtool -K {dev} tso off gso off gro off >/dev/null 2>&1 || true)",
+                mtu = link.mtu.clamp(576, 9000)
+            ))?;
+            if link.rate > 0 {
+                // 50 ms of the rate as the queue (like the emulator's presets).
+                let limit = (link.rate / 20).max(16 * 1500);
+                run(&format!(
+                    "tc -n {ns} qdisc add dev {dev} root tbf rate {bits}bit burst 16kb limit {limit}",
+                    bits = link.rate * 8
+                ))?;
+            }
+        }
+        // Loss of the direction X → Y is dropped at Y's ingress.
+        for (ns, dev, link) in [(&nb, &vb, &self.cfg.a_to_b), (&na, &va, &self.cfg.b_to_a)] {
+            let per_million = (link.loss.clamp(0.0, 1.0) * 1e6).round() as u64;
+            run(&format!(
+                "ip netns exec {ns} nft -f - <<'EOF'\ntable netdev lab {{\n counter lost {{ }}\n chain ingress {{ type filter hook ingress device \"{dev}\" priority 0; numgen random mod 1000000 < {per_million} counter name lost drop; }}\n}}\nEOF"
+            ))?;
+        }
+        Ok(())
+    }
+
+    /// The veth ends of the kernel-side link (A's, B's).
+    fn kernel_devs(&self) -> (String, String) {
+        (
+            format!("{}va", self.cfg.name),
+            format!("{}vb", self.cfg.name),
+        )
+    }
+
+    /// Counters of the kernel-side link, from the devices, qdiscs and nft.
+    fn kernel_stats(&self) -> [LinkStats; 2] {
+        let (va, vb) = self.kernel_devs();
+        let json = |cmd: &str| -> serde_json::Value {
+            Command::new("sh")
+                .arg("-c")
+                .arg(cmd)
+                .output()
+                .ok()
+                .and_then(|o| serde_json::from_slice(&o.stdout).ok())
+                .unwrap_or(serde_json::Value::Null)
+        };
+        let one = |from: &str, dev_from: &str, to: &str| -> LinkStats {
+            let link = json(&format!("ip -n {from} -s -j link show dev {dev_from}"));
+            let tx = &link[0]["stats64"]["tx"];
+            let qdisc = json(&format!("tc -n {from} -s -j qdisc show dev {dev_from}"));
+            let nft = json(&format!(
+                "ip netns exec {to} nft -j list counter netdev lab lost"
+            ));
+            let counter = nft["nftables"]
+                .as_array()
+                .and_then(|a| a.iter().find_map(|x| x.get("counter")))
+                .cloned()
+                .unwrap_or_default();
+            let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+            // IP bytes, as the emulator counts them (a veth counts the
+            // 14 B Ethernet header too).
+            let sent = n(&tx["packets"]);
+            let sent_bytes = n(&tx["bytes"]).saturating_sub(14 * sent);
+            let lost = n(&counter["packets"]);
+            // (nft counts netdev bytes from the network header on.)
+            let lost_bytes = n(&counter["bytes"]);
+            LinkStats {
+                sent,
+                delivered: sent.saturating_sub(lost),
+                lost,
+                queue_drops: n(&qdisc[0]["drops"]),
+                bytes: sent_bytes.saturating_sub(lost_bytes),
+                sent_bytes,
+                ..LinkStats::default()
+            }
+        };
+        let (na, nb) = (self.ns(Side::A), self.ns(Side::B));
+        [one(&na, &va, &nb), one(&nb, &vb, &na)]
+    }
+
     fn clean_leftovers(&self) {
         for side in [Side::A, Side::B] {
             let ns = self.ns(side);
@@ -313,6 +427,9 @@ impl Lab {
 
     /// Counters: [A → B, B → A].
     pub fn stats(&self) -> [LinkStats; 2] {
+        if self.cfg.kernel {
+            return self.kernel_stats();
+        }
         *self.stats.lock().expect("stats lock")
     }
 

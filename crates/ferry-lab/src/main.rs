@@ -5,7 +5,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use ferry_lab::{ideal, lte, wifi, Lab, LabConfig, LinkConfig, Side};
+use ferry_lab::{custom, ideal, lte, wifi, Lab, LabConfig, LinkConfig, LinkStats, Side};
 
 #[derive(Parser)]
 #[command(
@@ -31,6 +31,17 @@ struct LinkArgs {
     /// Third octet of the lab subnet 10.99.N.0.
     #[arg(long, default_value_t = 7)]
     subnet: u8,
+    /// Rate in Mbit/s instead of the preset's (a 50 ms queue at that rate).
+    #[arg(long)]
+    rate_mbps: Option<f64>,
+    /// Mean one-way delay in ms instead of the preset's; the delay of each
+    /// packet is uniform in ±40 % of it, in order.
+    #[arg(long)]
+    delay_ms: Option<f64>,
+    /// Join the hosts with the kernel (veth + tbf + nftables loss, no
+    /// delay) instead of the emulator.
+    #[arg(long)]
+    kernel: bool,
 }
 
 impl LinkArgs {
@@ -41,6 +52,16 @@ impl LinkArgs {
             "ideal" => ideal(),
             p => return Err(format!("unknown preset `{p}` (wifi, lte, ideal)")),
         };
+        if let Some(mbps) = self.rate_mbps {
+            let custom = custom(mbps, self.delay_ms.unwrap_or(0.0));
+            link.rate = custom.rate;
+            link.queue = custom.queue;
+        }
+        if let Some(ms) = self.delay_ms {
+            let custom = custom(0.0, ms);
+            link.delay = custom.delay;
+            link.jitter = custom.jitter;
+        }
         link.loss = self.loss / 100.0;
         if let Some(o) = &self.outage {
             let (a, b) = o
@@ -50,7 +71,12 @@ impl LinkArgs {
             let b: f64 = b.parse().map_err(|_| "bad outage end")?;
             link.outages = vec![(Duration::from_secs_f64(a), Duration::from_secs_f64(b))];
         }
-        Ok(LabConfig::symmetric(name, self.subnet, link))
+        if self.kernel && (!link.outages.is_empty()) {
+            return Err("the kernel link has no outages (use the emulator)".into());
+        }
+        let mut cfg = LabConfig::symmetric(name, self.subnet, link);
+        cfg.kernel = self.kernel;
+        Ok(cfg)
     }
 }
 
@@ -75,6 +101,10 @@ enum Cmd {
         /// Kill both after this many seconds.
         #[arg(long, default_value_t = 60.0)]
         timeout: f64,
+        /// End when B's command ends (A gets 8 s more to finish, then it
+        /// is killed): B is the measuring side.
+        #[arg(long)]
+        until_b: bool,
     },
 }
 
@@ -191,16 +221,21 @@ fn run_cmds(
     a: Option<String>,
     b: Option<String>,
     timeout: f64,
+    until_b: bool,
 ) -> Result<(), String> {
     let lab = Lab::up(link.config("flrun")?).map_err(|e| e.to_string())?;
     eprintln!(
-        "lab up: A {} ⇄ B {} ({} preset, {} % loss)",
+        "lab up: A {} ⇄ B {} ({} preset, rate {:?} Mbit/s, delay {:?} ms, {} % loss, {} link)",
         lab.addr(Side::A),
         lab.addr(Side::B),
         link.preset,
-        link.loss
+        link.rate_mbps,
+        link.delay_ms,
+        link.loss,
+        if link.kernel { "kernel" } else { "emulated" }
     );
     let mut kids = Vec::new();
+    let b_started = b.is_some();
     if let Some(b) = b {
         kids.push(
             lab.command(Side::B, &b)
@@ -216,8 +251,14 @@ fn run_cmds(
                 .map_err(|e| e.to_string())?,
         );
     }
-    let end = Instant::now() + Duration::from_secs_f64(timeout);
+    let mut end = Instant::now() + Duration::from_secs_f64(timeout);
+    let has_b = until_b && b_started;
+    let mut b_done = false;
     while Instant::now() < end && kids.iter_mut().any(|k| matches!(k.try_wait(), Ok(None))) {
+        if has_b && !b_done && !matches!(kids[0].try_wait(), Ok(None)) {
+            b_done = true;
+            end = end.min(Instant::now() + Duration::from_secs(8));
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
     for k in &mut kids {
@@ -226,6 +267,15 @@ fn run_cmds(
     }
     let [ab, ba] = lab.stats();
     eprintln!("link A→B: {ab:?}\nlink B→A: {ba:?}");
+    let js = |s: LinkStats| {
+        serde_json::json!({"sent": s.sent, "delivered": s.delivered, "lost": s.lost,
+            "outage_drops": s.outage_drops, "queue_drops": s.queue_drops,
+            "bytes": s.bytes, "sent_bytes": s.sent_bytes})
+    };
+    eprintln!(
+        "link json {}",
+        serde_json::json!({"a_to_b": js(ab), "b_to_a": js(ba)})
+    );
     Ok(())
 }
 
@@ -237,7 +287,8 @@ fn main() {
             a,
             b,
             timeout,
-        } => run_cmds(link, a, b, timeout),
+            until_b,
+        } => run_cmds(link, a, b, timeout, until_b),
     };
     if let Err(e) = r {
         eprintln!("ferry-lab: {e}");

@@ -121,7 +121,10 @@ fn publisher(size: usize, count: u32, hz: f64) {
     std::thread::sleep(Duration::from_millis(500));
     let period = Duration::from_secs_f64(1.0 / hz);
     let mut next = Instant::now();
-    let mut data = vec![0u8; size];
+    let mut data = vec![0u8; size.max(16)];
+    let (mut failed, mut blocked_samples) = (0u32, 0u32);
+    let mut in_publish = Duration::ZERO;
+    let t_send = Instant::now();
     // FERRY_LAB_TRACE=1: the connection's figures once a second.
     let trace = std::env::var_os("FERRY_LAB_TRACE").is_some();
     for seq in 0..count {
@@ -131,14 +134,27 @@ fn publisher(size: usize, count: u32, hz: f64) {
             }
         }
         data[..4].copy_from_slice(&seq.to_le_bytes());
+        // The send time rides in the payload (as the peers' do), stamped
+        // before the first attempt: time spent blocked counts as latency.
+        data[8..16].copy_from_slice(&now_ns().to_le_bytes());
         let mut blocked = false;
-        let give_up = Instant::now() + Duration::from_secs(120);
+        let called = Instant::now();
+        let give_up = called + Duration::from_secs(120);
         while let Err(e) = p.publish(RawBytes::new(data.clone())) {
             if !matches!(e, ferry::PublishError::Blocked { .. }) || Instant::now() > give_up {
                 eprintln!("pub: sample {seq}: {e}");
+                failed += 1;
                 break;
             }
             blocked = true;
+        }
+        // Held back: refused at least once, or the call itself blocked
+        // (keep_all waits inside `publish` up to keep_all_block_ms) for
+        // more than a tenth of the period (at least 2 ms).
+        let took = called.elapsed();
+        in_publish += took;
+        if blocked || took > (period / 10).max(Duration::from_millis(2)) {
+            blocked_samples += 1;
         }
         next += period;
         if blocked {
@@ -149,10 +165,18 @@ fn publisher(size: usize, count: u32, hz: f64) {
             std::thread::sleep(d);
         }
     }
+    let send_s = t_send.elapsed().as_secs_f64();
     // Let repairs finish before the connection goes.
     std::thread::sleep(Duration::from_secs(4));
     let c = p.connections();
     eprintln!("pub: {:?}", c.first().map(|c| (c.transport, c.stats)));
+    // Back-pressure as the writer saw it: samples held back, samples given
+    // up, and the time spent in `publish`.
+    println!(
+        "{{\"role\":\"pub\",\"attempted\":{count},\"written\":{},\"blocked\":{blocked_samples},\"failed\":{failed},\"send_s\":{send_s:.2},\"publish_s\":{:.2}}}",
+        count - failed,
+        in_publish.as_secs_f64()
+    );
 }
 
 fn subscriber(count: u32, outage_end_ns: u64, sent_hz: f64) {
@@ -171,7 +195,11 @@ fn subscriber(count: u32, outage_end_ns: u64, sent_hz: f64) {
             Ok(x) => {
                 let t = now_ns();
                 let seq = u32::from_le_bytes(x[..4].try_into().unwrap_or([0; 4]));
-                rx.push((t, seq, t.saturating_sub(x.info.source_time_ns) as f64 / 1e6));
+                let sent = x
+                    .get(8..16)
+                    .and_then(|b| b.try_into().ok())
+                    .map_or(x.info.source_time_ns, u64::from_le_bytes);
+                rx.push((t, seq, t.saturating_sub(sent) as f64 / 1e6));
                 last = Instant::now();
                 if path.is_empty() {
                     path = x.info.transport.to_string();
@@ -223,8 +251,29 @@ fn subscriber(count: u32, outage_end_ns: u64, sent_hz: f64) {
         .flatten()
         .map(|t| (t - outage_end_ns) as f64 / 1e9);
     let lost = count as usize - received;
+    let mut seqs: Vec<u32> = rx.iter().map(|r| r.1).collect();
+    let out_of_order = seqs.windows(2).filter(|w| w[1] < w[0]).count();
+    seqs.sort_unstable();
+    seqs.dedup();
+    let unique = seqs.len();
+    let mut sorted = lat.clone();
+    sorted.sort_by(f64::total_cmp);
+    let pct = |q: f64| {
+        sorted
+            .get(((sorted.len() as f64 - 1.0) * q).round() as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    let j = |v: f64| {
+        if v.is_finite() {
+            format!("{v:.1}")
+        } else {
+            "null".into()
+        }
+    };
+    let (p50, p99, max) = (j(pct(0.5)), j(pct(0.99)), j(pct(1.0)));
     println!(
-        "{{\"received\":{received},\"lost\":{lost},\"hz\":{hz:.2},\"lat_ms\":{mean:.1},\"jitter_ms\":{std:.1},\"recovery_s\":{},\"first_after_s\":{},\"path\":\"{path}\"}}",
+        "{{\"role\":\"sub\",\"received\":{received},\"unique\":{unique},\"out_of_order\":{out_of_order},\"lost\":{lost},\"hz\":{hz:.2},\"lat_ms\":{mean:.1},\"jitter_ms\":{std:.1},\"p50_ms\":{p50},\"p99_ms\":{p99},\"max_ms\":{max},\"recovery_s\":{},\"first_after_s\":{},\"path\":\"{path}\"}}",
         recovery.filter(|r| r.is_finite()).map(|r| format!("{r:.2}")).unwrap_or("null".into()),
         first_after.map(|r| format!("{r:.3}")).unwrap_or("null".into())
     );
