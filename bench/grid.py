@@ -291,10 +291,8 @@ def assess(c, runs):
     n = f.get("count")
     out["complete_in_order"] = bool(fs) and fs.get("received") == n and fs.get("unique") == n \
         and fs.get("out_of_order") == 0
-    link = (f.get("link") or {}).get("a_to_b") or {}
-    payload = (n or 0) * c["size_kb"] * KB
-    wire = link.get("sent_bytes")
-    out["wire_ratio"] = round(wire / payload, 3) if wire and payload else None
+    r = ratio(f, c)
+    out["wire_ratio"] = round(r, 3) if r else None
     p = c["loss_pct"] / 100
     out["wire_bound"] = round(1.05 if p == 0 else 1.15 / (1 - p), 3)
     out["wire_ok"] = out["wire_ratio"] is not None and out["wire_ratio"] <= out["wire_bound"]
@@ -348,10 +346,15 @@ def peer_cell(r):
     return lat
 
 
-def wire(r, c):
+def ratio(r, c):
+    """Bytes host A put on the link A->B over the payload written."""
     link = ((r or {}).get("link") or {}).get("a_to_b") or {}
     payload = (r or {}).get("count", 0) * c["size_kb"] * KB
-    return f"{link['sent_bytes'] / payload:.2f}" if link.get("sent_bytes") and payload else "-"
+    return link["sent_bytes"] / payload if link.get("sent_bytes") and payload else None
+
+
+def wire(r, c):
+    return fmt(ratio(r, c), 2)
 
 
 def table(results):
@@ -394,9 +397,7 @@ def plot(results, path):
             r = x["runs"].get(peer) or {}
             s = r.get("sub") or {}
             lat.append(s.get("lat_ms") or 0.0)
-            link = (r.get("link") or {}).get("a_to_b") or {}
-            payload = r.get("count", 0) * x["cell"]["size_kb"] * KB
-            wr.append(link["sent_bytes"] / payload if link.get("sent_bytes") and payload else 0.0)
+            wr.append(ratio(r, x["cell"]) or 0.0)
         xs = [j + (i - 1) * w for j in range(len(names))]
         ax1.bar(xs, lat, w, label=peer, color=color)
         ax2.bar(xs, wr, w, label=peer, color=color)
@@ -410,12 +411,6 @@ def plot(results, path):
     ax2.set_xticklabels(names, rotation=60, ha="right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-
-
-def ratio(r, c):
-    link = ((r or {}).get("link") or {}).get("a_to_b") or {}
-    payload = (r or {}).get("count", 0) * c["size_kb"] * KB
-    return link["sent_bytes"] / payload if link.get("sent_bytes") and payload else None
 
 
 def fec_table(results):
