@@ -88,30 +88,26 @@ pub const FEC_MIN_LOSS: f64 = 0.005;
 /// k = 91, p = 0.2 → 30; k = 91, p = 0.01 → 3). Best effort has no repair
 /// to fall back on: [`fec_shards_best_effort`].
 pub fn fec_shards(k: u16, p: f64) -> u16 {
-    if p < FEC_MIN_LOSS || !(FEC_MIN_FRAGS..=FEC_MAX_FRAGS).contains(&k) {
-        return 0;
-    }
-    let p = p.min(0.5);
-    let k = f64::from(k);
-    let margin = (2.0 * (k * p).sqrt()).min(0.06 * k / (1.0 - p));
-    (k * p / (1.0 - p) + margin).ceil().clamp(1.0, k) as u16
+    shards(k, p, 2.0, 0.06)
 }
 
 /// Recovery shards for a best-effort sample: two and a half standard
 /// deviations (k = 45, p = 0.01 → 3: 0.2 % of samples lost instead of
 /// 1.2 %; p = 0.1 → 11, within 1.15 / (1 − p) × the payload on the wire).
 pub fn fec_shards_best_effort(k: u16, p: f64) -> u16 {
-    shards(k, p, 2.5)
+    shards(k, p, 2.5, f64::INFINITY)
 }
 
-fn shards(k: u16, p: f64, sigmas: f64) -> u16 {
+/// Expected losses of the `k + r` datagrams plus `sigmas` standard
+/// deviations, the margin at most `cap × k / (1 − p)`.
+fn shards(k: u16, p: f64, sigmas: f64, cap: f64) -> u16 {
     if p < FEC_MIN_LOSS || !(FEC_MIN_FRAGS..=FEC_MAX_FRAGS).contains(&k) {
         return 0;
     }
     let p = p.min(0.5);
     let k = f64::from(k);
-    let r = (k * p / (1.0 - p) + sigmas * (k * p).sqrt()).ceil();
-    r.clamp(1.0, k) as u16
+    let margin = (sigmas * (k * p).sqrt()).min(cap * k / (1.0 - p));
+    (k * p / (1.0 - p) + margin).ceil().clamp(1.0, k) as u16
 }
 
 impl SenderConfig {
