@@ -93,6 +93,7 @@ def full_grid():
         cell("slow-far-lossy", mbps=5, delay=50, loss=10, load=0.6),
         cell("fast-near-lossy", mbps=300, delay=1, loss=5, load=0.6),
         cell("lte-over", mbps=20, delay=25, loss=5, load=1.2),
+        cell("slow-over", mbps=5, delay=50, loss=1, load=1.2),
     ]
     for name, kw in [("k-base", dict(mbps=50, loss=1, load=0.6)),
                      ("k-loss0", dict(mbps=50, loss=0, load=0.6)),

@@ -32,13 +32,27 @@
 //!   transient queue inside one burst never stands a whole round; a delay
 //!   floor that merely rises with the rate (a radio that delivers in order
 //!   holds what follows a late frame) does not keep growing.
-//! - **Two more signals when delay says nothing**: a buffer too shallow to
+//! - **An overflowing queue shows no delay**: once a drop-tail queue stays
+//!   full for the 5–10 s of the delay minimum, the minimum is taken with it
+//!   full. What shows is that the path carried less than was sent: when in
+//!   every sample of a round (at least two) under 80 % of the datagrams
+//!   arrived, corrected for the random loss (under 50 % while fewer than
+//!   eight samples have taught the random loss), the rate is cut as for a
+//!   standing queue. The level of the cuts never stays above 1.25 × what
+//!   the path just delivered, so that an overflowing queue's losses are not
+//!   taken for random ones.
+//! - **Three more signals when no sample comes**: a buffer too shallow to
 //!   show a queue — when more than half of the datagrams sent between two
 //!   marks were lost, in every measurement of two rounds running (no
 //!   random loss is that high: `p_free` stops at 30 %; reordering makes
-//!   single measurements high), the rate halves; and bursts too short to
-//!   give a delivery sample — a reader whose busy-time receive rate (in
-//!   every ACKNACK) is under 0.35 × the pacing rate sets the rate to it.
+//!   single measurements high; in start-up one round with two such
+//!   measurements), the rate becomes what got through (at most half);
+//!   start-up that doubled past the path — a round whose best sample is
+//!   under half of what was sent a round before (BBR's full pipe, at once)
+//!   — ends with a cut; and bursts too short to give a delivery sample —
+//!   a reader whose busy-time receive rate (in every ACKNACK) is under
+//!   0.35 × the pacing rate two rounds running sets the rate to it. The
+//!   round after a cut measures the old rate's losses and is not counted.
 //! - **Random loss never cuts**: loss at a flat delay (no queue) is the
 //!   radio's; it is averaged into `p_free` (≤ 30 %) and corrects the
 //!   samples. Loss that comes with a queue is congestion and never enters
@@ -47,7 +61,7 @@
 //! - **Growth while the pacer is the limit**: start-up doubles every round
 //!   from 32 Mbit/s (or the cap) until the first queue; then the rate grows
 //!   by one datagram per round per round while within 10 % of the level of
-//!   the last cuts or while any queue stood in the last 20 rounds (additive
+//!   the last cuts or while a cut or any queue came in the last 20 rounds (additive
 //!   increase where the path is full: with the multiplicative decrease,
 //!   streams that share a bottleneck converge to equal shares, as Chiu and
 //!   Jain showed), and by 8 % per round otherwise (the path changed: a rate
@@ -80,11 +94,26 @@ const MISMATCH: f64 = 0.35;
 /// Loss between two marks above this is congestion whatever the delay: no
 /// random loss is that high (`p_free` stops at 30 %).
 const HEAVY_LOSS: f64 = 0.5;
+/// A delivery sample of which under this share of the datagrams arrived,
+/// corrected for the random loss, saw the path carry less than was sent:
+/// the pacing is above the bottleneck (a drop-tail queue overflows).
+const EXCESS: f64 = 0.8;
+/// The same while the random loss is not known yet (fewer than
+/// [`KNOWN_LOSS_SAMPLES`] samples taught it): only a share no random loss
+/// reaches (`p_free` stops at 30 %) is an overflow.
+const EXCESS_UNKNOWN_LOSS: f64 = 0.5;
+/// Start-up's full-pipe test also wants this share of datagrams (or
+/// fewer) arriving in every sample of the round.
+const OVERSHOT_CARRIED: f64 = 0.9;
+/// Samples at a flat delay after which the random loss counts as known.
+const KNOWN_LOSS_SAMPLES: u32 = 8;
 /// Growth turns multiplicative only after this many rounds without a
 /// standing queue: while the path is shared and full, every stream grows
 /// additively (a stream that was not cut last would otherwise grow
 /// × 1.08 a round past the one that was, and keep the larger share).
 const QUIET_ROUNDS: u32 = 20;
+/// A standing queue shows in every one of at least this many samples.
+const RECENT_Q: usize = 6;
 /// Rounds a queue must stand before a cut.
 const STANDING_ROUNDS: u8 = 1;
 /// Slowest pacing the controller chooses, bytes/s (128 kbit/s).
@@ -132,22 +161,39 @@ pub(crate) struct Controller {
     /// Mean change of the queueing delay between samples, µs.
     jitter_us: f64,
     p_free: f64,
+    /// Samples that taught `p_free` (saturating).
+    p_samples: u32,
     next_round: Instant,
     round_len: Duration,
     /// This round: best sample, smallest queueing delay, samples, and
     /// whether the pacer held data back.
     round_best: f64,
     round_min_q: i64,
+    /// Queueing delays of the last [`RECENT_Q`] samples (ring).
+    recent_q: [i64; RECENT_Q],
+    recent_at: usize,
     round_samples: u32,
     round_limited: bool,
     /// Lowest loss between marks this round (2: none measured): every
     /// measurement must show it (reordering makes single ones high).
     round_loss: f64,
+    /// Loss measurements this round.
+    round_losses: u8,
     /// Rounds in a row with heavy loss.
     heavy_rounds: u8,
+    /// Rounds in a row with a busy-time receive rate far under the pacing.
+    mismatch_rounds: u8,
+    /// A cut ended the round before: this round's loss is the old rate's.
+    after_cut: bool,
     /// Highest busy-time receive rate the reader reported this round.
     round_recv: f64,
+    /// Highest share of its datagrams that arrived, corrected for the
+    /// random loss, among this round's samples (0: none).
+    round_carried: f64,
     standing_rounds: u8,
+    /// Pacing rate during the round before the one now ending (what this
+    /// round's samples were sent at, one round ago).
+    prev_rate: f64,
     /// Smallest queueing delay of the previous round with samples, µs.
     prev_min_q: i64,
     /// Rounds since one whose queue stood (growing or not).
@@ -172,16 +218,24 @@ impl Controller {
             queue_us: 0,
             jitter_us: 0.0,
             p_free: 0.0,
+            p_samples: 0,
             next_round: now,
             round_len: Duration::from_millis(10),
             round_best: 0.0,
             round_min_q: i64::MAX,
+            recent_q: [i64::MAX; RECENT_Q],
+            recent_at: 0,
             round_samples: 0,
             round_limited: false,
             round_loss: 2.0,
+            round_losses: 0,
             heavy_rounds: 0,
+            after_cut: false,
+            mismatch_rounds: 0,
             round_recv: 0.0,
+            round_carried: 0.0,
             standing_rounds: 0,
+            prev_rate: START.min(cap),
             prev_min_q: i64::MAX,
             quiet_rounds: 0,
             cuts: 0,
@@ -275,8 +329,17 @@ impl Controller {
         self.jitter_us += ((q - self.queue_us).abs() as f64 - self.jitter_us) / 16.0;
         self.queue_us = q;
         self.round_min_q = self.round_min_q.min(q);
+        self.recent_q[self.recent_at % RECENT_Q] = q;
+        self.recent_at = self.recent_at.wrapping_add(1);
         if (q as f64) < self.queue_target_us() && !d.probing && d.sent > 0.0 {
             self.p_free += (d.loss.clamp(0.0, RANDOM_LOSS) - self.p_free) / 8.0;
+            self.p_samples = self.p_samples.saturating_add(1);
+        }
+        if d.sent > 0.0 {
+            // By count, not by rate: jitter stretches a short sample's
+            // arrivals, never the share of its datagrams that arrived.
+            let carried = (1.0 - d.loss.clamp(0.0, 1.0)) / (1.0 - self.p_free);
+            self.round_carried = self.round_carried.max(carried);
         }
         let x = (d.recv / (1.0 - self.p_free)).min(d.sent);
         if x > 0.0 {
@@ -302,6 +365,7 @@ impl Controller {
     /// The share of datagrams lost between two marks (busy or idle between).
     pub fn on_loss(&mut self, loss: f64) {
         self.round_loss = self.round_loss.min(loss);
+        self.round_losses = self.round_losses.saturating_add(1);
     }
 
     /// Feedback arrived at `now`: a round ends every smoothed RTT.
@@ -314,36 +378,70 @@ impl Controller {
         }
     }
 
+    /// Paces at `rate` (within the floor) from now on, with `level` as the
+    /// level of the last cuts; start-up is over.
+    fn cut(&mut self, rate: f64, level: f64) {
+        self.rate = rate.max(FLOOR.min(self.cap));
+        self.cut_level = level;
+        self.startup = false;
+        self.standing_rounds = 0;
+        self.heavy_rounds = 0;
+        self.after_cut = true;
+        self.quiet_rounds = 0;
+        self.cuts += 1;
+    }
+
     fn end_round(&mut self) {
         let limited = std::mem::take(&mut self.round_limited);
         let samples = std::mem::take(&mut self.round_samples);
         let best = std::mem::take(&mut self.round_best);
-        let min_q = std::mem::replace(&mut self.round_min_q, i64::MAX);
+        // The smallest queueing delay of the round, and of at least the
+        // last few samples: a round with one or two samples on a jittery
+        // path would otherwise show a queue that is only jitter.
+        let min_q = std::mem::replace(&mut self.round_min_q, i64::MAX)
+            .min(self.recent_q.iter().copied().min().unwrap_or(i64::MAX));
         let loss = std::mem::replace(&mut self.round_loss, 2.0);
+        let losses = std::mem::take(&mut self.round_losses);
         let recv = std::mem::take(&mut self.round_recv);
-        if samples == 0 && limited && recv > 0.0 && recv < MISMATCH * self.rate {
+        let carried = std::mem::take(&mut self.round_carried);
+        let sent_at = std::mem::replace(&mut self.prev_rate, self.rate).min(self.rate);
+        // Two rounds running (jitter bunches a single round's arrivals).
+        self.mismatch_rounds =
+            if samples == 0 && limited && recv > 0.0 && recv < MISMATCH * self.rate {
+                self.mismatch_rounds + 1
+            } else {
+                0
+            };
+        if self.mismatch_rounds >= 2 {
+            self.mismatch_rounds = 0;
             // Bursts too short to sample, into a path far slower than the
             // pacing: what the reader receives while busy is the rate.
-            self.rate = recv.max(FLOOR.min(self.cap));
-            self.cut_level = self.rate;
-            self.startup = false;
-            self.cuts += 1;
+            self.cut(recv, recv);
             return;
         }
+        // The first round after a cut measures what was sent before it.
+        let settled = !std::mem::take(&mut self.after_cut);
         self.heavy_rounds = match loss {
-            l if l > 1.0 => self.heavy_rounds,
+            l if l > 1.0 || !settled => self.heavy_rounds,
             l if l > HEAVY_LOSS => self.heavy_rounds + 1,
             _ => 0,
         };
-        if self.heavy_rounds >= 2 {
-            self.heavy_rounds = 0;
+        // Start-up acts on one round (its rate doubles every round: a slow
+        // path behind a shallow buffer may give no sample before it has
+        // overshot many times) in which the pacer, not the application,
+        // set the pace, and at least two measurements showed it.
+        let needed = if self.startup && limited && losses >= 2 {
+            1
+        } else {
+            2
+        };
+        if self.heavy_rounds >= needed {
             // Most of what was sent lost, and no sample to say what the
-            // path delivers: halve, every round while it lasts.
-            self.rate = (self.rate * 0.5).max(FLOOR.min(self.cap));
-            self.cut_level = self.rate;
-            self.startup = false;
-            self.standing_rounds = 0;
-            self.cuts += 1;
+            // path delivers: pace at what got through (at most half),
+            // every other round while it lasts.
+            let rate = sent_at * (1.0 - loss).clamp(0.1, 0.5);
+            let bw = self.bw();
+            self.cut(rate, if bw > 0.0 { rate.min(bw) } else { rate });
             return;
         }
         if samples == 0 && !limited {
@@ -359,6 +457,7 @@ impl Controller {
             self.prev_min_q
         };
         let queued = samples > 0 && min_q as f64 > self.queue_target_us();
+        // Quiet: no cut (see `cut`) and no queue.
         self.quiet_rounds = if queued {
             0
         } else {
@@ -371,21 +470,46 @@ impl Controller {
         } else {
             0
         };
-        if self.standing_rounds >= STANDING_ROUNDS {
-            // The queue stood two rounds: pace under what the path delivered.
-            self.rate = (BETA * best).max(FLOOR.min(self.cap));
-            self.cut_level = if self.cut_level > 0.0 {
-                0.8 * self.cut_level + 0.2 * best
+        // Every sample of the round: the path carried well under what was
+        // sent, beyond the random loss (a full drop-tail queue shows no
+        // queueing delay once the delay minimum is taken with it full).
+        let excess = if self.p_samples >= KNOWN_LOSS_SAMPLES {
+            EXCESS
+        } else {
+            EXCESS_UNKNOWN_LOSS
+        };
+        let overflow = samples >= 2 && carried > 0.0 && carried < excess;
+        // Start-up doubled past a path that delivers under half of what
+        // was sent a round ago and loses what it cannot carry (BBR's full
+        // pipe, at once: a slow path would otherwise see several doublings
+        // overflow its buffer; without the losses, the application, not
+        // the path, may have set what was delivered).
+        let overshot = self.startup
+            && limited
+            && samples >= 2
+            && best < 0.5 * sent_at
+            && carried < OVERSHOT_CARRIED;
+        if self.standing_rounds >= STANDING_ROUNDS || overflow || overshot {
+            // The queue stood, or the path carried well under what was
+            // sent: pace under what it delivered. The level of the cuts
+            // moves slowly, but never stays far above what the path just
+            // delivered (a level far too high would take the losses of an
+            // overflowing queue for random ones).
+            let level = if self.cut_level > 0.0 {
+                (0.8 * self.cut_level + 0.2 * best).min(1.25 * best)
             } else {
                 best
             };
-            self.startup = false;
-            self.standing_rounds = 0;
-            self.cuts += 1;
+            self.cut(BETA * best, level);
             return;
         }
         if standing || !limited {
             return; // a queue: no growth; or the application's pace
+        }
+        if self.startup && samples == 0 && losses > 0 {
+            // Feedback came, but no delivery sample to say the path
+            // carries this rate (short bursts into a slow path): hold.
+            return;
         }
         self.rate = if self.startup {
             self.rate * 2.0
@@ -412,12 +536,16 @@ mod tests {
         }
     }
 
-    /// Rounds of `n` samples; returns the rate after.
+    /// `n` rounds of 20 ms, each with six samples `s`; returns the rate
+    /// after.
     fn rounds(c: &mut Controller, t: &mut Instant, n: usize, s: Delivery) -> u64 {
         for _ in 0..n {
-            *t += Duration::from_millis(20);
-            c.limited();
-            c.on_delivery(*t, s);
+            for _ in 0..RECENT_Q {
+                *t += Duration::from_millis(3);
+                c.limited();
+                c.on_delivery(*t, s);
+            }
+            *t += Duration::from_millis(2);
             c.tick(*t, 20_000.0);
         }
         c.rate()

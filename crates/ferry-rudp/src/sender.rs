@@ -93,9 +93,11 @@ pub fn fec_shards(k: u16, p: f64) -> u16 {
 
 /// Recovery shards for a best-effort sample: two and a half standard
 /// deviations (k = 45, p = 0.01 → 3: 0.2 % of samples lost instead of
-/// 1.2 %; p = 0.1 → 11, within 1.15 / (1 − p) × the payload on the wire).
+/// 1.2 %), the margin capped at 10 % of the data on the wire so that
+/// shards and headers stay within 1.15 / (1 − p) × the payload
+/// (k = 45, p = 0.1 → 10).
 pub fn fec_shards_best_effort(k: u16, p: f64) -> u16 {
-    shards(k, p, 2.5, f64::INFINITY)
+    shards(k, p, 2.5, 0.10)
 }
 
 /// Expected losses of the `k + r` datagrams plus `sigmas` standard
