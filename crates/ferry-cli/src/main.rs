@@ -20,6 +20,7 @@ macro_rules! out {
 
 mod admin;
 mod demo;
+mod interface;
 mod topic;
 mod tune;
 mod types;
@@ -54,6 +55,9 @@ enum Cmd {
     /// Services: list, call.
     #[command(subcommand)]
     Service(ServiceCmd),
+    /// Interface types (messages, services, actions): list, packages, package, show, proto.
+    #[command(subcommand)]
+    Interface(interface::InterfaceCmd),
     /// A node's admin plane: list its connections, change a live connection's priority.
     Admin(admin::AdminArgs),
     /// Start a small robot system (several processes) and show its paths live.
@@ -409,6 +413,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Admin(args) => admin::run(args, spin),
         Cmd::Demo(args) => demo::run(args),
         Cmd::Tune(args) => tune::run(args),
+        Cmd::Interface(cmd) => interface::run(cmd),
         Cmd::Shm(ShmCmd::Gc) => {
             let r = ferry_shm::sweep_stale();
             for name in &r.removed {
