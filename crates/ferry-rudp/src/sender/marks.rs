@@ -122,9 +122,11 @@ impl Sender {
             self.marks.pop_front();
         }
         // About one round back: longer would blur a probe into the rounds
-        // around it.
-        let reach =
-            (self.srtt_us as u32).clamp(self.cc.shortest_sample_us(self.srtt_us), LONGEST_US);
+        // around it; at least twice the shortest sample, or a round far
+        // shorter than it (loopback, a LAN) leaves a window of one instant
+        // and no sample ever forms.
+        let shortest = self.cc.shortest_sample_us(self.srtt_us);
+        let reach = (self.srtt_us as u32).clamp(2 * shortest, LONGEST_US.max(2 * shortest));
         let older = self
             .marks
             .iter()
