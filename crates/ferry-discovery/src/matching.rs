@@ -146,6 +146,15 @@ mod tests {
     use super::*;
     use ferry_wire::TypeHash;
 
+    /// A distinct hash per text.
+    fn test_hash(s: &str) -> TypeHash {
+        let mut h = [0u8; 32];
+        for (i, b) in s.bytes().enumerate() {
+            h[i % 32] = h[i % 32].wrapping_mul(31).wrapping_add(b);
+        }
+        TypeHash(h)
+    }
+
     fn ep(kind: EndpointKind, qos: Qos, ty: &str) -> EndpointRecord {
         EndpointRecord {
             entity: 1,
@@ -153,7 +162,7 @@ mod tests {
             kind,
             topic: "/chatter".into(),
             type_name: ty.into(),
-            type_hash: TypeHash::of_description(ty),
+            type_hash: test_hash(ty),
             qos,
         }
     }
@@ -216,7 +225,7 @@ mod tests {
         raw.type_hash = TypeHash::ANY;
         assert_eq!(match_endpoints(&w, &raw), MatchOutcome::Matched);
         let mut same_name = r.clone();
-        same_name.type_hash = TypeHash::of_description("other layout");
+        same_name.type_hash = test_hash("other layout");
         let m = match_endpoints(&w, &same_name);
         assert!(m != MatchOutcome::Matched);
         let mut other_topic = r.clone();

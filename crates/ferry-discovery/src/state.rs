@@ -41,8 +41,10 @@ pub use types::{
 pub const MAX_PARTICIPANTS: usize = 2048;
 /// Most records remembered per remote participant.
 pub const MAX_RECORDS_PER_PARTICIPANT: usize = 4096;
-/// Most parts one announcement may be split into.
-pub const MAX_PARTS: u16 = 256;
+/// Most parts one announcement may be split into: enough for
+/// [`MAX_RECORDS_PER_PARTICIPANT`] records of up to ~350 bytes each (long
+/// topic and type names, a 32-byte type hash) in 1472-byte datagrams.
+pub const MAX_PARTS: u16 = 1024;
 /// Longest lease honoured: a participant claiming more is expired after this.
 pub const MAX_LEASE_MS: u32 = 600_000;
 /// How long a participant whose records have not arrived yet may stay

@@ -55,6 +55,16 @@ impl FromStr for Rihs01 {
     }
 }
 
+/// SHA-256 over `parts` in order (for stand-ins where no type description
+/// exists; never a RIHS01 of a description).
+pub fn digest(parts: &[&[u8]]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p);
+    }
+    h.finalize().into()
+}
+
 /// Error of hashing a type.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HashError {

@@ -32,7 +32,7 @@ pub mod value;
 
 pub use dynamic::{Data, DataError, DecodeError};
 pub use error::{ErrorKind, IdlError};
-pub use hash::{BadHash, HashError, Rihs01};
+pub use hash::{digest, BadHash, HashError, Rihs01};
 pub use model::{
     ActionDef, BaseType, Collection, Constant, Field, FieldType, Kind, MessageDef, Primitive,
     ServiceDef, TypeName, Value, EMPTY_MEMBER,

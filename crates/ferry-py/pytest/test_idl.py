@@ -577,3 +577,13 @@ def test_string_annotations():
     lazy = mod.Lazy
     assert lazy.__ferry_type__[1] == "std_msgs/Header header\nfloat64 x\nuint8[] data"
     assert lazy.decode(lazy(data=[1]).encode()) == lazy(data=[1])
+
+
+def test_type_hashes_are_ros2s():
+    """Discovery announces ROS 2's own type hash (RIHS01) for message classes
+    with a known definition: the same bytes Rust computes."""
+    from ferry import _ferry
+
+    h = _ferry.type_hash("std_msgs/msg/String", "string data")
+    assert h.hex() == "df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18"
+    assert _ferry.type_hash("std_msgs/msg/String", "int32 data") != h

@@ -97,9 +97,10 @@ fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// The 16-byte type hash ferry announces for a message type, from its name
-/// and definition text (what Rust's `Message::type_hash` computes).
+/// The 32-byte type hash ferry announces for a message type (ROS 2's
+/// RIHS01 when its definition is known), from its name and definition text
+/// (what Rust's `Message::type_hash` computes).
 #[pyfunction]
-fn type_hash(name: &str, definition: &str) -> [u8; 16] {
-    ferry::TypeHash::of_description(&format!("{name}\n{definition}")).0
+fn type_hash(name: &str, definition: &str) -> [u8; 32] {
+    ferry::interfaces::type_hash_of(name, definition).0
 }

@@ -324,7 +324,7 @@ impl Node {
         py: Python<'_>,
         topic: &str,
         type_name: &str,
-        type_hash: [u8; 16],
+        type_hash: [u8; 32],
         qos: &Bound<'_, PyDict>,
     ) -> PyResult<Publisher> {
         let qos = convert::qos_from(qos)?;
@@ -340,7 +340,7 @@ impl Node {
         py: Python<'_>,
         topic: &str,
         type_name: &str,
-        type_hash: [u8; 16],
+        type_hash: [u8; 32],
         qos: &Bound<'_, PyDict>,
         kind: &Bound<'_, PyAny>,
         callback: Option<PyObject>,
@@ -364,8 +364,8 @@ impl Node {
         &self,
         py: Python<'_>,
         name: &str,
-        request: (String, [u8; 16]),
-        response: (String, [u8; 16]),
+        request: (String, [u8; 32]),
+        response: (String, [u8; 32]),
         handler: PyObject,
     ) -> PyResult<Service> {
         ports::make_service(py, &self.core, name, request, response, handler)
@@ -376,8 +376,8 @@ impl Node {
         &self,
         py: Python<'_>,
         name: &str,
-        request: (String, [u8; 16]),
-        response: (String, [u8; 16]),
+        request: (String, [u8; 32]),
+        response: (String, [u8; 32]),
     ) -> PyResult<Client> {
         ports::make_client(py, &self.core, name, request, response)
     }

@@ -115,7 +115,7 @@ pub fn make_publisher(
     py: Python<'_>,
     node: &Arc<NodeCore>,
     topic: &str,
-    (type_name, hash): (&str, [u8; 16]),
+    (type_name, hash): (&str, [u8; 32]),
     qos: Qos,
 ) -> PyResult<Publisher> {
     let p = node.with(|n| {
@@ -326,7 +326,7 @@ pub fn make_subscription(
     py: Python<'_>,
     node: &Arc<NodeCore>,
     topic: &str,
-    (type_name, hash): (&str, [u8; 16]),
+    (type_name, hash): (&str, [u8; 32]),
     qos: Qos,
     kind: Kind,
     callback: Option<PyObject>,
@@ -506,8 +506,8 @@ pub fn make_service(
     py: Python<'_>,
     node: &Arc<NodeCore>,
     name: &str,
-    request: (String, [u8; 16]),
-    response: (String, [u8; 16]),
+    request: (String, [u8; 32]),
+    response: (String, [u8; 32]),
     handler: PyObject,
 ) -> PyResult<Service> {
     // One request at a time is handled by the service's thread: a queue of
@@ -578,8 +578,8 @@ pub fn make_client(
     py: Python<'_>,
     node: &Arc<NodeCore>,
     name: &str,
-    request: (String, [u8; 16]),
-    response: (String, [u8; 16]),
+    request: (String, [u8; 32]),
+    response: (String, [u8; 32]),
 ) -> PyResult<Client> {
     let c = node.with(|n| {
         let b = n.client::<RawBytes, RawBytes>(name).type_info(

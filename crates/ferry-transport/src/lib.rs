@@ -18,6 +18,7 @@
 pub mod config;
 pub mod error;
 pub mod host;
+pub mod interfaces;
 pub mod message;
 pub mod priority;
 pub mod reactor;

@@ -24,13 +24,15 @@ pub const CDR_LE_HEADER: [u8; 4] = [0x00, 0x01, 0x00, 0x00];
 pub trait Message: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// ROS-style type name, e.g. `std_msgs/msg/String`.
     const TYPE_NAME: &'static str;
-    /// Canonical definition (ROS `.msg` text); hashed into [`Message::type_hash`]
-    /// so that two programs with the same name but different layouts don't match.
+    /// Definition (ROS `.msg` text); hashed into [`Message::type_hash`] so
+    /// that two programs with the same name but different layouts don't
+    /// match. May be empty for a type among the loaded interfaces.
     const DEFINITION: &'static str = "";
 
-    /// Structural hash of the type, sent in discovery.
+    /// ROS 2's type hash (RIHS01), sent in discovery: see
+    /// [`crate::interfaces::type_hash_of`].
     fn type_hash() -> TypeHash {
-        TypeHash::of_description(&format!("{}\n{}", Self::TYPE_NAME, Self::DEFINITION))
+        crate::interfaces::type_hash_of(Self::TYPE_NAME, Self::DEFINITION)
     }
 }
 

@@ -20,7 +20,7 @@ use crate::codec::{Reader, WireError, Writer};
 use crate::types::{EndpointKind, Locator, ParticipantId, Qos, TypeHash};
 
 const MAGIC: [u8; 2] = *b"FD";
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
 const KIND_ANNOUNCE: u8 = 1;
 const KIND_BYE: u8 = 2;
 const KIND_HEARTBEAT: u8 = 3;
@@ -443,7 +443,7 @@ mod tests {
             kind: EndpointKind::Publisher,
             topic: format!("/robot/sensor_{i}/with/a/long/name"),
             type_name: "sensor_msgs/msg/Image".into(),
-            type_hash: TypeHash::of_description("image"),
+            type_hash: TypeHash([3; 32]),
             qos: Qos::sensor_data(),
         })
     }

@@ -97,32 +97,15 @@ impl EndpointKind {
     }
 }
 
-/// A 128-bit hash of a message type's structure. Two endpoints with the same
-/// type name but different hashes are not matched (like ROS 2's RIHS).
+/// A message type's hash: ROS 2's RIHS01 (SHA-256 of the type description,
+/// REP-2011) for every type with a known definition. Two endpoints with the
+/// same type name but different hashes are not matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct TypeHash(pub [u8; 16]);
+pub struct TypeHash(pub [u8; 32]);
 
 impl TypeHash {
     /// The hash of raw byte ports, which match any type.
-    pub const ANY: TypeHash = TypeHash([0; 16]);
-
-    /// FNV-1a based 128-bit hash of a canonical type description.
-    pub fn of_description(description: &str) -> Self {
-        // Two independent 64-bit FNV-1a lanes (different offsets) -> 128 bits.
-        let lane = |mut h: u64| {
-            for b in description.bytes() {
-                h ^= b as u64;
-                h = h.wrapping_mul(0x0000_0100_0000_01b3);
-            }
-            h
-        };
-        let a = lane(0xcbf2_9ce4_8422_2325);
-        let b = lane(0x6c62_272e_07bb_0142);
-        let mut out = [0u8; 16];
-        out[..8].copy_from_slice(&a.to_le_bytes());
-        out[8..].copy_from_slice(&b.to_le_bytes());
-        TypeHash(out)
-    }
+    pub const ANY: TypeHash = TypeHash([0; 32]);
 
     /// True for the wildcard hash of raw ports.
     pub fn is_any(&self) -> bool {
@@ -131,8 +114,13 @@ impl TypeHash {
 }
 
 impl fmt::Display for TypeHash {
+    /// `RIHS01_` + 64 hex digits, as ROS 2 prints it (`*` for raw ports).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in &self.0[..8] {
+        if self.is_any() {
+            return f.write_str("*");
+        }
+        f.write_str("RIHS01_")?;
+        for b in &self.0 {
             write!(f, "{b:02x}")?;
         }
         Ok(())
@@ -702,11 +690,9 @@ mod tests {
     }
 
     #[test]
-    fn type_hash_distinguishes_descriptions() {
-        let a = TypeHash::of_description("string data");
-        let b = TypeHash::of_description("int32 data");
-        assert_ne!(a, b);
-        assert_eq!(a, TypeHash::of_description("string data"));
-        assert!(!a.is_any());
+    fn type_hash_prints_as_ros2() {
+        let h = TypeHash([0xab; 32]);
+        assert_eq!(h.to_string(), format!("RIHS01_{}", "ab".repeat(32)));
+        assert_eq!(TypeHash::ANY.to_string(), "*");
     }
 }

@@ -38,7 +38,7 @@ mod subscriber;
 pub mod transport;
 
 use ferry_transport::reactor;
-pub use ferry_transport::{config, error, host, message, priority, room, stats};
+pub use ferry_transport::{config, error, host, interfaces, message, priority, room, stats};
 
 pub use config::{AdminAccess, Config, DiscoveryRange, TopicRule};
 pub use error::{BuildError, CallError, DecodeError, EncodeError, PublishError, RecvError};

@@ -43,12 +43,7 @@ fn service_type<Req: Codec, Resp: Codec>() -> (String, TypeHash) {
 /// (name, hash): what discovery announces and matches.
 fn service_type_of(req: (&str, TypeHash), resp: (&str, TypeHash)) -> (String, TypeHash) {
     let name = format!("{}|{}", req.0, resp.0);
-    let (a, b) = (req.1, resp.1);
-    let mut h = [0u8; 16];
-    for (i, x) in h.iter_mut().enumerate() {
-        *x = a.0[i] ^ b.0[(i + 5) % 16];
-    }
-    (name, TypeHash(h))
+    (name, crate::interfaces::service_hash_of(req, resp))
 }
 
 /// Builds a [`Service`].

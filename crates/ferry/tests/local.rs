@@ -505,3 +505,26 @@ fn a_heap_loan_reuses_the_last_buffer_once_every_path_let_go() {
     );
     assert!(kept.iter().all(|b| *b == 9));
 }
+
+/// Discovery carries ROS 2's own type hash (RIHS01) for a compiled type
+/// with a known definition: what `ros2 topic info -v` prints for
+/// `std_msgs/msg/String` (rmw_zenoh's design document).
+#[test]
+fn discovery_carries_the_ros2_type_hash() {
+    let a = node("hash_pub", 117);
+    let b = node("hash_obs", 117);
+    let _p = a.publisher::<std_msgs::String>("/hashed").build().unwrap();
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        let g = b.graph();
+        if let Some(e) = g.endpoints_of("/hashed").next() {
+            assert_eq!(
+                e.type_hash.to_string(),
+                "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18"
+            );
+            break;
+        }
+        assert!(Instant::now() < end, "the publisher was never discovered");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

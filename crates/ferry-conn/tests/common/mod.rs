@@ -95,7 +95,7 @@ pub fn record(entity: u32, kind: EndpointKind, topic: &str, qos: Qos) -> Endpoin
         kind,
         topic: topic.into(),
         type_name: "std_msgs/msg/String".into(),
-        type_hash: TypeHash([7; 16]),
+        type_hash: TypeHash([7; 32]),
         qos,
     }
 }
@@ -276,7 +276,7 @@ pub fn random_record(rng: &mut Rng, entity: u32, topics: u64) -> EndpointRecord 
     let mut rec = record(entity, kind, &format!("/t{}", rng.next_u64() % topics), qos);
     if rng.chance(0.1) {
         rec.type_name = "other/msg/Type".into();
-        rec.type_hash = TypeHash([9; 16]);
+        rec.type_hash = TypeHash([9; 32]);
     }
     rec
 }

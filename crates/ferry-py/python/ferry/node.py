@@ -22,7 +22,7 @@ import numpy as np
 from . import _ferry
 from .qos import QoSProfile, qos_from
 
-_ANY = bytes(16)
+_ANY = bytes(32)
 QoSLike = Union[int, str, QoSProfile]
 
 
