@@ -210,9 +210,42 @@ fn scalar(d: &Data) -> Option<String> {
         Data::Float(f) if f.is_nan() => ".nan".into(),
         Data::Float(f) if f.is_infinite() => if *f > 0.0 { ".inf" } else { "-.inf" }.into(),
         Data::Float(f) => format!("{f:?}"),
-        Data::String(s) => format!("'{}'", s.replace('\'', "''")),
+        Data::String(s) => yaml_string(s),
         _ => return None,
     })
+}
+
+/// A string as YAML writes it: plain when that reads back as the same
+/// string, else quoted (single quotes; double with escapes when it holds
+/// control characters).
+fn yaml_string(s: &str) -> String {
+    if s.chars().any(char::is_control) {
+        return format!("{s:?}");
+    }
+    let special_start =
+        s.starts_with(|c: char| c.is_whitespace() || "-?:,[]{}#&*!|>'\"%@`".contains(c));
+    let lower = s.to_ascii_lowercase();
+    let keyword = matches!(
+        lower.as_str(),
+        "true" | "false" | "yes" | "no" | "on" | "off" | "null" | "~" | "y" | "n"
+    );
+    let numeric = s.parse::<f64>().is_ok()
+        || lower.starts_with("0x")
+        || lower == ".nan"
+        || lower.ends_with(".inf");
+    if s.is_empty()
+        || special_start
+        || keyword
+        || numeric
+        || s.contains(": ")
+        || s.contains(" #")
+        || s.ends_with(':')
+        || s.ends_with(char::is_whitespace)
+    {
+        format!("'{}'", s.replace('\'', "''"))
+    } else {
+        s.to_string()
+    }
 }
 
 fn yaml_into(d: &Data, indent: usize, out: &mut String) {

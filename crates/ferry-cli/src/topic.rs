@@ -289,12 +289,13 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                     }
                     std::thread::sleep(Duration::from_millis(5));
                 }
-                let decoded = ty.as_ref().map(|t| (t.decode)(&s));
+                let decoded = ty.as_ref().map(|t| t.decode(&s));
                 match decoded {
-                    Some(Ok(v)) if json => {
-                        out!("{}", serde_json::to_string(&v).unwrap_or_default())
-                    }
-                    Some(Ok(v)) => out!("{}---", serde_yaml::to_string(&v).unwrap_or_default()),
+                    Some(Ok(v)) if json => out!(
+                        "{}",
+                        serde_json::to_string(&types::to_json(&v)).unwrap_or_default()
+                    ),
+                    Some(Ok(v)) => out!("{}---", crate::interface::yaml(&v, 0)),
                     _ if json => out!(
                         "{}",
                         serde_json::json!({ "hex": s.iter().map(|b| format!("{b:02x}")).collect::<String>() })
@@ -320,13 +321,11 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
             sched,
         } => {
             let t = types::find(&msg_type).ok_or_else(|| {
-                let names: Vec<&str> = types::known().iter().map(|k| k.name).collect();
                 format!(
-                    "unknown message type `{msg_type}` (known: {})",
-                    names.join(", ")
+                    "unknown message type `{msg_type}` (see `ferry interface list`; add your packages to FERRY_INTERFACE_PATH)"
                 )
             })?;
-            let bytes = (t.encode)(&values)?;
+            let bytes = t.encode(&values)?;
             let q = Qos::profile(&qos).ok_or_else(|| {
                 format!(
                     "unknown QoS profile `{qos}` (default, sensor_data, services_default, latched)"
@@ -339,7 +338,7 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
             let mut b = node
                 .publisher::<RawBytes>(&topic)
                 .qos(q)
-                .type_info(t.name, t.hash);
+                .type_info(&t.name, t.hash);
             if priority.is_some() || sched.is_some() {
                 let class = match priority {
                     Some(c) => c.parse::<ferry::PacketClass>().map_err(|e| e.to_string())?,

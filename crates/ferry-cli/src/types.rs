@@ -1,63 +1,99 @@
 //! Message types the CLI knows by name: decode to JSON/YAML, encode from YAML.
 
+use ferry::interfaces::interfaces;
 use ferry::msgs::*;
 use ferry::{Message, TypeHash};
+use ferry_idl::{Data, TypeName};
 use serde::Serialize;
 
-/// Codec of one known type.
+/// A message type the CLI can encode and decode: any loaded interface
+/// (the shipped common interfaces, `FERRY_INTERFACE_PATH`, a ROS 2 install).
 pub struct KnownType {
-    pub name: &'static str,
+    /// Full name, `pkg/msg/Type`.
+    pub name: String,
+    /// What discovery announces for it (ROS 2's RIHS01).
     pub hash: TypeHash,
-    pub decode: fn(&[u8]) -> Result<serde_json::Value, String>,
-    pub encode: fn(&str) -> Result<Vec<u8>, String>,
+    ty: TypeName,
 }
 
-fn entry<T: Message + Serialize>() -> KnownType {
-    KnownType {
-        name: T::TYPE_NAME,
-        hash: <T as Message>::type_hash(),
-        decode: |b| {
-            let v: T = ferry::decode_cdr(b, T::TYPE_NAME).map_err(|e| e.to_string())?;
-            serde_json::to_value(v).map_err(|e| e.to_string())
-        },
-        encode: |yaml| {
-            let text = if yaml.trim().is_empty() { "{}" } else { yaml };
-            let v: T = serde_yaml::from_str(text)
-                .map_err(|e| format!("`{text}` is not a valid {}: {e}", T::TYPE_NAME))?;
-            ferry::encode_cdr(&v, T::TYPE_NAME).map_err(|e| e.to_string())
-        },
+impl KnownType {
+    /// Decodes CDR to data.
+    pub fn decode(&self, b: &[u8]) -> Result<Data, String> {
+        interfaces().decode(&self.ty, b).map_err(|e| e.to_string())
+    }
+
+    /// Encodes YAML (a mapping of some fields, nested as the type nests;
+    /// the rest takes ROS 2's defaults, as `ros2 topic pub` does).
+    pub fn encode(&self, yaml: &str) -> Result<Vec<u8>, String> {
+        let text = if yaml.trim().is_empty() { "{}" } else { yaml };
+        let v: serde_yaml::Value =
+            serde_yaml::from_str(text).map_err(|e| format!("`{text}` is not YAML: {e}"))?;
+        let partial = from_yaml(&v)?;
+        let i = interfaces();
+        let full = i
+            .complete(&self.ty, &partial)
+            .map_err(|e| format!("`{text}` is not a valid {}: {e}", self.name))?;
+        i.encode(&self.ty, &full).map_err(|e| e.to_string())
     }
 }
 
-/// Every type the CLI knows.
-pub fn known() -> Vec<KnownType> {
-    vec![
-        entry::<std_msgs::String>(),
-        entry::<std_msgs::Bool>(),
-        entry::<std_msgs::Int32>(),
-        entry::<std_msgs::Int64>(),
-        entry::<std_msgs::Float64>(),
-        entry::<std_msgs::Empty>(),
-        entry::<std_msgs::Header>(),
-        entry::<builtin_interfaces::Time>(),
-        entry::<geometry_msgs::Vector3>(),
-        entry::<geometry_msgs::Point>(),
-        entry::<geometry_msgs::Quaternion>(),
-        entry::<geometry_msgs::Pose>(),
-        entry::<geometry_msgs::Twist>(),
-        entry::<sensor_msgs::Image>(),
-        entry::<sensor_msgs::JointState>(),
-    ]
+/// YAML as data (mappings become messages, sequences lists).
+pub fn from_yaml(v: &serde_yaml::Value) -> Result<Data, String> {
+    use serde_yaml::Value as Y;
+    Ok(match v {
+        Y::Null => Data::Struct(Vec::new()),
+        Y::Bool(b) => Data::Bool(*b),
+        Y::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => Data::Int(i),
+            (_, Some(u), _) => Data::UInt(u),
+            (_, _, Some(f)) => Data::Float(f),
+            _ => return Err(format!("`{n}` is not a number")),
+        },
+        Y::String(s) => Data::String(s.clone()),
+        Y::Sequence(items) => Data::List(items.iter().map(from_yaml).collect::<Result<_, _>>()?),
+        Y::Mapping(m) => Data::Struct(
+            m.iter()
+                .map(|(k, v)| {
+                    let k = match k {
+                        Y::String(s) => s.clone(),
+                        other => serde_yaml::to_string(other)
+                            .unwrap_or_default()
+                            .trim()
+                            .to_string(),
+                    };
+                    Ok((k, from_yaml(v)?))
+                })
+                .collect::<Result<_, String>>()?,
+        ),
+        Y::Tagged(t) => from_yaml(&t.value)?,
+    })
+}
+
+/// Data as JSON (messages become objects).
+pub fn to_json(d: &Data) -> serde_json::Value {
+    use serde_json::Value as J;
+    match d {
+        Data::Bool(b) => J::Bool(*b),
+        Data::Int(i) => J::from(*i),
+        Data::UInt(u) => J::from(*u),
+        Data::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+        Data::String(s) => J::String(s.clone()),
+        Data::List(l) => J::Array(l.iter().map(to_json).collect()),
+        Data::Bytes(b) => J::Array(b.iter().map(|x| J::from(*x)).collect()),
+        Data::Struct(f) => J::Object(f.iter().map(|(k, v)| (k.clone(), to_json(v))).collect()),
+    }
 }
 
 /// Looks a type up by its full (`std_msgs/msg/String`) or short
-/// (`std_msgs/String`) name.
+/// (`std_msgs/String`) name among the loaded interfaces.
 pub fn find(name: &str) -> Option<KnownType> {
-    let full = match name.split('/').collect::<Vec<_>>()[..] {
-        [pkg, ty] => format!("{pkg}/msg/{ty}"),
-        _ => name.to_string(),
-    };
-    known().into_iter().find(|t| t.name == full)
+    let ty = interfaces().resolve(name)?;
+    let name = ty.to_string();
+    Some(KnownType {
+        hash: ferry::interfaces::type_hash_of(&name, ""),
+        name,
+        ty,
+    })
 }
 
 /// A service the CLI can call: `example_interfaces/srv/AddTwoInts`.
@@ -117,14 +153,27 @@ mod tests {
     #[test]
     fn yaml_round_trips_through_cdr() {
         let t = find("std_msgs/String").unwrap();
-        let b = (t.encode)("data: hello").unwrap();
+        let b = t.encode("data: hello").unwrap();
         assert_eq!(b, [0, 1, 0, 0, 6, 0, 0, 0, b'h', b'e', b'l', b'l', b'o', 0]);
-        assert_eq!((t.decode)(&b).unwrap()["data"], "hello");
+        assert_eq!(to_json(&t.decode(&b).unwrap())["data"], "hello");
         let tw = find("geometry_msgs/msg/Twist").unwrap();
-        assert!(
-            (tw.encode)("{linear: {x: 1.0, y: 0, z: 0}, angular: {x: 0, y: 0, z: 0.5}}").is_ok()
-        );
-        assert!((tw.encode)("linear: nonsense").is_err());
+        assert!(tw
+            .encode("{linear: {x: 1.0, y: 0, z: 0}, angular: {x: 0, y: 0, z: 0.5}}")
+            .is_ok());
+        assert!(tw.encode("linear: nonsense").is_err());
         assert!(find("nope/Nope").is_none());
+    }
+
+    /// `ros2 topic pub`'s partial YAML: the rest takes ROS defaults.
+    #[test]
+    fn partial_yaml_gets_ros_defaults() {
+        let tw = find("geometry_msgs/msg/Twist").unwrap();
+        let b = tw.encode("{linear: {x: 1.0}}").unwrap();
+        assert_eq!(b.len(), 4 + 48);
+        assert_eq!(&b[4..12], &1.0f64.to_le_bytes());
+        let e = tw.encode("{linear: {w: 1.0}}").unwrap_err();
+        assert!(e.contains("no field `w`"), "{e}");
+        let img = find("sensor_msgs/msg/Image").unwrap();
+        assert!(img.encode("{encoding: rgb8, data: [1, 2, 3]}").is_ok());
     }
 }

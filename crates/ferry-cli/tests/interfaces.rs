@@ -84,3 +84,63 @@ fn a_users_package_joins_and_bad_files_are_named() {
     assert!(!ok && err.contains("FERRY_INTERFACE_PATH"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `topic pub` of any loaded type with partial YAML (ROS defaults for the
+/// rest, as `ros2 topic pub`), `topic echo` decoding it in another process.
+#[test]
+fn pub_and_echo_any_loaded_type() {
+    let env = [("FERRY_DOMAIN_ID", "118")];
+    let mut publisher = Command::new(FERRY)
+        .args([
+            "topic",
+            "pub",
+            "/imu",
+            "sensor_msgs/msg/Imu",
+            "{header: {frame_id: imu_link}, linear_acceleration: {z: 9.81}}",
+            "-r",
+            "20",
+            "--times",
+            "200",
+        ])
+        .env_remove("FERRY_INTERFACE_PATH")
+        .envs(env)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("ferry runs");
+    let (ok, out, err) = ferry(
+        &env,
+        &[
+            "topic",
+            "echo",
+            "/imu",
+            "--once",
+            "--json",
+            "--timeout",
+            "10",
+        ],
+    );
+    let _ = publisher.kill();
+    let _ = publisher.wait();
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+    assert_eq!(v["header"]["frame_id"], "imu_link");
+    assert_eq!(v["linear_acceleration"]["z"], 9.81);
+    assert_eq!(v["orientation"]["w"], 1.0, "ROS default of Quaternion.w");
+    assert_eq!(
+        v["orientation_covariance"].as_array().map(Vec::len),
+        Some(9)
+    );
+    // A misspelt field names the fields there are, and nothing is sent.
+    let (ok, _, err) = ferry(
+        &env,
+        &[
+            "topic",
+            "pub",
+            "/tw",
+            "geometry_msgs/msg/Twist",
+            "{linaer: {x: 1}}",
+            "--once",
+        ],
+    );
+    assert!(!ok && err.contains("its fields: linear, angular"), "{err}");
+}

@@ -50,7 +50,7 @@ pub enum DataError {
     #[error("unknown type `{0}` (add its package to FERRY_INTERFACE_PATH)")]
     UnknownType(String),
     /// A field the type does not have.
-    #[error("`{path}`: `{ty}` has no field `{field}` (its fields: {fields})")]
+    #[error("{}`{ty}` has no field `{field}` (its fields: {fields})", at(.path))]
     UnknownField {
         /// Where.
         path: String,
@@ -62,7 +62,7 @@ pub enum DataError {
         fields: String,
     },
     /// A value of the wrong kind or out of range.
-    #[error("`{path}`: expected {expected}, got {got}")]
+    #[error("{}expected {expected}, got {got}", at(.path))]
     Mismatch {
         /// Where.
         path: String,
@@ -72,7 +72,7 @@ pub enum DataError {
         got: String,
     },
     /// Too many elements or characters for a bound.
-    #[error("`{path}`: {len} {what}, the type allows at most {bound} (a bounded field is checked, never cut)")]
+    #[error("{}{len} {what}, the type allows at most {bound} (a bounded field is checked, never cut)", at(.path))]
     Bound {
         /// Where.
         path: String,
@@ -84,7 +84,7 @@ pub enum DataError {
         bound: u64,
     },
     /// The wrong number of elements for a fixed array.
-    #[error("`{path}`: {len} elements, the array holds exactly {size}")]
+    #[error("{}{len} elements, the array holds exactly {size}", at(.path))]
     ArrayLength {
         /// Where.
         path: String,
@@ -96,6 +96,15 @@ pub enum DataError {
     /// Nesting deeper than [`MAX_DEPTH`].
     #[error("messages nested deeper than {MAX_DEPTH} levels")]
     TooDeep,
+}
+
+/// "`path`: " before an error's text, nothing at the top level.
+fn at(path: &str) -> String {
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!("`{path}`: ")
+    }
 }
 
 /// Error of decoding CDR as a type.
