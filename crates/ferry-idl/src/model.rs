@@ -7,6 +7,40 @@ use std::str::FromStr;
 /// need one): a `uint8`, one byte on the wire, part of the type hash.
 pub const EMPTY_MEMBER: &str = "structure_needs_at_least_one_member";
 
+/// Whether `s` is a valid package or field name: lower case letters,
+/// digits and single underscores, starting with a letter, not ending with
+/// an underscore.
+pub fn is_package_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !s.contains("__")
+        && !s.ends_with('_')
+}
+
+/// Whether `s` is a valid field name (the same rule as packages).
+pub fn is_field_name(s: &str) -> bool {
+    is_package_name(s)
+}
+
+/// Whether `s` is a valid message, service or action name: CamelCase
+/// letters and digits.
+pub fn is_type_name(s: &str) -> bool {
+    s.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        && s.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// Whether `s` is a valid constant name: upper case letters, digits and
+/// single underscores, starting with a letter, not ending with `_`.
+pub fn is_constant_name(s: &str) -> bool {
+    s.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        && s.chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        && !s.contains("__")
+        && !s.ends_with('_')
+}
+
 /// A primitive type of the interface language.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Primitive {
@@ -205,7 +239,7 @@ impl FromStr for TypeName {
             [p, k, n] => (*p, Kind::from_folder(k).ok_or_else(bad)?, *n),
             _ => return Err(bad()),
         };
-        if !crate::parse::is_package_name(package) || name.is_empty() {
+        if !is_package_name(package) || name.is_empty() {
             return Err(bad());
         }
         Ok(TypeName {

@@ -5,6 +5,7 @@
 //! positioned error out; never panics on any input.
 
 use crate::error::{ErrorKind, IdlError};
+pub use crate::model::{is_constant_name, is_field_name, is_package_name, is_type_name};
 use crate::model::{
     ActionDef, BaseType, Collection, Constant, Field, FieldType, Kind, MessageDef, Primitive,
     ServiceDef, TypeName,
@@ -32,40 +33,6 @@ impl At<'_> {
             kind,
         }
     }
-}
-
-/// Whether `s` is a valid package or field name: lower case letters,
-/// digits and single underscores, starting with a letter, not ending with
-/// an underscore.
-pub fn is_package_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_lowercase())
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-        && !s.contains("__")
-        && !s.ends_with('_')
-}
-
-/// Whether `s` is a valid field name (the same rule as packages).
-pub fn is_field_name(s: &str) -> bool {
-    is_package_name(s)
-}
-
-/// Whether `s` is a valid message, service or action name: CamelCase
-/// letters and digits.
-pub fn is_type_name(s: &str) -> bool {
-    s.chars().next().is_some_and(|c| c.is_ascii_uppercase())
-        && s.chars().all(|c| c.is_ascii_alphanumeric())
-}
-
-/// Whether `s` is a valid constant name: upper case letters, digits and
-/// single underscores, starting with a letter, not ending with `_`.
-pub fn is_constant_name(s: &str) -> bool {
-    s.chars().next().is_some_and(|c| c.is_ascii_uppercase())
-        && s.chars()
-            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-        && !s.contains("__")
-        && !s.ends_with('_')
 }
 
 /// Splits `text` into sections at lines that are exactly `---`.
