@@ -418,7 +418,7 @@ impl Interfaces {
             }
         };
         check_len(ty, len, path)?;
-        if ty.collection != Collection::Single && !matches!(ty.collection, Collection::Array(_)) {
+        if !matches!(ty.collection, Collection::Array(_)) {
             w.u32(len as u32);
         }
         match v {

@@ -105,15 +105,12 @@ pub fn service_hash_of(request: (&str, TypeHash), response: (&str, TypeHash)) ->
         .filter(|t| t.kind == Kind::Srv);
     if let Some(t) = service {
         let ifaces = interfaces();
-        let parts_match =
-            [(request, "_Request"), (response, "_Response")]
-                .iter()
-                .all(|((n, h), _)| {
-                    n.parse::<TypeName>()
-                        .ok()
-                        .and_then(|p| ifaces.type_hash(&p).ok())
-                        .is_some_and(|r| r.0 == h.0)
-                });
+        let parts_match = [request, response].iter().all(|(n, h)| {
+            n.parse::<TypeName>()
+                .ok()
+                .and_then(|p| ifaces.type_hash(&p).ok())
+                .is_some_and(|r| r.0 == h.0)
+        });
         if parts_match {
             if let Ok(h) = ifaces.type_hash(&t) {
                 return TypeHash(h.0);
