@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferry::msgs::{
-    builtin_interfaces::Time, example_interfaces::*, geometry_msgs, sensor_msgs, std_msgs,
+    builtin_interfaces::Time, example_interfaces::srv::*, geometry_msgs, sensor_msgs, std_msgs,
 };
 use ferry::{Node, Qos};
 

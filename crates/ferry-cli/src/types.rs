@@ -125,9 +125,10 @@ fn service<Req: Message + Serialize, Resp: Message + Serialize>(
 /// Services the CLI knows.
 pub fn services() -> Vec<KnownService> {
     vec![
-        service::<example_interfaces::AddTwoIntsRequest, example_interfaces::AddTwoIntsResponse>(
-            "example_interfaces/srv/AddTwoInts",
-        ),
+        service::<
+            example_interfaces::srv::AddTwoIntsRequest,
+            example_interfaces::srv::AddTwoIntsResponse,
+        >("example_interfaces/srv/AddTwoInts"),
         service::<ferry::admin::AdminRequest, ferry::admin::AdminReply>("ferry_msgs/srv/Admin"),
     ]
 }

@@ -4,7 +4,7 @@ use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ferry::msgs::{example_interfaces::*, std_msgs};
+use ferry::msgs::{example_interfaces::srv::*, std_msgs};
 use ferry::{CallError, Config, DiscoveryRange, Node, PortEvent, UnmatchReason};
 
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");

@@ -22,6 +22,7 @@
 //! ```
 
 pub mod cdr;
+pub mod codegen;
 pub mod dynamic;
 pub mod error;
 pub mod hash;

@@ -72,6 +72,14 @@ pub enum PublishError {
     /// The message could not be encoded for a network path.
     #[error(transparent)]
     Encode(#[from] EncodeError),
+    /// A bounded string or sequence is over its bound: nothing was sent.
+    #[error("{type_name} not published: {error}")]
+    OutOfBounds {
+        /// The message type.
+        type_name: String,
+        /// Which field, and by how much.
+        error: crate::idl_support::BoundsError,
+    },
     /// keep_all + reliable: a subscriber did not drain its queue in time.
     #[error("a reliable keep_all subscriber ({remote}) did not accept the sample within {waited:?}: it is too slow or stalled; use keep_last or a larger queue")]
     Blocked {

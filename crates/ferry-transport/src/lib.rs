@@ -18,6 +18,7 @@
 pub mod config;
 pub mod error;
 pub mod host;
+pub mod idl_support;
 pub mod interfaces;
 pub mod message;
 pub mod priority;
@@ -27,7 +28,7 @@ pub mod stats;
 pub mod transport;
 
 pub use config::Config;
-pub use message::{Codec, Message};
+pub use message::{Codec, Message, ServiceType};
 pub use transport::{
     Capabilities, Carries, ConnectError, ConnectRequest, InFrame, InboundConn, Inbox, Link,
     OutFrame, PeerInfo, Replier, ReplyBody, ReplySink, SendError, SeqMarks, StartContext,

@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::error::{DecodeError, EncodeError};
+use crate::idl_support::BoundsError;
 
 /// CDR encapsulation header for little-endian plain CDR (ROS 2's default).
 pub const CDR_LE_HEADER: [u8; 4] = [0x00, 0x01, 0x00, 0x00];
@@ -34,6 +35,32 @@ pub trait Message: Serialize + DeserializeOwned + Send + Sync + 'static {
     fn type_hash() -> TypeHash {
         crate::interfaces::type_hash_of(Self::TYPE_NAME, Self::DEFINITION)
     }
+
+    /// Checks bounded strings and sequences (`string<=10`, `T[<=3]`)
+    /// against their bounds; generated types implement it, and ferry calls
+    /// it before publishing and after decoding.
+    fn check_bounds(&self) -> Result<(), BoundsError> {
+        Ok(())
+    }
+
+    /// For the request of a service type: that service's hash (announced
+    /// by services and clients of it). Generated requests implement it.
+    fn service_hash() -> Option<TypeHash> {
+        None
+    }
+}
+
+/// A ROS 2 service type (`pkg/srv/Name`): which message asks and which
+/// answers. Generated for every `.srv` file.
+pub trait ServiceType: Send + Sync + 'static {
+    /// `Name_Request`.
+    type Request: Message;
+    /// `Name_Response`.
+    type Response: Message;
+    /// `pkg/srv/Name`.
+    const TYPE_NAME: &'static str;
+    /// ROS 2's type hash (RIHS01) of the service type.
+    fn type_hash() -> TypeHash;
 }
 
 /// Implements [`Message`] for a serde type: `message!(Type, "pkg/msg/Type")`
@@ -165,6 +192,16 @@ pub trait Codec: Send + Sync + Sized + 'static {
     fn encode(&self) -> Result<Bytes, EncodeError>;
     /// Value from a network path.
     fn decode(bytes: Bytes) -> Result<Self, DecodeError>;
+    /// Checks the value before it is published (bounded strings and
+    /// sequences within their bounds).
+    fn validate(&self) -> Result<(), BoundsError> {
+        Ok(())
+    }
+    /// For a service's request type: the service type's hash, when the
+    /// type knows it (generated from a `.srv`).
+    fn service_hash() -> Option<TypeHash> {
+        None
+    }
     /// JSON of the value (for dashboards on the MQTT path), when the type
     /// has fields; `None` for raw bytes.
     fn encode_json(&self) -> Option<Result<Bytes, EncodeError>> {
@@ -188,22 +225,38 @@ impl<T: Message> Codec for T {
     fn type_hash() -> TypeHash {
         <T as Message>::type_hash()
     }
+    fn validate(&self) -> Result<(), BoundsError> {
+        self.check_bounds()
+    }
+    fn service_hash() -> Option<TypeHash> {
+        <T as Message>::service_hash()
+    }
     fn encode(&self) -> Result<Bytes, EncodeError> {
+        self.check_bounds().map_err(|e| out_of_bounds::<T>(&e))?;
         encode_cdr(self, T::TYPE_NAME).map(Bytes::from)
     }
     fn decode(bytes: Bytes) -> Result<Self, DecodeError> {
         // CDR always starts with 0x00 (its encapsulation header); a JSON
         // object (the opt-in MQTT encoding) starts with `{`.
-        if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
-            return serde_json::from_slice(&bytes).map_err(|e| DecodeError::Body {
+        let value: T = if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+            serde_json::from_slice(&bytes).map_err(|e| DecodeError::Body {
                 type_name: T::TYPE_NAME.to_string(),
                 len: bytes.len(),
                 reason: format!("JSON: {e}"),
-            });
-        }
-        decode_cdr(&bytes, T::TYPE_NAME)
+            })?
+        } else {
+            decode_cdr(&bytes, T::TYPE_NAME)?
+        };
+        // A peer's bytes are held to the definition's bounds too.
+        value.check_bounds().map_err(|e| DecodeError::Body {
+            type_name: T::TYPE_NAME.to_string(),
+            len: bytes.len(),
+            reason: e.to_string(),
+        })?;
+        Ok(value)
     }
     fn encode_into(&self, buf: &mut [u8]) -> Result<Option<usize>, EncodeError> {
+        self.check_bounds().map_err(|e| out_of_bounds::<T>(&e))?;
         encode_cdr_into(self, T::TYPE_NAME, buf)
     }
     fn encode_json(&self) -> Option<Result<Bytes, EncodeError>> {
@@ -215,6 +268,13 @@ impl<T: Message> Codec for T {
                     reason: format!("JSON: {e}"),
                 }),
         )
+    }
+}
+
+fn out_of_bounds<T: Message>(e: &BoundsError) -> EncodeError {
+    EncodeError {
+        type_name: T::TYPE_NAME.to_string(),
+        reason: e.to_string(),
     }
 }
 

@@ -21,7 +21,7 @@ use std::io::BufRead;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry::msgs::{example_interfaces::*, geometry_msgs, sensor_msgs, std_msgs};
+use ferry::msgs::{example_interfaces::srv::*, geometry_msgs, sensor_msgs, std_msgs};
 use ferry::{Codec, Node, Qos, RawBytes};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;

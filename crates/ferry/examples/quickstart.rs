@@ -1,6 +1,6 @@
 //! The README's 15-line example (compiled by `cargo test`, run with `cargo run --example quickstart`).
 
-use ferry::msgs::{example_interfaces::*, std_msgs};
+use ferry::msgs::{example_interfaces::srv::*, std_msgs};
 use ferry::{Node, Qos};
 use std::time::Duration;
 

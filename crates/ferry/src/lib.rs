@@ -38,7 +38,9 @@ mod subscriber;
 pub mod transport;
 
 use ferry_transport::reactor;
-pub use ferry_transport::{config, error, host, interfaces, message, priority, room, stats};
+pub use ferry_transport::{
+    config, error, host, idl_support, interfaces, message, priority, room, stats,
+};
 
 pub use config::{AdminAccess, Config, DiscoveryRange, TopicRule};
 pub use error::{BuildError, CallError, DecodeError, EncodeError, PublishError, RecvError};
@@ -50,7 +52,9 @@ pub use ferry_wire::{
     Durability, EndpointId, EndpointKind, History, Locator, ParticipantId, Qos, Reliability,
     TransportKind, TypeHash,
 };
-pub use message::{decode_cdr, encode_cdr, Codec, Message, RawBytes, Sample, SampleInfo};
+pub use message::{
+    decode_cdr, encode_cdr, Codec, Message, RawBytes, Sample, SampleInfo, ServiceType,
+};
 pub use node::{Node, NodeBuilder};
 pub use priority::{
     Applied, PacketClass, Packets, Priority, PriorityError, SetOutcome, ThreadChange, ThreadPolicy,
@@ -62,3 +66,21 @@ pub use stats::{ConnectionInfo, ConnectionStats, StatsSnapshot};
 pub use subscriber::{Subscriber, SubscriberBuilder, KEEP_ALL_DEPTH};
 #[cfg(feature = "mqtt")]
 pub use transport::mqtt::{BrokerState, FOREIGN_WRITER};
+
+/// Includes the Rust types that `ferry_idl::codegen::build` generated in
+/// this crate's build script from a folder of ROS 2 packages: one module
+/// per package, `msg`/`srv`/`action` inside.
+///
+/// ```ignore
+/// // build.rs: ferry_idl::codegen::build(&["interfaces"]).unwrap();
+/// mod interfaces {
+///     ferry::include_interfaces!();
+/// }
+/// use interfaces::my_robot_msgs::msg::ArmCommand;
+/// ```
+#[macro_export]
+macro_rules! include_interfaces {
+    () => {
+        include!(concat!(env!("OUT_DIR"), "/ferry_interfaces.rs"));
+    };
+}

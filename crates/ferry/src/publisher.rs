@@ -305,9 +305,16 @@ impl<T: Codec> Publisher<T> {
     /// Publishes a sample. In-process subscribers get the same `Arc` (no copy,
     /// no serialization); the other paths share one encoding, written
     /// straight into shared memory when a subscriber is on this host.
+    /// A bounded string or sequence over its bound is refused
+    /// ([`PublishError::OutOfBounds`]) on every path.
     pub fn publish(&self, msg: impl Into<Arc<T>>) -> Result<(), PublishError> {
+        let msg = msg.into();
+        msg.validate().map_err(|error| PublishError::OutOfBounds {
+            type_name: T::type_name().to_string(),
+            error,
+        })?;
         let seq = self.shared.next_seq();
-        self.shared.deliver(seq, msg.into(), |links, value| {
+        self.shared.deliver(seq, msg, |links, value| {
             self.encode_in_place(seq, links, value)
         })
     }

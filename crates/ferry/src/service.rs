@@ -33,10 +33,13 @@ pub(crate) type Handler<Req, Resp> =
 
 /// Type name and hash of a service: both halves must match.
 fn service_type<Req: Codec, Resp: Codec>() -> (String, TypeHash) {
-    service_type_of(
+    let (name, hash) = service_type_of(
         (Req::type_name(), Req::type_hash()),
         (Resp::type_name(), Resp::type_hash()),
-    )
+    );
+    // A generated request knows its service's hash even when the service
+    // is not among the loaded interfaces.
+    (name, Req::service_hash().unwrap_or(hash))
 }
 
 /// Type name and hash of a service from its request and response types
@@ -105,6 +108,14 @@ impl<Req: Codec, Resp: Codec> ServiceBuilder<Req, Resp> {
                     };
                     let result =
                         match catch_unwind(AssertUnwindSafe(|| handler(&job.req, &job.conn))) {
+                            Ok(Ok(resp)) if resp.validate().is_err() => {
+                                let e = resp.validate().err().map(|e| e.to_string());
+                                tracing::warn!("service `{t}`: response refused: {e:?}");
+                                Err(format!(
+                                    "the response broke a bound of its type: {}",
+                                    e.unwrap_or_default()
+                                ))
+                            }
                             Ok(Ok(resp)) => {
                                 let resp = Arc::new(resp);
                                 let r2 = resp.clone();
@@ -458,6 +469,12 @@ impl<Req: Codec, Resp: Codec> Client<Req, Resp> {
     }
 
     fn start(&self, req: Req) -> Result<(u64, Arc<Slot<Resp>>), CallError> {
+        req.validate().map_err(|e| {
+            CallError::Encode(crate::EncodeError {
+                type_name: Req::type_name().to_string(),
+                reason: e.to_string(),
+            })
+        })?;
         let link = self
             .shared
             .links

@@ -14,7 +14,7 @@
 use std::time::{Duration, Instant};
 
 use ferry::config::mqtt::{BrokerUrl, MqttConfig, Scope};
-use ferry::msgs::{example_interfaces::*, std_msgs};
+use ferry::msgs::{example_interfaces::srv::*, std_msgs};
 use ferry::{
     Config, DiscoveryRange, Node, PortEvent, Qos, RawBytes, TopicRule, TransportKind, UnmatchReason,
 };

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ferry::msgs::{example_interfaces::*, std_msgs};
+use ferry::msgs::{example_interfaces::srv::*, std_msgs};
 use ferry::{Config, DiscoveryRange, Node, Qos, Subscriber, TransportKind};
 
 const RATE_HZ: u64 = 200;

@@ -4,7 +4,7 @@
 //! with values that exercise alignment, strings, sequences and nesting.
 
 use ferry::msgs::builtin_interfaces::Time;
-use ferry::msgs::example_interfaces::{AddTwoIntsRequest, AddTwoIntsResponse};
+use ferry::msgs::example_interfaces::srv::{AddTwoIntsRequest, AddTwoIntsResponse};
 use ferry::msgs::geometry_msgs::{Point, Pose, Quaternion, Twist, Vector3};
 use ferry::msgs::sensor_msgs::{Image, JointState, PointCloud2, PointField};
 use ferry::msgs::std_msgs::{Bool, Empty, Float64, Header, Int32, Int64, String as Str};

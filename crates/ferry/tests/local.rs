@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry::msgs::{example_interfaces::*, std_msgs};
+use ferry::msgs::{example_interfaces::srv::*, std_msgs};
 use ferry::{CallError, Config, DiscoveryRange, Node, PortEvent, Qos, QosPolicy, TransportKind};
 
 /// A private domain per test so parallel tests do not see each other.

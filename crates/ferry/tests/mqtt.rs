@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ferry::config::mqtt::{BrokerDiscovery, BrokerUrl, MqttConfig, OnUnreachable, Scope};
-use ferry::msgs::example_interfaces::{AddTwoIntsRequest, AddTwoIntsResponse};
+use ferry::msgs::example_interfaces::srv::{AddTwoIntsRequest, AddTwoIntsResponse};
 use ferry::msgs::std_msgs;
 use ferry::{
     BuildError, Config, DiscoveryRange, Node, PortEvent, Qos, RawBytes, TopicRule, TransportKind,
