@@ -13,6 +13,7 @@
 
 mod convert;
 mod exec;
+mod interfaces;
 mod node;
 mod ports;
 
@@ -93,6 +94,11 @@ fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ports::Timer>()?;
     m.add_class::<convert::Buffer>()?;
     m.add_function(wrap_pyfunction!(type_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(interfaces::interface, m)?)?;
+    m.add_function(wrap_pyfunction!(interfaces::interface_list, m)?)?;
+    m.add_function(wrap_pyfunction!(interfaces::interface_known, m)?)?;
+    m.add_function(wrap_pyfunction!(interfaces::cdr_encode, m)?)?;
+    m.add_function(wrap_pyfunction!(interfaces::cdr_decode, m)?)?;
     m.add_function(wrap_pyfunction!(convert::buffer_from, m)?)?;
     Ok(())
 }

@@ -54,18 +54,20 @@ class _Prim:
 
 
 class _String:
-    """``string`` or ``string<=N``; call ``string(max=N)`` for a bounded string."""
+    """``string`` or ``string<=N`` (UTF-8), ``wstring`` or ``wstring<=N``
+    (UTF-16 code units); call ``string(max=N)`` for a bounded string."""
 
-    def __init__(self, bound=None):
-        self.bound = bound
+    def __init__(self, bound=None, wide=False):
+        self.bound, self.wide = bound, wide
 
     def __call__(self, max):  # noqa: A002 - mirrors the IDL wording
         if self.bound is not None:
-            raise TypeError("string(max=N) applies to the unbounded `string` only")
-        return _String(_positive(max, "string bound"))
+            raise TypeError(f"{self!r}(max=N) applies to the unbounded `{self!r}` only")
+        return _String(_positive(max, "string bound"), self.wide)
 
     def __repr__(self):
-        return "string" if self.bound is None else f"string<={self.bound}"
+        name = "wstring" if self.wide else "string"
+        return name if self.bound is None else f"{name}<={self.bound}"
 
 
 class _Seq:
@@ -102,6 +104,7 @@ uint64 = _Prim("uint64", "Q", "u8", 0)
 float32 = _Prim("float32", "f", "f4", 0.0)
 float64 = _Prim("float64", "d", "f8", 0.0)
 string = _String()
+wstring = _String(wide=True)
 
 
 def _positive(n, what):
@@ -193,9 +196,11 @@ def _bool_conv(v):
     return b, len(b)
 
 
-def _put_strs(v, ap, pos, bound):
+def _put_strs(v, ap, pos, bound, wide=False):
     """Encodes the elements of a string sequence; the new position."""
     lens = _LENS["<"]
+    if wide:
+        return _put_wstrs(v, ap, pos, bound, lens)
     for s in v:
         b = s.encode()
         if bound is not None and len(b) > bound:
@@ -208,11 +213,37 @@ def _put_strs(v, ap, pos, bound):
     return pos
 
 
-def _get_strs(buf, pos, n, L, lens):
-    """Decodes ``n`` strings; ``(list, new position)``."""
+def _put_wstrs(v, ap, pos, bound, lens):
+    """Encodes the elements of a wstring sequence: a count of UTF-16 units,
+    then the units; the new position."""
+    for s in v:
+        b = s.encode("utf-16-le")
+        if bound is not None and len(b) // 2 > bound:
+            raise ValueError(f"wstring longer than {bound} UTF-16 units")
+        p = -pos & 3
+        ap(lens[p].pack(len(b) // 2))
+        ap(b)
+        pos += p + 4 + len(b)
+    return pos
+
+
+def _get_strs(buf, pos, n, L, lens, wide=None):
+    """Decodes ``n`` strings (``wide``: wstrings in that codec, e.g.
+    ``utf-16-le``); ``(list, new position)``."""
     if n * 4 > L - pos:
         raise _Bad(f"{n} strings cannot fit in {L - pos} bytes")
     out = []
+    if wide:
+        for _ in range(n):
+            s = lens[-pos & 3]
+            k, = s.unpack_from(buf, pos)
+            pos += s.size
+            end = pos + 2 * k
+            if end > L:
+                raise _Bad(f"wstring of {k} units past the end")
+            out.append(str(buf[pos:end], wide))
+            pos = end
+        return out, pos
     for _ in range(n):
         s = lens[-pos & 3]
         k, = s.unpack_from(buf, pos)
@@ -480,6 +511,8 @@ class _Gen:
         return self.walk(t.__ferry_info__, val)
 
     def string(self, t, val, where):
+        if t.wide:
+            return self.wstring(t, val, where)
         if self.enc:
             b = self.var("_b")
             self.emit(f"{b} = {val}.encode()")
@@ -509,6 +542,37 @@ class _Gen:
         self.res = _ANY
         return v
 
+    def wstring(self, t, val, where):
+        """A ``wstring``: a count of UTF-16 code units, then the units."""
+        if self.enc:
+            b = self.var("_b")
+            self.emit(f"{b} = {val}.encode('utf-16-le')")
+            if t.bound is not None:
+                self.emit(f"if len({b}) > {2 * t.bound}: "
+                          f"raise ValueError('{where}: longer than {t.bound} UTF-16 units')")
+            self.item(4, "I", f"len({b}) // 2")
+            self.flush()
+            self.out(b)
+            self.dynamic = True
+            if self.known is not None:
+                self.emit(f"pos = {self.known} + len({b})", moves=True)
+                self.known = None
+            else:
+                self.emit(f"pos += len({b})", moves=True)
+            self.res = _ANY
+            return None
+        n, v = self.var("_n"), self.var()
+        self.item(4, "I", n)
+        self.flush()
+        self.materialize()
+        self.emit(f"end = pos + 2 * {n}")
+        self.emit(f"if end > L: raise _Bad('{where}: wstring of %d units past the end' % {n})")
+        codec = "utf-16-le" if self.order == "<" else "utf-16-be"
+        self.emit(f"{v} = str(buf[pos:end], '{codec}')")
+        self.emit("pos = end", moves=True)
+        self.res = _ANY
+        return v
+
     def collection(self, t, val, where):
         """A sequence or a fixed array."""
         elem, seq = t.elem, isinstance(t, _Seq)
@@ -529,7 +593,7 @@ class _Gen:
             self.head()
             self.dynamic = True
             if isinstance(elem, _String):
-                self.emit(f"pos = _put_strs({s}, ap, pos, {elem.bound})")
+                self.emit(f"pos = _put_strs({s}, ap, pos, {elem.bound}, {elem.wide})")
             else:
                 enc = self.const(elem.__ferry_info__.codec("enc_any", "<"), "_E")
                 self.emit(f"pos = _put_msgs({s}, ap, pos, {enc})")
@@ -545,7 +609,8 @@ class _Gen:
         v = self.var()
         if isinstance(elem, _String):
             lens = self.const(_LENS[self.order], "_L")
-            self.emit(f"{v}, pos = _get_strs(buf, pos, {n}, L, {lens})")
+            wide = ("'utf-16-le'" if self.order == "<" else "'utf-16-be'") if elem.wide else None
+            self.emit(f"{v}, pos = _get_strs(buf, pos, {n}, L, {lens}, {wide})")
         else:
             info = elem.__ferry_info__
             dec = self.const(info.codec("dec_any", self.order), "_D")

@@ -14,7 +14,7 @@ A message is a class with ROS field types::
     v = Vector3.decode(data)                    # any bytes-like object
 
 Field types: ``bool_ byte char int8 uint8 int16 uint16 int32 uint32 int64
-uint64 float32 float64 string``, ``string(max=N)`` (``string<=N``),
+uint64 float32 float64 string wstring``, ``string(max=N)`` (``string<=N``),
 ``sequence(T)`` (``T[]``), ``sequence(T, max=N)`` (``T[<=N]``), ``array(T, N)``
 (``T[N]``) and other message classes. ``byte`` and ``char`` are unsigned 8-bit
 integers. Bounds are checked on encode only.
@@ -57,14 +57,14 @@ import numpy as np
 from ._cdr import (  # noqa: F401 - re-exported field types
     CDR_LE_HEADER, DecodeError, EncodeError, _Array, _Prim, _Seq, _String, _as_bool, _bool_conv,
     _num_conv, _numeric, _positive, _seq_list, _Gen, bool_, byte, char, float32, float64,
-    int8, int16, int32, int64, string, uint8, uint16, uint32, uint64,
+    int8, int16, int32, int64, string, uint8, uint16, uint32, uint64, wstring,
 )
 
 __all__ = [
     "CDR_LE_HEADER", "DecodeError", "EncodeError", "message", "service", "fields",
     "is_message", "is_service", "sequence", "array", "bool_", "byte", "char",
     "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
-    "float32", "float64", "string",
+    "float32", "float64", "string", "wstring",
 ]
 
 DecodeError.__module__ = EncodeError.__module__ = __name__
@@ -238,6 +238,10 @@ def _problem(t, v, path):
     try:
         if isinstance(t, _Prim):
             _check_prim(t, v)
+        elif isinstance(t, _String) and t.wide:
+            n = len(_check_type(v, str, "str").encode("utf-16-le")) // 2
+            if t.bound is not None and n > t.bound:
+                return path, f"{n} UTF-16 units, longer than the bound {t.bound}"
         elif isinstance(t, _String):
             b = _check_type(v, str, "str").encode()
             if t.bound is not None and len(b) > t.bound:
