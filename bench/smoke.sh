@@ -90,6 +90,13 @@ if [ "$(grep -cE '^\| [0-9]+ \| ferry \|' "$out/python.md")" != 2 ] \
   echo "bench smoke: a Python round-trip cell lost replies" >&2
   exit 1
 fi
+echo "== python codec --quick (message codecs: pure Python vs Rust through PyO3; the same bytes first)"
+python3 bench/python/codec.py run --quick --out "$out/codec" | tee "$out/codec.txt"
+# Four messages timed (the run exits non-zero when the two paths' bytes differ).
+if [ "$(grep -cE '^\| [A-Z0-9].* \| [0-9]+ \| [0-9.]+ \|' "$out/codec.md")" != 4 ]; then
+  echo "bench smoke: the Python codec timing is incomplete" >&2
+  exit 1
+fi
 echo "== ferry-bench --quick (ferry in-process and TCP beside Zenoh over TCP; its own workspace, Zenoh's release build ~5 min cold)"
 (cd bench && cargo build --release -q && ./target/release/ferry-bench --quick --out "$out/zenoh") | tee "$out/z.txt"
 # It pins ferry's path to TCP itself and fails if it gets another one; here:

@@ -264,6 +264,11 @@ impl Interfaces {
         if ty.collection == Collection::Single {
             return self.complete_one(&ty.base, v, path, depth);
         }
+        if let (Data::Bytes(b), true) = (v, is_byte_like(ty)) {
+            // Bytes for bytes (an image's data): checked for length only.
+            check_len(ty, b.len(), path)?;
+            return Ok(Data::Bytes(b.clone()));
+        }
         let items: Vec<Data> = match v {
             Data::List(l) => l.clone(),
             Data::Bytes(b) => b.iter().map(|&x| Data::UInt(x.into())).collect(),

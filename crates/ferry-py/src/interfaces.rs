@@ -41,12 +41,15 @@ fn spec<'py>(py: Python<'py>, ty: &FieldType) -> PyResult<Bound<'py, PyTuple>> {
         Collection::Bounded(n) => ("bounded", Some(n)),
         Collection::Unbounded => ("unbounded", None),
     };
-    PyTuple::new(py, [
-        base.into_pyobject(py)?.into_any(),
-        bound.into_pyobject(py)?.into_any(),
-        coll.into_pyobject(py)?.into_any(),
-        n.into_pyobject(py)?.into_any(),
-    ])
+    PyTuple::new(
+        py,
+        [
+            base.into_pyobject(py)?.into_any(),
+            bound.into_pyobject(py)?.into_any(),
+            coll.into_pyobject(py)?.into_any(),
+            n.into_pyobject(py)?.into_any(),
+        ],
+    )
 }
 
 fn value<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
@@ -134,7 +137,12 @@ fn to_data(py: Python<'_>, t: &TypeName, obj: &Bound<'_, PyAny>, depth: usize) -
     Ok(Data::Struct(fields))
 }
 
-fn list_data(py: Python<'_>, base: &BaseType, v: &Bound<'_, PyAny>, depth: usize) -> PyResult<Data> {
+fn list_data(
+    py: Python<'_>,
+    base: &BaseType,
+    v: &Bound<'_, PyAny>,
+    depth: usize,
+) -> PyResult<Data> {
     use ferry_idl::Primitive as P;
     if let BaseType::Primitive(P::Uint8 | P::Byte | P::Char) = base {
         // bytes as they are; bytearray, memoryview, numpy uint8 through
@@ -172,7 +180,12 @@ fn list_data_items(
     Ok(Data::List(out))
 }
 
-fn elem_data(py: Python<'_>, base: &BaseType, v: &Bound<'_, PyAny>, depth: usize) -> PyResult<Data> {
+fn elem_data(
+    py: Python<'_>,
+    base: &BaseType,
+    v: &Bound<'_, PyAny>,
+    depth: usize,
+) -> PyResult<Data> {
     use ferry_idl::Primitive as P;
     Ok(match base {
         BaseType::Primitive(P::Bool) => Data::Bool(v.extract()?),
