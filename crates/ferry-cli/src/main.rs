@@ -285,8 +285,11 @@ enum ServiceCmd {
     },
     /// Call a service: `ferry service call /add example_interfaces/srv/AddTwoInts '{a: 1, b: 2}'`.
     Call {
+        /// The service's name, e.g. `/add`.
         service: String,
+        /// Its type: any loaded `.srv` (`pkg/srv/Name` or `pkg/Name`).
         service_type: String,
+        /// The request as YAML; fields left out take ROS 2's defaults.
         #[arg(default_value = "{}")]
         request: String,
         /// Timeout (s).
@@ -393,21 +396,21 @@ fn run(cli: Cli) -> Result<(), String> {
             request,
             timeout,
         }) => {
-            let known = types::services();
-            let Some(k) = known.iter().find(|k| k.name == service_type) else {
-                let names: Vec<&str> = known.iter().map(|k| k.name).collect();
-                return Err(format!(
-                    "unknown service type `{service_type}` (known: {})",
-                    names.join(", ")
-                ));
-            };
             let node = cli_node()?;
             out!("requester: making request: {request}");
-            let v = (k.call)(&node, &service, &request, Duration::from_secs_f64(timeout))?;
-            out!(
-                "response:\n{}",
-                serde_yaml::to_string(&v).unwrap_or_default()
-            );
+            match types::call_service(
+                &node,
+                &service,
+                &service_type,
+                &request,
+                Duration::from_secs_f64(timeout),
+            )? {
+                types::Answer::Data(d) => out!("response:\n{}", interface::yaml(&d, 0)),
+                types::Answer::Json(v) => out!(
+                    "response:\n{}",
+                    serde_yaml::to_string(&v).unwrap_or_default()
+                ),
+            }
             Ok(())
         }
         Cmd::Admin(args) => admin::run(args, spin),

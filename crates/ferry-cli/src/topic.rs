@@ -10,6 +10,79 @@ use ferry::{EndpointKind, Node, Qos, RawBytes};
 
 use crate::types;
 
+/// QoS flags shaped like `ros2 topic pub/echo`'s: a profile, then
+/// single policies over it.
+#[derive(clap::Args, Clone, Debug)]
+pub struct QosArgs {
+    /// QoS profile to start from: default, sensor_data, services_default,
+    /// latched.
+    #[arg(long = "qos-profile", alias = "qos", value_name = "PROFILE")]
+    profile: Option<String>,
+    /// Reliability: reliable or best_effort.
+    #[arg(long = "qos-reliability", value_name = "POLICY")]
+    reliability: Option<String>,
+    /// Durability: volatile or transient_local.
+    #[arg(long = "qos-durability", value_name = "POLICY")]
+    durability: Option<String>,
+    /// History: keep_last or keep_all.
+    #[arg(long = "qos-history", value_name = "POLICY")]
+    history: Option<String>,
+    /// Depth of a keep_last history.
+    #[arg(long = "qos-depth", value_name = "N")]
+    depth: Option<u32>,
+}
+
+impl QosArgs {
+    /// The QoS: `base` (or the named profile) with the given policies over
+    /// it; an unknown value names the ones there are.
+    pub fn resolve(&self, base: Qos) -> Result<Qos, String> {
+        let mut q = match &self.profile {
+            None => base,
+            Some(p) => Qos::profile(p).ok_or_else(|| {
+                format!(
+                    "unknown QoS profile `{p}` (profiles: default, sensor_data, services_default, latched)"
+                )
+            })?,
+        };
+        q = match self.reliability.as_deref() {
+            None => q,
+            Some("reliable") => q.reliable(),
+            Some("best_effort") => q.best_effort(),
+            Some(o) => {
+                return Err(format!(
+                    "unknown --qos-reliability `{o}` (reliable, best_effort)"
+                ))
+            }
+        };
+        q = match self.durability.as_deref() {
+            None => q,
+            Some("volatile") => q.volatile(),
+            Some("transient_local") => q.transient_local(),
+            Some(o) => {
+                return Err(format!(
+                    "unknown --qos-durability `{o}` (volatile, transient_local)"
+                ))
+            }
+        };
+        q = match (self.history.as_deref(), self.depth) {
+            (None | Some("keep_last"), Some(n)) => q.keep_last(n),
+            (Some("keep_last"), None) => match q.history {
+                ferry::History::KeepLast(_) => q,
+                ferry::History::KeepAll => q.keep_last(10),
+            },
+            (Some("keep_all"), None) => q.keep_all(),
+            (Some("keep_all"), Some(_)) => {
+                return Err("--qos-depth applies to --qos-history keep_last only".into())
+            }
+            (None, None) => q,
+            (Some(o), _) => {
+                return Err(format!("unknown --qos-history `{o}` (keep_last, keep_all)"))
+            }
+        };
+        Ok(q)
+    }
+}
+
 #[derive(Subcommand)]
 pub enum TopicCmd {
     /// List the topics.
@@ -23,12 +96,16 @@ pub enum TopicCmd {
     },
     /// Show a topic's type, endpoints and (with -v) connections and paths.
     Info {
+        /// The topic, e.g. `/chatter`.
         topic: String,
+        /// Endpoints with their nodes, types, hashes and QoS, and the
+        /// connections with their paths.
         #[arg(short, long)]
         verbose: bool,
     },
     /// Print the samples of a topic.
     Echo {
+        /// The topic, e.g. `/chatter`.
         topic: String,
         /// Print one sample and exit.
         #[arg(long)]
@@ -42,25 +119,38 @@ pub enum TopicCmd {
         /// Stop after this many seconds.
         #[arg(long)]
         timeout: Option<f64>,
+        #[command(flatten)]
+        qos: QosArgs,
     },
     /// Print a topic's publish rate.
     Hz {
+        /// The topic, e.g. `/chatter`.
         topic: String,
         /// Stop after this many seconds.
         #[arg(long)]
         timeout: Option<f64>,
+        /// Statistics over the last N messages.
+        #[arg(short, long, default_value_t = 10_000)]
+        window: usize,
     },
     /// Print a topic's bandwidth.
     Bw {
+        /// The topic, e.g. `/chatter`.
         topic: String,
         /// Stop after this many seconds.
         #[arg(long)]
         timeout: Option<f64>,
+        /// Statistics over the last N messages.
+        #[arg(short, long, default_value_t = 100)]
+        window: usize,
     },
     /// Publish: `ferry topic pub /chatter std_msgs/msg/String 'data: hi'`.
     Pub {
+        /// The topic, e.g. `/chatter`.
         topic: String,
+        /// Its type: any loaded message (`pkg/msg/Type` or `pkg/Type`).
         msg_type: String,
+        /// The message as YAML; fields left out take ROS 2's defaults.
         #[arg(default_value = "{}")]
         values: String,
         /// Rate (Hz).
@@ -72,9 +162,8 @@ pub enum TopicCmd {
         /// Publish this many times and exit.
         #[arg(short, long)]
         times: Option<u64>,
-        /// QoS profile: default, sensor_data, latched.
-        #[arg(long, default_value = "default")]
-        qos: String,
+        #[command(flatten)]
+        qos: QosArgs,
         /// Liveliness lease (ms): subscribers notice this publisher's death
         /// within it.
         #[arg(long)]
@@ -260,14 +349,17 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
             json,
             count,
             timeout,
+            qos,
         } => {
+            let q = qos.resolve(Qos::sensor_data().keep_last(100))?;
             let (stop, end) = stop_flag(timeout);
             let sub = node
                 .subscriber::<RawBytes>(&topic)
-                .qos(Qos::sensor_data().keep_last(100))
+                .qos(q)
                 .build()
                 .map_err(|e| e.to_string())?;
             let mut ty: Option<types::KnownType> = None;
+            let mut asked = false;
             let limit = if once { Some(1) } else { count };
             let mut n = 0u64;
             while !expired(&stop, end) && limit.is_none_or(|l| n < l) {
@@ -283,7 +375,13 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                 };
                 let t = Instant::now();
                 while ty.is_none() {
-                    ty = topic_type(&node.graph(), &topic).and_then(|t| types::find(&t));
+                    let name = topic_type(&node.graph(), &topic);
+                    ty = name.as_deref().and_then(types::find);
+                    if ty.is_none() && name.is_some() && !asked {
+                        // No files for it here: ask its publisher.
+                        asked = true;
+                        ty = types::learn(&node, &topic);
+                    }
                     if ty.is_some() || t.elapsed() >= wait {
                         break;
                     }
@@ -306,8 +404,16 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
             }
             Ok(())
         }
-        TopicCmd::Hz { topic, timeout } => rate(&node, &topic, timeout, false),
-        TopicCmd::Bw { topic, timeout } => rate(&node, &topic, timeout, true),
+        TopicCmd::Hz {
+            topic,
+            timeout,
+            window,
+        } => rate(&node, &topic, timeout, window, false),
+        TopicCmd::Bw {
+            topic,
+            timeout,
+            window,
+        } => rate(&node, &topic, timeout, window, true),
         TopicCmd::Pub {
             topic,
             msg_type,
@@ -326,11 +432,7 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                 )
             })?;
             let bytes = t.encode(&values)?;
-            let q = Qos::profile(&qos).ok_or_else(|| {
-                format!(
-                    "unknown QoS profile `{qos}` (default, sensor_data, services_default, latched)"
-                )
-            })?;
+            let q = qos.resolve(Qos::default_profile())?;
             let q = match liveliness_ms {
                 Some(ms) => q.liveliness_lease(Duration::from_millis(ms)),
                 None => q,
@@ -373,7 +475,25 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
     }
 }
 
-fn rate(node: &Node, topic: &str, timeout: Option<f64>, bw: bool) -> Result<(), String> {
+/// `n` bytes with a unit that scales (B, KB, MB, GB; powers of 1000).
+fn scaled(n: f64) -> String {
+    let (v, unit) = match n {
+        n if n >= 1e9 => (n / 1e9, "GB"),
+        n if n >= 1e6 => (n / 1e6, "MB"),
+        n if n >= 1e3 => (n / 1e3, "KB"),
+        n => (n, "B"),
+    };
+    format!("{v:.2} {unit}")
+}
+
+fn rate(
+    node: &Node,
+    topic: &str,
+    timeout: Option<f64>,
+    window: usize,
+    bw: bool,
+) -> Result<(), String> {
+    let window = window.max(2);
     let (stop, end) = stop_flag(timeout);
     let sub = node
         .subscriber::<RawBytes>(topic)
@@ -385,7 +505,7 @@ fn rate(node: &Node, topic: &str, timeout: Option<f64>, bw: bool) -> Result<(), 
     while !expired(&stop, end) {
         if let Ok(s) = sub.recv_timeout(Duration::from_millis(50)) {
             stamps.push_back((Instant::now(), s.len()));
-            if stamps.len() > 10_000 {
+            while stamps.len() > window {
                 stamps.pop_front();
             }
         }
@@ -403,11 +523,15 @@ fn rate(node: &Node, topic: &str, timeout: Option<f64>, bw: bool) -> Result<(), 
                 .as_secs_f64();
             if bw {
                 let bytes: usize = stamps.iter().map(|s| s.1).sum();
+                let min = stamps.iter().map(|s| s.1).min().unwrap_or(0);
+                let max = stamps.iter().map(|s| s.1).max().unwrap_or(0);
                 out!(
-                    "{:.2} MB/s from {} messages (mean size {:.0} B)",
-                    bytes as f64 / span / 1e6,
+                    "{}/s from {} messages\n\tMessage size mean: {} min: {} max: {}",
+                    scaled(bytes as f64 / span),
                     stamps.len(),
-                    bytes as f64 / stamps.len() as f64
+                    scaled(bytes as f64 / stamps.len() as f64),
+                    scaled(min as f64),
+                    scaled(max as f64)
                 );
             } else {
                 let gaps: Vec<f64> = stamps

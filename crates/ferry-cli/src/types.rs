@@ -1,10 +1,8 @@
 //! Message types the CLI knows by name: decode to JSON/YAML, encode from YAML.
 
 use ferry::interfaces::interfaces;
-use ferry::msgs::*;
-use ferry::{Message, TypeHash};
-use ferry_idl::{Data, TypeName};
-use serde::Serialize;
+use ferry::{RawBytes, TypeHash};
+use ferry_idl::{Data, Interfaces, TypeName};
 
 /// A message type the CLI can encode and decode: any loaded interface
 /// (the shipped common interfaces, `FERRY_INTERFACE_PATH`, a ROS 2 install).
@@ -14,12 +12,18 @@ pub struct KnownType {
     /// What discovery announces for it (ROS 2's RIHS01).
     pub hash: TypeHash,
     ty: TypeName,
+    /// The interfaces with a definition a peer sent (else the process's).
+    learnt: Option<Box<Interfaces>>,
 }
 
 impl KnownType {
+    fn ifaces(&self) -> &Interfaces {
+        self.learnt.as_deref().unwrap_or_else(|| interfaces())
+    }
+
     /// Decodes CDR to data.
     pub fn decode(&self, b: &[u8]) -> Result<Data, String> {
-        interfaces().decode(&self.ty, b).map_err(|e| e.to_string())
+        self.ifaces().decode(&self.ty, b).map_err(|e| e.to_string())
     }
 
     /// Encodes YAML (a mapping of some fields, nested as the type nests;
@@ -29,7 +33,7 @@ impl KnownType {
         let v: serde_yaml::Value =
             serde_yaml::from_str(text).map_err(|e| format!("`{text}` is not YAML: {e}"))?;
         let partial = from_yaml(&v)?;
-        let i = interfaces();
+        let i = self.ifaces();
         let full = i
             .complete(&self.ty, &partial)
             .map_err(|e| format!("`{text}` is not a valid {}: {e}", self.name))?;
@@ -87,50 +91,147 @@ pub fn to_json(d: &Data) -> serde_json::Value {
 /// Looks a type up by its full (`std_msgs/msg/String`) or short
 /// (`std_msgs/String`) name among the loaded interfaces.
 pub fn find(name: &str) -> Option<KnownType> {
-    let ty = interfaces().resolve(name)?;
-    let name = ty.to_string();
-    Some(KnownType {
-        hash: ferry::interfaces::type_hash_of(&name, ""),
-        name,
-        ty,
-    })
+    interfaces().resolve(name).map(KnownType::of)
 }
 
-/// A service the CLI can call: `example_interfaces/srv/AddTwoInts`.
-pub struct KnownService {
-    pub name: &'static str,
-    pub call:
-        fn(&ferry::Node, &str, &str, std::time::Duration) -> Result<serde_json::Value, String>,
-}
-
-fn service<Req: Message + Serialize, Resp: Message + Serialize>(
-    name: &'static str,
-) -> KnownService {
-    KnownService {
-        name,
-        call: |node, srv, yaml, timeout| {
-            let text = if yaml.trim().is_empty() { "{}" } else { yaml };
-            let req: Req = serde_yaml::from_str(text)
-                .map_err(|e| format!("`{text}` is not a valid request: {e}"))?;
-            let client = node
-                .client::<Req, Resp>(srv)
-                .build()
-                .map_err(|e| e.to_string())?;
-            let resp = client.call(req, timeout).map_err(|e| e.to_string())?;
-            serde_json::to_value(&*resp).map_err(|e| e.to_string())
-        },
+impl KnownType {
+    fn of(ty: TypeName) -> Self {
+        let name = ty.to_string();
+        KnownType {
+            hash: ferry::interfaces::type_hash_of(&name, ""),
+            name,
+            ty,
+            learnt: None,
+        }
     }
 }
 
-/// Services the CLI knows.
-pub fn services() -> Vec<KnownService> {
-    vec![
-        service::<
-            example_interfaces::srv::AddTwoIntsRequest,
-            example_interfaces::srv::AddTwoIntsResponse,
-        >("example_interfaces/srv/AddTwoInts"),
-        service::<ferry::admin::AdminRequest, ferry::admin::AdminReply>("ferry_msgs/srv/Admin"),
-    ]
+/// The type of `topic`'s publishers learnt from them: a type this process
+/// has no files for, whose definition a publisher's node sends through its
+/// admin service. Used only when the definition's ROS 2 hash is the one
+/// the publisher announced (a peer's word is checked, never trusted).
+/// Says on stderr where the definition came from, or why none was used.
+pub fn learn(node: &ferry::Node, topic: &str) -> Option<KnownType> {
+    use ferry::admin::{AdminReply, AdminRequest};
+    let g = node.graph();
+    let me = node.participant();
+    let pubs: Vec<_> = g
+        .endpoints_of(topic)
+        .filter(|e| {
+            e.kind == ferry::EndpointKind::Publisher && e.type_name != "*" && e.id.participant != me
+        })
+        .cloned()
+        .collect();
+    for e in pubs {
+        let Ok(ty) = e.type_name.parse::<TypeName>() else {
+            continue;
+        };
+        let client = node
+            .client::<AdminRequest, AdminReply>(&ferry::admin::service_name(&e.node))
+            .build()
+            .ok()?;
+        let req = AdminRequest {
+            command: "definition".into(),
+            topic: e.type_name.clone(),
+            ..Default::default()
+        };
+        let bundle = match client
+            .call(req, std::time::Duration::from_secs(3))
+            .map_err(|e| e.to_string())
+            .and_then(|r| ferry::admin::parse_definition(&r).map_err(|e| e.to_string()))
+        {
+            Ok(b) => b,
+            Err(err) => {
+                eprintln!(
+                    "ferry: {} did not send the definition of {}: {err}",
+                    e.node, e.type_name
+                );
+                continue;
+            }
+        };
+        let mut with = interfaces().clone();
+        if let Err(err) = with.add_bundle(&ty, &bundle) {
+            eprintln!(
+                "ferry: the definition of {} sent by {} is not valid: {err}",
+                e.type_name, e.node
+            );
+            continue;
+        }
+        match with.type_hash(&ty) {
+            Ok(h) if h.0 == e.type_hash.0 => {
+                eprintln!(
+                    "ferry: decoding {} with the definition sent by {} (its hash matches the announced {})",
+                    e.type_name, e.node, e.type_hash
+                );
+                return Some(KnownType {
+                    name: ty.to_string(),
+                    hash: e.type_hash,
+                    ty,
+                    learnt: Some(Box::new(with)),
+                });
+            }
+            _ => eprintln!(
+                "ferry: the definition of {} sent by {} does not match the hash it announced ({}): not used",
+                e.type_name, e.node, e.type_hash
+            ),
+        }
+    }
+    None
+}
+
+/// What a service call answered: the response as data, or (ferry's own
+/// admin service, which has no `.srv`) as JSON.
+pub enum Answer {
+    /// A loaded interface's response.
+    Data(Data),
+    /// The admin service's reply.
+    Json(serde_json::Value),
+}
+
+/// Calls service `srv` of type `service_type` (any loaded `.srv`, by full
+/// or short name, or ferry's `ferry_msgs/srv/Admin`) with a request given
+/// as partial YAML (the rest takes ROS 2's defaults).
+pub fn call_service(
+    node: &ferry::Node,
+    srv: &str,
+    service_type: &str,
+    yaml: &str,
+    timeout: std::time::Duration,
+) -> Result<Answer, String> {
+    let text = if yaml.trim().is_empty() { "{}" } else { yaml };
+    if service_type == "ferry_msgs/srv/Admin" {
+        let req: ferry::admin::AdminRequest = serde_yaml::from_str(text)
+            .map_err(|e| format!("`{text}` is not a valid request: {e}"))?;
+        let client = node
+            .client::<ferry::admin::AdminRequest, ferry::admin::AdminReply>(srv)
+            .build()
+            .map_err(|e| e.to_string())?;
+        let resp = client.call(req, timeout).map_err(|e| e.to_string())?;
+        return serde_json::to_value(&*resp)
+            .map(Answer::Json)
+            .map_err(|e| e.to_string());
+    }
+    let i = interfaces();
+    let svc = i.service(service_type).ok_or_else(|| {
+        format!(
+            "unknown service type `{service_type}` (see `ferry interface list`; add your packages to FERRY_INTERFACE_PATH)"
+        )
+    })?;
+    let request = KnownType::of(svc.request.name.clone());
+    let response = KnownType::of(svc.response.name.clone());
+    let bytes = request.encode(text)?;
+    let client = node
+        .client::<RawBytes, RawBytes>(srv)
+        .type_info(
+            (&request.name, request.hash),
+            (&response.name, response.hash),
+        )
+        .build()
+        .map_err(|e| e.to_string())?;
+    let resp = client
+        .call(RawBytes::new(bytes), timeout)
+        .map_err(|e| e.to_string())?;
+    response.decode(&resp).map(Answer::Data)
 }
 
 /// Hex dump of raw bytes, 16 per line.

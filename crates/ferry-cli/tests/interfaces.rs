@@ -144,3 +144,104 @@ fn pub_and_echo_any_loaded_type() {
     );
     assert!(!ok && err.contains("its fields: linear, angular"), "{err}");
 }
+
+/// `ferry service call` reaches any loaded service type: here a Rust
+/// service of `std_srvs/srv/SetBool` (a generated type), called with
+/// partial YAML (its default fills the rest), answered as YAML.
+#[test]
+fn service_call_any_loaded_service() {
+    use ferry::msgs::std_srvs::srv::{SetBoolRequest, SetBoolResponse};
+    let node = ferry::Node::builder()
+        .name("switch")
+        .config(ferry::Config {
+            domain_id: 216,
+            ..ferry::Config::default()
+        })
+        .build()
+        .expect("node");
+    let _svc = node
+        .service::<SetBoolRequest, SetBoolResponse, _>("/switch", |r| SetBoolResponse {
+            success: r.data,
+            message: format!("switched {}", if r.data { "on" } else { "off" }),
+        })
+        .build()
+        .expect("service");
+    let env = [("FERRY_DOMAIN_ID", "216")];
+    let (ok, out, err) = ferry(
+        &env,
+        &[
+            "service",
+            "call",
+            "/switch",
+            "std_srvs/srv/SetBool",
+            "{data: true}",
+            "--timeout",
+            "10",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("response:\nsuccess: true\nmessage: switched on"),
+        "{out}"
+    );
+    // Defaults: an empty request is `data: false`.
+    let (ok, out, err) = ferry(&env, &["service", "call", "/switch", "std_srvs/SetBool"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("success: false"), "{out}");
+    // A field the request does not have is named, and nothing is sent.
+    let (ok, _, err) = ferry(
+        &env,
+        &[
+            "service",
+            "call",
+            "/switch",
+            "std_srvs/srv/SetBool",
+            "{dta: 1}",
+        ],
+    );
+    assert!(!ok && err.contains("no field `dta`"), "{err}");
+    let (ok, _, err) = ferry(&env, &["service", "call", "/switch", "nope_srvs/srv/Nope"]);
+    assert!(!ok && err.contains("unknown service type"), "{err}");
+}
+
+/// A publisher whose definition does not hash to what it announced is not
+/// believed: echo says so and prints the bytes undecoded.
+#[test]
+fn a_definition_that_does_not_match_its_hash_is_not_used() {
+    let node = ferry::Node::builder()
+        .name("liar")
+        .config(ferry::Config {
+            domain_id: 217,
+            ..ferry::Config::default()
+        })
+        .build()
+        .expect("node");
+    // Announces the hash of one layout, sends the definition of another.
+    let announced = ferry::interfaces::type_hash_of("liar_msgs/msg/Fake", "int32 a");
+    ferry::interfaces::remember("liar_msgs/msg/Fake", "float64 a\nfloat64 b");
+    let p = node
+        .publisher::<ferry::RawBytes>("/fake")
+        .type_info("liar_msgs/msg/Fake", announced)
+        .build()
+        .expect("publisher");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let pump = std::thread::spawn(move || {
+        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+            let _ = p.publish(ferry::RawBytes::new(vec![0, 1, 0, 0, 5, 0, 0, 0]));
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    });
+    let (ok, out, err) = ferry(
+        &[("FERRY_DOMAIN_ID", "217")],
+        &["topic", "echo", "/fake", "--once", "--timeout", "10"],
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    pump.join().unwrap();
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("does not match the hash it announced"),
+        "{err}"
+    );
+    assert!(out.contains("00 01 00 00 05"), "undecoded bytes: {out}");
+}

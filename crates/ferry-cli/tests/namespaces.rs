@@ -337,3 +337,49 @@ fn udp_datagrams_fit_a_small_link_mtu_without_ip_fragments() {
     );
     std::fs::remove_file(cfg).ok();
 }
+
+/// A custom type echoed on another host that has no file for it: the echo
+/// asks the publisher's node for the definition, checks it against the
+/// announced ROS 2 hash, and decodes.
+#[test]
+fn echo_of_a_type_only_the_publisher_has_files_for() {
+    let Some(lab) = Lab::new(7) else { return };
+    let dir = std::env::temp_dir().join(format!("ferry-ns-ifc-{}", std::process::id()));
+    let msg = dir.join("lab_msgs").join("msg");
+    std::fs::create_dir_all(&msg).unwrap();
+    std::fs::write(
+        msg.join("Probe.msg"),
+        "string<=16 label \"probe\"\ngeometry_msgs/Point at\nReading[] readings\n",
+    )
+    .unwrap();
+    std::fs::write(msg.join("Reading.msg"), "int32 id 7\nfloat32[2] v\n").unwrap();
+    let e = env(10, "subnet", None);
+    let mut with_files = e.clone();
+    with_files.push(("FERRY_INTERFACE_PATH", dir.display().to_string()));
+    let mut publ = lab.ferry(
+        &lab.a,
+        &with_files,
+        &[
+            "topic",
+            "pub",
+            "/probe",
+            "lab_msgs/msg/Probe",
+            "{at: {x: 1.5}, readings: [{id: 1, v: [0.5, 2]}, {}]}",
+            "-r",
+            "20",
+        ],
+    );
+    // The echo side: no FERRY_INTERFACE_PATH at all.
+    let echo = lab.echo_once(&lab.b, &e, "/probe", 15);
+    let (ok_, out, err) = wait_output(echo, Duration::from_secs(20));
+    let _ = publ.kill();
+    let _ = publ.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ok_, "echo failed: {out} {err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+    assert_eq!(v["label"], "probe", "{out}");
+    assert_eq!(v["at"]["x"], 1.5);
+    assert_eq!(v["readings"][0]["v"][1], 2.0);
+    assert_eq!(v["readings"][1]["id"], 7, "the default of Reading.id");
+    assert!(err.contains("with the definition sent by"), "{err}");
+}

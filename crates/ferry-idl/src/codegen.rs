@@ -439,10 +439,17 @@ impl<'a> RustCodegen<'a> {
             let _ = writeln!(out, "                    {ident}: {value},");
         }
         out.push_str("                }\n            }\n        }\n");
-        // The message.
+        // The message, with its definition for peers that lack the files.
+        let bundle = self
+            .ifaces
+            .bundle(t)
+            .map_err(|missing| CodegenError::Unknown {
+                user: t.clone(),
+                missing,
+            })?;
         let _ = writeln!(
             out,
-            "        impl {rt}::Message for {name} {{\n            const TYPE_NAME: &'static str = \"{t}\";\n            fn type_hash() -> {rt}::TypeHash {{\n                {rt}::TypeHash({:?})\n            }}",
+            "        impl {rt}::Message for {name} {{\n            const TYPE_NAME: &'static str = \"{t}\";\n            const DEFINITION: &'static str = {bundle:?};\n            fn type_hash() -> {rt}::TypeHash {{\n                {rt}::TypeHash({:?})\n            }}",
             hash.0
         );
         if tr.bounded {

@@ -419,6 +419,27 @@ impl MessageDef {
     pub fn is_empty(&self) -> bool {
         self.fields.len() == 1 && self.fields[0].name == EMPTY_MEMBER
     }
+
+    /// The definition as `.msg` text (constants, then fields with their
+    /// defaults; comments are not kept), full type names for nested types.
+    /// Parsing it gives this definition back.
+    pub fn to_msg(&self) -> String {
+        let mut out = String::new();
+        for c in &self.constants {
+            out.push_str(&format!("{} {}={}\n", c.ty, c.name, c.text));
+        }
+        if !self.is_empty() {
+            for f in &self.fields {
+                out.push_str(&format!("{} {}", f.ty, f.name));
+                if let Some(d) = &f.default_text {
+                    out.push(' ');
+                    out.push_str(d);
+                }
+                out.push('\n');
+            }
+        }
+        out
+    }
 }
 
 /// A service: request and response (`pkg/srv/Name`).

@@ -123,10 +123,27 @@ fn parse_base(text: &str, package: &str) -> Result<BaseType, ErrorKind> {
     if !is_package_name(pkg) {
         return Err(ErrorKind::BadPackageName(pkg.to_string()));
     }
-    if !is_type_name(name) {
+    // A service's or action's part (`pkg/action/Name_Goal`): not written in
+    // `.msg` files, but in definition bundles (`Interfaces::bundle`).
+    let (kind, name) = match name.split_once('/') {
+        Some((k @ ("srv" | "action"), n)) => (Kind::from_folder(k), n),
+        _ => (Some(Kind::Msg), name),
+    };
+    let kind = kind.ok_or_else(|| ErrorKind::BadTypeName(text.to_string()))?;
+    let base = name.split('_').next().unwrap_or_default();
+    let valid = if kind == Kind::Msg {
+        is_type_name(name)
+    } else {
+        is_type_name(base) && name.len() > base.len()
+    };
+    if !valid {
         return Err(ErrorKind::BadTypeName(text.to_string()));
     }
-    Ok(BaseType::Message(TypeName::msg(pkg, name)))
+    Ok(BaseType::Message(TypeName {
+        package: pkg.to_string(),
+        kind,
+        name: name.to_string(),
+    }))
 }
 
 /// Parses one section (a `.msg` file or a part of a `.srv`/`.action`).

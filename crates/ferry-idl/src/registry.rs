@@ -22,6 +22,10 @@ mod common {
 /// separated), read by [`Interfaces::from_env`].
 pub const INTERFACE_PATH_VAR: &str = "FERRY_INTERFACE_PATH";
 
+/// Between the parts of a definition bundle ([`Interfaces::bundle`]).
+pub const BUNDLE_SEPARATOR: &str =
+    "\n================================================================================\n";
+
 /// Loaded interface definitions.
 #[derive(Debug, Clone, Default)]
 pub struct Interfaces {
@@ -398,6 +402,58 @@ impl Interfaces {
             }
         }
         Ok(seen)
+    }
+
+    /// The definition of `name` with every type it uses, as one text: the
+    /// format rosbag2 and MCAP use for `ros2msg` schemas — the type's
+    /// `.msg` text, then for each type it refers to (directly or not) a
+    /// line of 80 `=`, `MSG: pkg/msg/Type` and its text. What a node sends
+    /// a peer that lacks the files ([`Interfaces::add_bundle`] reads it).
+    pub fn bundle(&self, name: &TypeName) -> Result<String, TypeName> {
+        let m = self.messages.get(name).ok_or_else(|| name.clone())?;
+        let mut out = m.to_msg();
+        for dep in self.closure(m)? {
+            let d = self.messages.get(&dep).ok_or_else(|| dep.clone())?;
+            out.push_str(BUNDLE_SEPARATOR);
+            out.push_str(&format!("MSG: {dep}\n"));
+            out.push_str(&d.to_msg());
+        }
+        Ok(out)
+    }
+
+    /// Adds the types of a definition bundle ([`Interfaces::bundle`]) whose
+    /// first part is `name`; a type already loaded is replaced. Nothing is
+    /// added when any part fails to parse (the error names the part).
+    pub fn add_bundle(&mut self, name: &TypeName, bundle: &str) -> Result<(), IdlError> {
+        let mut parts = Vec::new();
+        let mut chunks = bundle.split(BUNDLE_SEPARATOR);
+        let main = chunks.next().unwrap_or_default();
+        parts.push((name.clone(), main));
+        for chunk in chunks {
+            let (head, text) = chunk.split_once('\n').unwrap_or((chunk, ""));
+            let dep = head
+                .strip_prefix("MSG: ")
+                .and_then(|n| n.trim().parse::<TypeName>().ok())
+                .ok_or_else(|| IdlError {
+                    file: format!("definition of {name}"),
+                    line: 0,
+                    column: 0,
+                    kind: ErrorKind::BadTypeName(head.to_string()),
+                })?;
+            parts.push((dep, text));
+        }
+        let mut parsed = Vec::with_capacity(parts.len());
+        for (t, text) in parts {
+            let file = format!("definition of {t} (sent by a peer)");
+            // (A part's name, `X_Goal`, is not a file's: parse as one.)
+            let mut m = parse_message(text, &file, &t.package, "Part")?;
+            m.name = t;
+            parsed.push(m);
+        }
+        for m in parsed {
+            self.insert(m);
+        }
+        Ok(())
     }
 
     /// Checks that every field's type is known: one error per unknown

@@ -57,6 +57,16 @@ fn compute(name: &str, definition: &str) -> TypeHash {
     let Ok(t) = name.parse::<TypeName>() else {
         return stand_in();
     };
+    if definition.contains(ferry_idl::registry::BUNDLE_SEPARATOR) {
+        // A definition bundle: the type with the types it uses.
+        let mut with = ifaces.clone();
+        if with.add_bundle(&t, definition).is_ok() {
+            if let Ok(h) = with.type_hash(&t) {
+                return TypeHash(h.0);
+            }
+        }
+        return stand_in();
+    }
     let parsed = parse_definition(&t, definition);
     if let Some(known) = ifaces.get(&t) {
         let same = match &parsed {
@@ -122,6 +132,33 @@ pub fn service_hash_of(request: (&str, TypeHash), response: (&str, TypeHash)) ->
         &request.1 .0,
         &response.1 .0,
     ]))
+}
+
+/// Definitions this process's ports carry themselves (generated types):
+/// type name → definition bundle.
+fn remembered() -> &'static Mutex<HashMap<String, &'static str>> {
+    static R: OnceLock<Mutex<HashMap<String, &'static str>>> = OnceLock::new();
+    R.get_or_init(Default::default)
+}
+
+/// Keeps the definition a port's type carries (`Message::DEFINITION`: a
+/// generated type's bundle, or a hand-written `.msg` text), so that the
+/// process can tell a peer that lacks the files ([`definition_of`]).
+pub fn remember(name: &str, definition: &'static str) {
+    if !definition.trim().is_empty() {
+        remembered().lock().insert(name.to_string(), definition);
+    }
+}
+
+/// The definition bundle of type `name` (`ferry_idl::Interfaces::bundle`
+/// format) as this process knows it: the one a port remembered, else the
+/// loaded interfaces' (shipped, `FERRY_INTERFACE_PATH`, a ROS 2 install).
+pub fn definition_of(name: &str) -> Option<String> {
+    if let Some(d) = remembered().lock().get(name) {
+        return Some(d.to_string());
+    }
+    let t: TypeName = name.parse().ok()?;
+    interfaces().bundle(&t).ok()
 }
 
 #[cfg(test)]

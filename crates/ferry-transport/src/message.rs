@@ -25,9 +25,11 @@ pub const CDR_LE_HEADER: [u8; 4] = [0x00, 0x01, 0x00, 0x00];
 pub trait Message: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// ROS-style type name, e.g. `std_msgs/msg/String`.
     const TYPE_NAME: &'static str;
-    /// Definition (ROS `.msg` text); hashed into [`Message::type_hash`] so
-    /// that two programs with the same name but different layouts don't
-    /// match. May be empty for a type among the loaded interfaces.
+    /// Definition (ROS `.msg` text, or a definition bundle — the type's text
+    /// and the texts of the types it uses, as generated code carries it);
+    /// hashed into [`Message::type_hash`] unless that is given, and sent to
+    /// peers that lack the files. May be empty for a type among the loaded
+    /// interfaces.
     const DEFINITION: &'static str = "";
 
     /// ROS 2's type hash (RIHS01), sent in discovery: see
@@ -192,6 +194,11 @@ pub trait Codec: Send + Sync + Sized + 'static {
     fn encode(&self) -> Result<Bytes, EncodeError>;
     /// Value from a network path.
     fn decode(bytes: Bytes) -> Result<Self, DecodeError>;
+    /// The type's definition (a `.msg` text or a definition bundle with
+    /// the types it uses), for peers that lack the files; empty if unknown.
+    fn definition() -> &'static str {
+        ""
+    }
     /// Checks the value before it is published (bounded strings and
     /// sequences within their bounds).
     fn validate(&self) -> Result<(), BoundsError> {
@@ -224,6 +231,9 @@ impl<T: Message> Codec for T {
     }
     fn type_hash() -> TypeHash {
         <T as Message>::type_hash()
+    }
+    fn definition() -> &'static str {
+        T::DEFINITION
     }
     fn validate(&self) -> Result<(), BoundsError> {
         self.check_bounds()

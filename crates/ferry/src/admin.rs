@@ -31,9 +31,10 @@ pub fn service_name(node_fqn: &str) -> String {
 pub struct AdminRequest {
     /// `connections`: list the node's connections; `counters`: what its
     /// runtime refused and counted; `set`: change the priority of the
-    /// connections of `topic` to `to`.
+    /// connections of `topic` to `to`; `definition`: the definition bundle
+    /// of the type named in `topic` (for a peer that lacks its files).
     pub command: String,
-    /// `set`: the publisher's topic (full name).
+    /// `set`: the publisher's topic (full name); `definition`: the type.
     pub topic: String,
     /// `set`: the subscriber's node name (`/planner`), endpoint id, or `*`.
     pub to: String,
@@ -104,6 +105,13 @@ pub(crate) fn handle(
 ) -> Result<AdminReply, String> {
     match req.command.as_str() {
         "connections" => json(&shared.node_connections(node)),
+        // A peer that lacks a type's files asks for its definition (a
+        // bundle: the type and every type it uses); it checks the bundle
+        // against the hash this node announced before it trusts it.
+        "definition" => match crate::interfaces::definition_of(&req.topic) {
+            Some(d) => json(&d),
+            None => Err(format!("this node does not know the type `{}`", req.topic)),
+        },
         "counters" => json(&Counters {
             discovery: shared.core.lock().discovery.stats(),
             connections: shared.listener_counters.snapshot(),
@@ -140,7 +148,7 @@ pub(crate) fn handle(
             json(&out)
         }
         other => Err(format!(
-            "unknown admin command `{other}` (known: connections, counters, set)"
+            "unknown admin command `{other}` (known: connections, counters, set, definition)"
         )),
     }
 }
@@ -149,4 +157,9 @@ fn json<T: Serialize>(v: &T) -> Result<AdminReply, String> {
     serde_json::to_string(v)
         .map(|json| AdminReply { json })
         .map_err(|e| e.to_string())
+}
+
+/// The definition bundle in a `definition` reply.
+pub fn parse_definition(reply: &AdminReply) -> Result<String, serde_json::Error> {
+    serde_json::from_str(&reply.json)
 }

@@ -69,6 +69,8 @@ impl<T: Codec> PublisherBuilder<T> {
         let ty = self
             .type_name
             .unwrap_or_else(|| (T::type_name().to_string(), T::type_hash()));
+        // A subscriber that lacks the type's files may ask for it.
+        crate::interfaces::remember(T::type_name(), T::definition());
         let (id, record) = self
             .node
             .declare(&self.topic, EndpointKind::Publisher, ty, self.qos)?;

@@ -84,6 +84,8 @@ impl<Req: Codec, Resp: Codec> ServiceBuilder<Req, Resp> {
     /// time on the service's own thread, so a slow handler never stalls
     /// other traffic.
     pub fn build(self) -> Result<Service<Req, Resp>, BuildError> {
+        crate::interfaces::remember(Req::type_name(), Req::definition());
+        crate::interfaces::remember(Resp::type_name(), Resp::definition());
         let (id, record) =
             self.node
                 .declare(&self.name, EndpointKind::Service, self.type_info, self.qos)?;
