@@ -96,35 +96,34 @@ pub fn run(a: AdminArgs, spin: Duration) -> Result<(), String> {
     match a.cmd {
         AdminCmd::Connections => {
             let conns = ferry::admin::parse_connections(&reply).map_err(|e| e.to_string())?;
+            let rows = conns
+                .into_iter()
+                .map(|c| {
+                    let peer = if c.remote_node.is_empty() {
+                        c.remote.to_string()
+                    } else {
+                        c.remote_node.clone()
+                    };
+                    vec![
+                        c.topic,
+                        format!("{:?}", c.side).to_lowercase(),
+                        peer,
+                        c.transport.to_string(),
+                        c.locator,
+                        c.priority.map_or("-".into(), |p| p.to_string()),
+                        c.stats.messages.to_string(),
+                        format!("{:.1}", c.stats.rate_hz),
+                    ]
+                })
+                .collect();
             out!(
-                "{:<24} {:<6} {:<22} {:<6} {:<22} {:<18} {:>9} {:>10}",
-                "topic",
-                "side",
-                "peer",
-                "path",
-                "locator",
-                "priority",
-                "msgs",
-                "rate Hz"
+                "{}",
+                crate::table::render(
+                    &["topic", "side", "peer", "path", "locator", "priority", "msgs", "rate Hz"],
+                    rows,
+                    &[6, 7]
+                )
             );
-            for c in conns {
-                let peer = if c.remote_node.is_empty() {
-                    c.remote.to_string()
-                } else {
-                    c.remote_node.clone()
-                };
-                out!(
-                    "{:<24} {:<6} {:<22} {:<6} {:<22} {:<18} {:>9} {:>10.1}",
-                    c.topic,
-                    format!("{:?}", c.side).to_lowercase(),
-                    peer,
-                    c.transport,
-                    c.locator,
-                    c.priority.map_or("-".into(), |p| p.to_string()),
-                    c.stats.messages,
-                    c.stats.rate_hz
-                );
-            }
         }
         AdminCmd::Counters => {
             let c = ferry::admin::parse_counters(&reply).map_err(|e| e.to_string())?;

@@ -131,38 +131,52 @@ pub fn run(args: DemoArgs) -> Result<(), String> {
             out.push_str("\x1b[2J\x1b[H");
         }
         out.push_str(&format!(
-            "ferry demo — domain {}, {} processes, t = {:.0} s (Ctrl-C to stop)\n",
+            "ferry demo — domain {}, {} processes ({} robot parts and this view), t = {:.0} s (Ctrl-C to stop)\n",
             args.domain,
+            children.len() + 1,
             children.len(),
             start.elapsed().as_secs_f64()
         ));
-        out.push_str(&format!(
-            "{:<20} {:<12} {:<12} {:<6} {:>9} {:>11} {:>12} {:>8}\n",
-            "TOPIC", "FROM", "TO", "PATH", "RATE Hz", "LATENCY µs", "THROUGHPUT", "MSGS"
+        let rows = rows
+            .into_iter()
+            .map(|c| {
+                let lat = c
+                    .stats
+                    .latency_avg_us
+                    .map(|l| format!("{l:.0}"))
+                    .unwrap_or_else(|| "-".into());
+                let bw = match c.stats.bytes_per_sec {
+                    b if b >= 1e6 => format!("{:.1} MB/s", b / 1e6),
+                    b if b > 0.0 => format!("{:.1} KB/s", b / 1e3),
+                    _ => "-".into(),
+                };
+                vec![
+                    c.topic.clone(),
+                    name_of(&c.remote),
+                    name_of(&c.local),
+                    c.transport.to_string(),
+                    format!("{:.1}", c.stats.rate_hz),
+                    lat,
+                    bw,
+                    c.stats.messages.to_string(),
+                ]
+            })
+            .collect();
+        out.push_str(&crate::table::render(
+            &[
+                "TOPIC",
+                "FROM",
+                "TO",
+                "PATH",
+                "RATE Hz",
+                "LATENCY µs",
+                "THROUGHPUT",
+                "MSGS",
+            ],
+            rows,
+            &[4, 5, 6, 7],
         ));
-        for c in rows {
-            let lat = c
-                .stats
-                .latency_avg_us
-                .map(|l| format!("{l:.0}"))
-                .unwrap_or_else(|| "-".into());
-            let bw = match c.stats.bytes_per_sec {
-                b if b >= 1e6 => format!("{:.1} MB/s", b / 1e6),
-                b if b > 0.0 => format!("{:.1} KB/s", b / 1e3),
-                _ => "-".into(),
-            };
-            out.push_str(&format!(
-                "{:<20} {:<12} {:<12} {:<6} {:>9.1} {:>11} {:>12} {:>8}\n",
-                c.topic,
-                name_of(&c.remote),
-                name_of(&c.local),
-                c.transport,
-                c.stats.rate_hz,
-                lat,
-                bw,
-                c.stats.messages
-            ));
-        }
+        out.push('\n');
         print!("{out}");
         let _ = std::io::stdout().flush();
     }

@@ -21,6 +21,7 @@ macro_rules! out {
 mod admin;
 mod demo;
 mod interface;
+mod table;
 mod topic;
 mod tune;
 mod types;
@@ -33,33 +34,74 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "ferry", version, about = "Ferry robotics middleware command line", long_about = None)]
 struct Cli {
-    /// How long to listen to discovery before answering (ms).
-    #[arg(long, global = true, default_value_t = 400)]
-    spin_time: u64,
-    /// Name of this command's own node (default `_ferry_cli_<pid>`), e.g.
-    /// to reach a `topic pub` through `ferry admin`.
-    #[arg(long, global = true)]
+    /// `--spin-time` before the subcommand (shown in the help of the
+    /// commands that use it).
+    #[arg(long, hide = true)]
+    spin_time: Option<u64>,
+    /// `--node-name` before the subcommand (`ferry --node-name n topic pub …`).
+    #[arg(long, hide = true)]
     node_name: Option<String>,
     #[command(subcommand)]
     cmd: Cmd,
 }
 
+/// Options of the commands that join the graph (topic, node, service,
+/// admin, doctor): global within them, absent from the others.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct GraphOpts {
+    /// How long to listen to discovery before answering (ms) [default: 400].
+    #[arg(long, global = true, value_name = "MS")]
+    spin_time: Option<u64>,
+    /// Name of this command's own node (default `_ferry_cli_<pid>`), e.g.
+    /// to reach a `topic pub` through `ferry admin`.
+    #[arg(long, global = true, value_name = "NAME")]
+    node_name: Option<String>,
+}
+
+impl GraphOpts {
+    /// These options, with `outer` (given before the subcommand) where
+    /// these are not given.
+    fn or(self, outer: &GraphOpts) -> GraphOpts {
+        GraphOpts {
+            spin_time: self.spin_time.or(outer.spin_time),
+            node_name: self.node_name.or(outer.node_name.clone()),
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Topics: list, info, echo, hz, bw, pub.
-    #[command(subcommand)]
-    Topic(topic::TopicCmd),
+    Topic {
+        #[command(flatten)]
+        graph: GraphOpts,
+        #[command(subcommand)]
+        cmd: topic::TopicCmd,
+    },
     /// Nodes: list, info.
-    #[command(subcommand)]
-    Node(NodeCmd),
+    Node {
+        #[command(flatten)]
+        graph: GraphOpts,
+        #[command(subcommand)]
+        cmd: NodeCmd,
+    },
     /// Services: list, call.
-    #[command(subcommand)]
-    Service(ServiceCmd),
+    Service {
+        #[command(flatten)]
+        graph: GraphOpts,
+        #[command(subcommand)]
+        cmd: ServiceCmd,
+    },
     /// Interface types (messages, services, actions): list, packages, package, show, proto.
     #[command(subcommand)]
     Interface(interface::InterfaceCmd),
     /// A node's admin plane: list its connections, change a live connection's priority.
-    Admin(admin::AdminArgs),
+    Admin {
+        #[command(flatten)]
+        graph: GraphOpts,
+        #[command(flatten)]
+        args: admin::AdminArgs,
+    },
     /// Start a small robot system (several processes) and show its paths live.
     Demo(demo::DemoArgs),
     /// The wireless large-payload profile for one stream: ferry config, Fast DDS and Cyclone DDS XML.
@@ -70,7 +112,10 @@ enum Cmd {
     /// Run ferry's MQTT broker in the foreground (the one `mqtt://embedded` starts in a node).
     Broker(BrokerArgs),
     /// Check this host's ferry setup: configuration, broker connection, shared memory.
-    Doctor,
+    Doctor {
+        #[command(flatten)]
+        graph: GraphOpts,
+    },
     /// One process of the demo (used by `ferry demo`).
     #[command(hide = true)]
     DemoRole { role: String },
@@ -179,8 +224,9 @@ pub(crate) fn discovery_counters(d: &ferry::DiscoveryStats) -> String {
 fn doctor(spin: Duration) -> Result<(), String> {
     let cfg = ferry::Config::from_env().map_err(|e| e.to_string())?;
     out!(
-        "domain {}  discovery {:?}  shared memory {}",
+        "domain {} (from {})  discovery {:?}  shared memory {}",
         cfg.domain_id,
+        ferry::config::domain_source(),
         cfg.discovery,
         if cfg.shared_memory { "on" } else { "off" }
     );
@@ -269,10 +315,18 @@ enum ShmCmd {
 
 #[derive(Subcommand)]
 enum NodeCmd {
-    /// List the nodes.
-    List,
+    /// List the nodes (hidden ones, such as the CLI's own `/_ferry_cli_<pid>`,
+    /// only with --all; `topic info -v` shows every endpoint, as in ROS 2).
+    List {
+        /// Also the hidden nodes.
+        #[arg(short, long)]
+        all: bool,
+    },
     /// Show a node's publishers, subscribers, services and clients.
-    Info { node: String },
+    Info {
+        /// The node's full name, e.g. `/arm`.
+        node: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -313,18 +367,48 @@ pub fn cli_node() -> Result<ferry::Node, String> {
 }
 
 fn run(cli: Cli) -> Result<(), String> {
-    let spin = Duration::from_millis(cli.spin_time);
-    if let Some(n) = cli.node_name {
+    // The graph options of the subcommand, else those before it.
+    let outer = GraphOpts {
+        spin_time: cli.spin_time,
+        node_name: cli.node_name.clone(),
+    };
+    let graph = match &cli.cmd {
+        Cmd::Topic { graph, .. }
+        | Cmd::Node { graph, .. }
+        | Cmd::Service { graph, .. }
+        | Cmd::Admin { graph, .. }
+        | Cmd::Doctor { graph } => graph.clone().or(&outer),
+        _ => outer,
+    };
+    let spin = Duration::from_millis(graph.spin_time.unwrap_or(400));
+    if let Some(n) = graph.node_name {
         let _ = NODE_NAME.set(n);
     }
     match cli.cmd {
-        Cmd::Topic(t) => topic::run(t, spin),
-        Cmd::Node(NodeCmd::List) => {
+        Cmd::Topic { cmd, .. } => topic::run(cmd, spin),
+        Cmd::Node {
+            cmd: NodeCmd::List { all },
+            ..
+        } => {
             let node = cli_node()?;
             std::thread::sleep(spin);
             let g = node.graph();
             let dups = g.duplicate_names();
-            for n in g.node_names() {
+            let names = if all {
+                let me = node.participant();
+                let mut v: Vec<String> = g
+                    .nodes
+                    .iter()
+                    .filter(|n| n.participant != me)
+                    .map(|n| n.name.clone())
+                    .collect();
+                v.sort();
+                v.dedup();
+                v
+            } else {
+                g.node_names()
+            };
+            for n in names {
                 // Like `ros2 node list`: a shared name is listed once per node.
                 let times = dups.iter().find(|(d, _)| *d == n).map_or(1, |(_, c)| *c);
                 for _ in 0..times {
@@ -343,14 +427,18 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Cmd::Node(NodeCmd::Info { node: name }) => {
+        Cmd::Node {
+            cmd: NodeCmd::Info { node: name },
+            ..
+        } => {
             let node = cli_node()?;
             std::thread::sleep(spin);
             let g = node.graph();
             if !g.node_names().contains(&name) {
                 return Err(format!(
-                    "node `{name}` not found (is it running, in domain {}?)",
-                    node.domain_id()
+                    "node `{name}` not found (is it running, in domain {} — from {}?)",
+                    node.domain_id(),
+                    ferry::config::domain_source()
                 ));
             }
             out!("{name}");
@@ -378,7 +466,10 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Cmd::Service(ServiceCmd::List { show_types }) => {
+        Cmd::Service {
+            cmd: ServiceCmd::List { show_types },
+            ..
+        } => {
             let node = cli_node()?;
             std::thread::sleep(spin);
             for (s, types) in node.graph().services() {
@@ -390,12 +481,16 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Cmd::Service(ServiceCmd::Call {
-            service,
-            service_type,
-            request,
-            timeout,
-        }) => {
+        Cmd::Service {
+            cmd:
+                ServiceCmd::Call {
+                    service,
+                    service_type,
+                    request,
+                    timeout,
+                },
+            ..
+        } => {
             let node = cli_node()?;
             out!("requester: making request: {request}");
             match types::call_service(
@@ -413,7 +508,7 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Cmd::Admin(args) => admin::run(args, spin),
+        Cmd::Admin { args, .. } => admin::run(args, spin),
         Cmd::Demo(args) => demo::run(args),
         Cmd::Tune(args) => tune::run(args),
         Cmd::Interface(cmd) => interface::run(cmd),
@@ -444,18 +539,26 @@ fn run(cli: Cli) -> Result<(), String> {
                 })
                 .unwrap_or_default();
             rows.sort();
-            out!("{:<60} {:>8} {:>6} {:>12}", "NAME", "PID", "ALIVE", "BYTES");
-            for (name, pid, alive, len) in rows {
-                out!(
-                    "{name:<60} {pid:>8} {:>6} {len:>12}",
-                    if alive { "yes" } else { "no" }
-                );
-            }
+            let rows = rows
+                .into_iter()
+                .map(|(name, pid, alive, len)| {
+                    vec![
+                        name,
+                        pid.to_string(),
+                        if alive { "yes" } else { "no" }.to_string(),
+                        len.to_string(),
+                    ]
+                })
+                .collect();
+            out!(
+                "{}",
+                table::render(&["NAME", "PID", "ALIVE", "BYTES"], rows, &[1, 3])
+            );
             Ok(())
         }
         Cmd::DemoRole { role } => demo::role(&role),
         Cmd::Broker(a) => broker(a),
-        Cmd::Doctor => doctor(spin),
+        Cmd::Doctor { .. } => doctor(spin),
     }
 }
 
@@ -466,6 +569,11 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "warn,rumqttd=off".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour only on a terminal, and never with NO_COLOR set.
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        )
         .init();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,

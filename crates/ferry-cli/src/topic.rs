@@ -201,6 +201,25 @@ fn topic_type(g: &Graph, topic: &str) -> Option<String> {
     eps.first().map(|e| e.type_name.clone())
 }
 
+/// A raw subscriber of `topic` that announces the type of the topic's
+/// publishers when discovery named it (so `node info` shows the type, not
+/// `*`), else any type.
+fn raw_subscriber(
+    node: &Node,
+    topic: &str,
+    qos: Qos,
+) -> Result<ferry::Subscriber<RawBytes>, String> {
+    let g = node.graph();
+    let publisher = g
+        .endpoints_of(topic)
+        .find(|e| e.kind == EndpointKind::Publisher && e.type_name != "*");
+    let mut b = node.subscriber::<RawBytes>(topic).qos(qos);
+    if let Some(p) = publisher {
+        b = b.type_info(&p.type_name, p.type_hash);
+    }
+    b.build().map_err(|e| e.to_string())
+}
+
 fn node_of(g: &Graph, id: &ferry::EndpointId) -> String {
     g.endpoints
         .iter()
@@ -353,11 +372,7 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
         } => {
             let q = qos.resolve(Qos::sensor_data().keep_last(100))?;
             let (stop, end) = stop_flag(timeout);
-            let sub = node
-                .subscriber::<RawBytes>(&topic)
-                .qos(q)
-                .build()
-                .map_err(|e| e.to_string())?;
+            let sub = raw_subscriber(&node, &topic, q)?;
             let mut ty: Option<types::KnownType> = None;
             let mut asked = false;
             let limit = if once { Some(1) } else { count };
@@ -432,6 +447,27 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                 )
             })?;
             let bytes = t.encode(&values)?;
+            // Subscribers of another type never match: say so rather than
+            // publish into the void.
+            let g = node.graph();
+            let others: Vec<String> = g
+                .endpoints_of(&topic)
+                .filter(|e| {
+                    e.kind == EndpointKind::Subscriber
+                        && e.id.participant != me
+                        && e.type_name != "*"
+                        && (e.type_name != t.name || e.type_hash != t.hash)
+                })
+                .map(|e| format!("{} ({} {})", e.node, e.type_name, e.type_hash))
+                .collect();
+            if !others.is_empty() {
+                eprintln!(
+                    "ferry: WARNING: subscribers of {topic} expect another type and will not receive {} ({}): {}",
+                    t.name,
+                    t.hash,
+                    others.join(", ")
+                );
+            }
             let q = qos.resolve(Qos::default_profile())?;
             let q = match liveliness_ms {
                 Some(ms) => q.liveliness_lease(Duration::from_millis(ms)),
@@ -481,7 +517,7 @@ fn scaled(n: f64) -> String {
         n if n >= 1e9 => (n / 1e9, "GB"),
         n if n >= 1e6 => (n / 1e6, "MB"),
         n if n >= 1e3 => (n / 1e3, "KB"),
-        n => (n, "B"),
+        n => return format!("{n:.0} B"),
     };
     format!("{v:.2} {unit}")
 }
@@ -495,11 +531,7 @@ fn rate(
 ) -> Result<(), String> {
     let window = window.max(2);
     let (stop, end) = stop_flag(timeout);
-    let sub = node
-        .subscriber::<RawBytes>(topic)
-        .qos(Qos::sensor_data().keep_last(1000))
-        .build()
-        .map_err(|e| e.to_string())?;
+    let sub = raw_subscriber(node, topic, Qos::sensor_data().keep_last(1000))?;
     let mut stamps: std::collections::VecDeque<(Instant, usize)> = Default::default();
     let mut last_print = Instant::now();
     while !expired(&stop, end) {

@@ -10,6 +10,8 @@ fn ferry(env: &[(&str, &str)], args: &[&str]) -> (bool, String, String) {
         .args(args)
         .env_remove("FERRY_INTERFACE_PATH")
         .env_remove("AMENT_PREFIX_PATH")
+        .env_remove("FERRY_DOMAIN_ID")
+        .env_remove("ROS_DOMAIN_ID")
         .envs(env.iter().copied())
         .output()
         .expect("ferry runs");
@@ -244,4 +246,26 @@ fn a_definition_that_does_not_match_its_hash_is_not_used() {
         "{err}"
     );
     assert!(out.contains("00 01 00 00 05"), "undecoded bytes: {out}");
+}
+
+/// ROS 2's `ROS_DOMAIN_ID` is honoured when `FERRY_DOMAIN_ID` is unset, and
+/// the CLI says which one it used.
+#[test]
+fn ros_domain_id_is_honoured_and_named() {
+    let (ok, out, err) = ferry(
+        &[("ROS_DOMAIN_ID", "218")],
+        &["doctor", "--spin-time", "50"],
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("domain 218 (from ROS_DOMAIN_ID)"), "{out}");
+    let (ok, out, _) = ferry(
+        &[("ROS_DOMAIN_ID", "218"), ("FERRY_DOMAIN_ID", "219")],
+        &["doctor", "--spin-time", "50"],
+    );
+    assert!(
+        ok && out.contains("domain 219 (from FERRY_DOMAIN_ID)"),
+        "{out}"
+    );
+    let (ok, _, err) = ferry(&[("ROS_DOMAIN_ID", "x")], &["doctor"]);
+    assert!(!ok && err.contains("ROS_DOMAIN_ID"), "{err}");
 }

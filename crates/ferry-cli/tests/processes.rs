@@ -491,7 +491,12 @@ fn cli_hz_and_bw_measure_a_live_topic() {
     assert!((30.0..60.0).contains(&rate), "50 Hz measured as {rate}");
     let (ok, out, err) = bw.finish(T);
     assert!(ok, "{err}");
-    assert!(out.contains("mean size 109 B"), "{out}");
+    assert!(
+        out.contains("Message size mean: 109 B min: 109 B max: 109 B"),
+        "{out}"
+    );
+    // 50 messages/s of 109 B: the rate line scales its unit (KB/s).
+    assert!(out.contains(" KB/s from "), "{out}");
 }
 
 #[test]

@@ -75,6 +75,10 @@ fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rumqttd=off")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        )
         .try_init();
     m.add("FerryError", py.get_type::<FerryError>())?;
     m.add("BuildError", py.get_type::<BuildError>())?;

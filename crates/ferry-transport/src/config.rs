@@ -251,19 +251,41 @@ impl Default for Config {
     }
 }
 
+/// Where the domain id of [`Config::from_env`] comes from: `FERRY_DOMAIN_ID`,
+/// else `ROS_DOMAIN_ID`, else the `FERRY_CONFIG` file or the default (0).
+/// Tools print it next to the domain ("domain 5 from ROS_DOMAIN_ID").
+pub fn domain_source() -> &'static str {
+    if std::env::var_os("FERRY_DOMAIN_ID").is_some() {
+        "FERRY_DOMAIN_ID"
+    } else if std::env::var_os("ROS_DOMAIN_ID").is_some() {
+        "ROS_DOMAIN_ID"
+    } else if std::env::var_os("FERRY_CONFIG").is_some_and(|p| !p.is_empty()) {
+        "FERRY_CONFIG"
+    } else {
+        "the default"
+    }
+}
+
 impl Config {
-    /// Defaults, overridden by `FERRY_CONFIG`'s file and `FERRY_*` variables.
+    /// Defaults, overridden by `FERRY_CONFIG`'s file and `FERRY_*` variables
+    /// (the domain also by ROS 2's `ROS_DOMAIN_ID` when `FERRY_DOMAIN_ID`
+    /// is unset: see [`domain_source`]).
     pub fn from_env() -> Result<Self, ConfigError> {
         let mut cfg = match std::env::var_os("FERRY_CONFIG") {
             Some(p) if !p.is_empty() => Self::from_file(PathBuf::from(p))?,
             _ => Config::default(),
         };
-        if let Ok(v) = std::env::var("FERRY_DOMAIN_ID") {
-            cfg.domain_id = v.trim().parse().map_err(|_| ConfigError::Env {
-                var: "FERRY_DOMAIN_ID",
-                value: v.clone(),
-                expected: "an integer 0..=232",
-            })?;
+        // FERRY_DOMAIN_ID, else ROS 2's ROS_DOMAIN_ID (one number for a
+        // system where ferry and ROS 2 nodes live together).
+        for var in ["FERRY_DOMAIN_ID", "ROS_DOMAIN_ID"] {
+            if let Ok(v) = std::env::var(var) {
+                cfg.domain_id = v.trim().parse().map_err(|_| ConfigError::Env {
+                    var,
+                    value: v.clone(),
+                    expected: "an integer 0..=232",
+                })?;
+                break;
+            }
         }
         if let Ok(v) = std::env::var("FERRY_DISCOVERY") {
             cfg.discovery = v.parse().map_err(|_| ConfigError::Env {
@@ -340,7 +362,7 @@ impl Config {
         })?;
         let cfg: Config = toml::from_str(&text).map_err(|e| ConfigError::Parse {
             path,
-            message: e.to_string().trim().replace('\n', " "),
+            message: e.to_string().trim_end().to_string(),
         })?;
         cfg.validate()?;
         Ok(cfg)
