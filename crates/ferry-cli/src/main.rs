@@ -503,7 +503,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 types::Answer::Data(d) => out!("response:\n{}", interface::yaml(&d, 0)),
                 types::Answer::Json(v) => out!(
                     "response:\n{}",
-                    serde_yaml::to_string(&v).unwrap_or_default()
+                    serde_norway::to_string(&v).unwrap_or_default()
                 ),
             }
             Ok(())

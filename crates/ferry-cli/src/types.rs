@@ -30,8 +30,8 @@ impl KnownType {
     /// the rest takes ROS 2's defaults, as `ros2 topic pub` does).
     pub fn encode(&self, yaml: &str) -> Result<Vec<u8>, String> {
         let text = if yaml.trim().is_empty() { "{}" } else { yaml };
-        let v: serde_yaml::Value =
-            serde_yaml::from_str(text).map_err(|e| format!("`{text}` is not YAML: {e}"))?;
+        let v: serde_norway::Value =
+            serde_norway::from_str(text).map_err(|e| format!("`{text}` is not YAML: {e}"))?;
         let partial = from_yaml(&v)?;
         let i = self.ifaces();
         let full = i
@@ -42,8 +42,8 @@ impl KnownType {
 }
 
 /// YAML as data (mappings become messages, sequences lists).
-pub fn from_yaml(v: &serde_yaml::Value) -> Result<Data, String> {
-    use serde_yaml::Value as Y;
+pub fn from_yaml(v: &serde_norway::Value) -> Result<Data, String> {
+    use serde_norway::Value as Y;
     Ok(match v {
         Y::Null => Data::Struct(Vec::new()),
         Y::Bool(b) => Data::Bool(*b),
@@ -60,7 +60,7 @@ pub fn from_yaml(v: &serde_yaml::Value) -> Result<Data, String> {
                 .map(|(k, v)| {
                     let k = match k {
                         Y::String(s) => s.clone(),
-                        other => serde_yaml::to_string(other)
+                        other => serde_norway::to_string(other)
                             .unwrap_or_default()
                             .trim()
                             .to_string(),
@@ -200,7 +200,7 @@ pub fn call_service(
 ) -> Result<Answer, String> {
     let text = if yaml.trim().is_empty() { "{}" } else { yaml };
     if service_type == "ferry_msgs/srv/Admin" {
-        let req: ferry::admin::AdminRequest = serde_yaml::from_str(text)
+        let req: ferry::admin::AdminRequest = serde_norway::from_str(text)
             .map_err(|e| format!("`{text}` is not a valid request: {e}"))?;
         let client = node
             .client::<ferry::admin::AdminRequest, ferry::admin::AdminReply>(srv)
