@@ -103,6 +103,16 @@ pub enum TopicCmd {
         #[arg(short, long)]
         verbose: bool,
     },
+    /// Print a topic's type.
+    Type {
+        /// The topic, e.g. `/chatter`.
+        topic: String,
+    },
+    /// List the topics of a type: `ferry topic find std_msgs/msg/String`.
+    Find {
+        /// The type, e.g. `std_msgs/msg/String` (or `std_msgs/String`).
+        msg_type: String,
+    },
     /// Print the samples of a topic.
     Echo {
         /// The topic, e.g. `/chatter`.
@@ -358,6 +368,24 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                         c.stats.messages,
                         c.stats.rate_hz
                     );
+                }
+            }
+            Ok(())
+        }
+        TopicCmd::Type { topic } => {
+            let g = node.graph();
+            let t = topic_type(&g, &topic).ok_or_else(|| {
+                format!("unknown topic `{topic}` (or no endpoint has announced a type)")
+            })?;
+            out!("{t}");
+            Ok(())
+        }
+        TopicCmd::Find { msg_type } => {
+            let full = types::find(&msg_type).map_or(msg_type, |t| t.name);
+            let g = node.graph();
+            for (t, tys) in g.topics() {
+                if tys.contains(&full) {
+                    out!("{t}");
                 }
             }
             Ok(())

@@ -121,9 +121,13 @@ fn pub_and_echo_any_loaded_type() {
             "10",
         ],
     );
+    let (tok, ty, _) = ferry(&env, &["topic", "type", "/imu"]);
+    let (fok, found, _) = ferry(&env, &["topic", "find", "sensor_msgs/Imu"]);
     let _ = publisher.kill();
     let _ = publisher.wait();
     assert!(ok, "{err}");
+    assert!(tok && ty.trim() == "sensor_msgs/msg/Imu", "{ty}");
+    assert!(fok && found.lines().any(|l| l == "/imu"), "{found}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
     assert_eq!(v["header"]["frame_id"], "imu_link");
     assert_eq!(v["linear_acceleration"]["z"], 9.81);
