@@ -511,64 +511,42 @@ class _Gen:
         return self.walk(t.__ferry_info__, val)
 
     def string(self, t, val, where):
-        if t.wide:
-            return self.wstring(t, val, where)
+        """A ``string`` (a count of bytes with the NUL, the UTF-8 bytes, a NUL)
+        or a ``wstring`` (a count of UTF-16 code units, then the units)."""
+        wide = t.wide
         if self.enc:
             b = self.var("_b")
-            self.emit(f"{b} = {val}.encode()")
+            self.emit(f"{b} = {val}.encode({repr('utf-16-le') if wide else ''})")
             if t.bound is not None:
-                self.emit(f"if len({b}) > {t.bound}: "
-                          f"raise ValueError('{where}: longer than {t.bound} bytes')")
-            self.item(4, "I", f"len({b}) + 1")
+                limit, unit = (2 * t.bound, "UTF-16 units") if wide else (t.bound, "bytes")
+                self.emit(f"if len({b}) > {limit}: "
+                          f"raise ValueError('{where}: longer than {t.bound} {unit}')")
+            self.item(4, "I", f"len({b}) // 2" if wide else f"len({b}) + 1")
             self.flush()
             self.out(b)
-            self.out("_NUL")
+            if not wide:
+                self.out("_NUL")
             self.dynamic = True
+            size = f"len({b})" if wide else f"len({b}) + 1"
             if self.known is not None:
-                self.emit(f"pos = {self.known} + len({b}) + 1", moves=True)
+                self.emit(f"pos = {self.known} + {size}", moves=True)
                 self.known = None
             else:
-                self.emit(f"pos += len({b}) + 1", moves=True)
+                self.emit(f"pos += {size}", moves=True)
             self.res = _ANY
             return None
         n, v = self.var("_n"), self.var()
         self.item(4, "I", n)
         self.flush()
         self.materialize()
-        self.emit(f"end = pos + {n}")
-        self.emit(f"if end > L: raise _Bad('{where}: string of %d bytes past the end' % {n})")
-        self.emit(f"{v} = str(buf[pos:end - 1], 'utf-8')")
-        self.emit("pos = end", moves=True)
-        self.res = _ANY
-        return v
-
-    def wstring(self, t, val, where):
-        """A ``wstring``: a count of UTF-16 code units, then the units."""
-        if self.enc:
-            b = self.var("_b")
-            self.emit(f"{b} = {val}.encode('utf-16-le')")
-            if t.bound is not None:
-                self.emit(f"if len({b}) > {2 * t.bound}: "
-                          f"raise ValueError('{where}: longer than {t.bound} UTF-16 units')")
-            self.item(4, "I", f"len({b}) // 2")
-            self.flush()
-            self.out(b)
-            self.dynamic = True
-            if self.known is not None:
-                self.emit(f"pos = {self.known} + len({b})", moves=True)
-                self.known = None
-            else:
-                self.emit(f"pos += len({b})", moves=True)
-            self.res = _ANY
-            return None
-        n, v = self.var("_n"), self.var()
-        self.item(4, "I", n)
-        self.flush()
-        self.materialize()
-        self.emit(f"end = pos + 2 * {n}")
-        self.emit(f"if end > L: raise _Bad('{where}: wstring of %d units past the end' % {n})")
-        codec = "utf-16-le" if self.order == "<" else "utf-16-be"
-        self.emit(f"{v} = str(buf[pos:end], '{codec}')")
+        what = "wstring of %d units" if wide else "string of %d bytes"
+        self.emit(f"end = pos + {'2 * ' if wide else ''}{n}")
+        self.emit(f"if end > L: raise _Bad('{where}: {what} past the end' % {n})")
+        if wide:
+            codec = "utf-16-le" if self.order == "<" else "utf-16-be"
+            self.emit(f"{v} = str(buf[pos:end], '{codec}')")
+        else:
+            self.emit(f"{v} = str(buf[pos:end - 1], 'utf-8')")
         self.emit("pos = end", moves=True)
         self.res = _ANY
         return v
