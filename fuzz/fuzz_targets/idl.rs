@@ -4,7 +4,9 @@
 //! panics; a parsed message's default value encodes and decodes back to
 //! itself and hashes; decoding any bytes as a shipped type (and as the
 //! parsed one) never panics, and what decodes re-encodes to the same bytes
-//! minus any trailing ones.
+//! minus any trailing ones. A definition bundle (what a peer sends for a
+//! type this side lacks) never panics either, and a type it adds hashes,
+//! and its bundle reads back to the same hash.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -38,6 +40,17 @@ fuzz_target!(|data: &[u8]| {
             let _ = i.type_hash(&t);
         }
         round_trip(&i, &t, rest);
+    }
+    // The same text as a definition bundle sent by a peer.
+    let t = TypeName { package: "peer_pkg".into(), kind: Kind::Msg, name: "Sent".into() };
+    let mut b = common().clone();
+    if b.add_bundle(&t, &text).is_ok() {
+        if let Ok(h) = b.type_hash(&t) {
+            let again = b.bundle(&t).expect("an added type has a bundle");
+            let mut c = common().clone();
+            c.add_bundle(&t, &again).expect("a bundle we wrote must read back");
+            assert_eq!(c.type_hash(&t).ok(), Some(h), "bundle round trip changed the hash");
+        }
     }
     for name in ["sensor_msgs/msg/Image", "rcl_interfaces/msg/ParameterEvent", "visualization_msgs/msg/MarkerArray"] {
         round_trip(common(), &name.parse().unwrap(), rest);
