@@ -273,3 +273,91 @@ fn ros_domain_id_is_honoured_and_named() {
     let (ok, _, err) = ferry(&[("ROS_DOMAIN_ID", "x")], &["doctor"]);
     assert!(!ok && err.contains("ROS_DOMAIN_ID"), "{err}");
 }
+
+/// The CLI's ports say what they are: `echo` announces the publishers'
+/// type (not `*`), and `pub` of a type the subscribers do not take warns.
+#[test]
+fn cli_ports_say_their_type() {
+    use ferry::msgs::std_msgs;
+    let node = ferry::Node::builder()
+        .name("typed")
+        .config(ferry::Config {
+            domain_id: 219,
+            ..ferry::Config::default()
+        })
+        .build()
+        .expect("node");
+    let p = node
+        .publisher::<std_msgs::String>("/said")
+        .build()
+        .expect("publisher");
+    let _s = node
+        .subscriber::<std_msgs::String>("/mix")
+        .build()
+        .expect("subscriber");
+    let mut echo = Command::new(FERRY)
+        .args(["topic", "echo", "/said", "--timeout", "8"])
+        .env("FERRY_DOMAIN_ID", "219")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("ferry runs");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(8);
+    let mut seen = None;
+    while std::time::Instant::now() < end && seen.is_none() {
+        let _ = p.publish(std_msgs::String { data: "x".into() });
+        seen = node
+            .graph()
+            .endpoints_of("/said")
+            .find(|e| e.kind == ferry::EndpointKind::Subscriber)
+            .map(|e| e.type_name.clone());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = echo.kill();
+    let _ = echo.wait();
+    assert_eq!(seen.as_deref(), Some("std_msgs/msg/String"));
+    let (ok, _, err) = ferry(
+        &[("FERRY_DOMAIN_ID", "219")],
+        &[
+            "topic",
+            "pub",
+            "/mix",
+            "std_msgs/msg/Int32",
+            "{data: 1}",
+            "--once",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("expect another type") && err.contains("/typed (std_msgs/msg/String"),
+        "{err}"
+    );
+}
+
+/// Off a terminal, log lines carry no colour codes; a config file's error
+/// keeps TOML's caret diagram on its own lines.
+#[test]
+fn errors_read_well_off_a_terminal() {
+    let dir = std::env::temp_dir().join(format!("ferry-cli-plain-{}", std::process::id()));
+    let msg = dir.join("plain_msgs/msg");
+    std::fs::create_dir_all(&msg).unwrap();
+    std::fs::write(msg.join("Broken.msg"), "int32 x\nfloat64 Y\n").unwrap();
+    let cfg = dir.join("bad.toml");
+    std::fs::write(&cfg, "domain_id = 3\ndomain_idd = 4\n").unwrap();
+    let path = dir.to_str().unwrap();
+    let (_, _, err) = ferry(
+        &[("FERRY_INTERFACE_PATH", path), ("FERRY_DOMAIN_ID", "219")],
+        &["topic", "find", "std_msgs/String", "--spin-time", "50"],
+    );
+    assert!(err.contains("interface file skipped"), "{err}");
+    assert!(!err.contains('\u{1b}'), "colour codes in a pipe: {err:?}");
+    let (ok, _, err) = ferry(&[("FERRY_CONFIG", cfg.to_str().unwrap())], &["doctor"]);
+    assert!(!ok, "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.trim_start().starts_with("2 | domain_idd = 4"))
+            && err.lines().any(|l| l.contains("^^^^")),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

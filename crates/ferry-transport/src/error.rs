@@ -78,7 +78,7 @@ pub enum PublishError {
         /// The message type.
         type_name: String,
         /// Which field, and by how much.
-        error: crate::idl_support::BoundsError,
+        error: BoundsError,
     },
     /// keep_all + reliable: a subscriber did not drain its queue in time.
     #[error("a reliable keep_all subscriber ({remote}) did not accept the sample within {waited:?}: it is too slow or stalled; use keep_last or a larger queue")]
@@ -142,4 +142,32 @@ pub enum CallError {
     /// The response could not be decoded.
     #[error(transparent)]
     Decode(#[from] DecodeError),
+}
+
+/// A bounded string or sequence holds more than its bound (`string<=10`,
+/// `int32[<=3]`): ROS 2 refuses to publish it, and so does ferry rather
+/// than truncate it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{path}` holds {len} {unit}, over its bound of {bound}: shorten it (the definition allows at most {bound})")]
+pub struct BoundsError {
+    /// The field, e.g. `poses[3].frame_id`.
+    pub path: String,
+    /// What it holds.
+    pub len: usize,
+    /// The bound.
+    pub bound: u64,
+    /// `elements`, `bytes` or `UTF-16 units`.
+    pub unit: &'static str,
+}
+
+impl BoundsError {
+    /// The same error seen from the message holding `field` (element
+    /// `index` of it, for a sequence).
+    pub fn within(mut self, field: &str, index: Option<usize>) -> Self {
+        self.path = match index {
+            Some(i) => format!("{field}[{i}].{}", self.path),
+            None => format!("{field}.{}", self.path),
+        };
+        self
+    }
 }

@@ -14,39 +14,12 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 pub use serde;
 
+pub use crate::error::BoundsError;
 use crate::message::{Codec, Message};
 
 /// Most elements reserved ahead from a length a peer declared: a larger
 /// sequence grows as its elements actually arrive.
 const RESERVE_CAP: usize = 4096;
-
-/// A bounded string or sequence holds more than its bound (`string<=10`,
-/// `int32[<=3]`): ROS 2 refuses to publish it, and so does ferry rather
-/// than truncate it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{path}` holds {len} {unit}, over its bound of {bound}: shorten it (the definition allows at most {bound})")]
-pub struct BoundsError {
-    /// The field, e.g. `poses[3].frame_id`.
-    pub path: String,
-    /// What it holds.
-    pub len: usize,
-    /// The bound.
-    pub bound: u64,
-    /// `elements`, `bytes` or `UTF-16 units`.
-    pub unit: &'static str,
-}
-
-impl BoundsError {
-    /// The same error seen from the message holding `field` (element
-    /// `index` of it, for a sequence).
-    pub fn within(mut self, field: &str, index: Option<usize>) -> Self {
-        self.path = match index {
-            Some(i) => format!("{field}[{i}].{}", self.path),
-            None => format!("{field}.{}", self.path),
-        };
-        self
-    }
-}
 
 /// Checks `len` (of `field`, or of its element `index`) against `bound`.
 pub fn check_len(

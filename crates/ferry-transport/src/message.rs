@@ -13,8 +13,7 @@ use ferry_wire::{EndpointId, TransportKind, TypeHash};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::error::{DecodeError, EncodeError};
-use crate::idl_support::BoundsError;
+use crate::error::{BoundsError, DecodeError, EncodeError};
 
 /// CDR encapsulation header for little-endian plain CDR (ROS 2's default).
 pub const CDR_LE_HEADER: [u8; 4] = [0x00, 0x01, 0x00, 0x00];
