@@ -14,6 +14,7 @@ use crate::rate::RateControl;
 
 mod backlog;
 mod marks;
+mod nack;
 pub use backlog::BACKLOG_TIME;
 
 /// Settings of a [`Sender`].
@@ -507,17 +508,27 @@ impl Sender {
         }
     }
 
-    /// Heartbeat period: half the publish interval (n = 2r), within bounds.
+    /// Heartbeat period: half the publish interval (n = 2r), but at most
+    /// a round trip and its variation while data is unacknowledged, within
+    /// bounds. A heartbeat is what makes a reader NACK again after a lost
+    /// NACK, a lost heartbeat or a lost repair; at 20 % loss both ways one
+    /// heartbeat/answer pair in three is lost, and half a publish interval
+    /// (17 ms at 30 Hz) per loss was most of the latency of the slowest
+    /// tenth of samples. Spurious heartbeats cost ~40 bytes.
     fn heartbeat_period(&self) -> Duration {
         let unacked = self.acked < self.next_seq;
         if !unacked {
             return self.cfg.heartbeat_idle;
         }
-        match self.write_interval {
-            Some(i) if i > 0.0 => Duration::from_secs_f64(i / 2.0)
-                .clamp(self.cfg.heartbeat_min, self.cfg.heartbeat_max),
+        let mut period = match self.write_interval {
+            Some(i) if i > 0.0 => Duration::from_secs_f64(i / 2.0),
             _ => self.cfg.heartbeat_max,
+        };
+        if self.srtt_us > 0.0 {
+            let round = self.srtt_us + 2.0 * self.rttvar_us + f64::from(REORDER_US);
+            period = period.min(Duration::from_micros(round as u64));
         }
+        period.clamp(self.cfg.heartbeat_min, self.cfg.heartbeat_max)
     }
 
     /// Time to the next probe in an outage: short for the first
@@ -648,62 +659,27 @@ impl Sender {
                 self.drop_leading_tombstones();
                 let acked = self.acked;
                 self.repair = self.repair.split_off(&(acked, 0));
+                if self.acked == self.next_seq && !self.silent {
+                    // All acknowledged: the heartbeats scheduled for it
+                    // would only be answered (and their answers, spread
+                    // over idle time, would tell the rate estimate of
+                    // nothing but idleness).
+                    self.next_heartbeat = now + self.cfg.heartbeat_idle;
+                }
             }
         }
         if !self.cfg.reliable {
             return;
         }
-        // A NACK names every fragment the reader lacks, also those still in
-        // flight. A fragment is repeated only when it was sent before the
-        // heartbeat the NACK answers or before the newest datagram the
-        // reader reports (its arrival mark): the reader had it, or it is
-        // lost, as a link delivers in order, give or take REORDER. Age alone
-        // (older than four RFC 6298 RTOs, srtt + 4 rttvar) is a last resort:
-        // a queue that builds within a round (a burst into a tbf) holds
-        // fragments longer than any RTT measured before it, and repeating
-        // them by age cost 5-12 % of a saturated 50 Mbit/s link at 0 % loss
-        // (`bench/results/grid.md`, k-loss0).
-        let guard = 4 * ((self.srtt_us + 4.0 * self.rttvar_us) as u32).max(1000);
-        let now_us = micros(self.epoch, now);
-        let heartbeat = (a.echo_us != 0).then(|| a.echo_us.wrapping_sub(REORDER_US));
-        // The newest datagram the reader has: what was sent before it (give
-        // or take REORDER) and is missing was lost, however long the queue.
-        let arrived = a
-            .arrival
-            .as_ref()
-            .and_then(|m| {
-                entry_in(&self.history, m.seq)?
-                    .sent
-                    .get(usize::from(m.frag))
-            })
-            .filter(|r| r.at_us != 0)
-            .map(|r| r.at_us.wrapping_sub(REORDER_US));
+        let evidence = nack::Evidence::new(self, now, a);
         for m in &a.missing {
             let Some(e) = entry_in(&self.history, m.seq()) else {
                 continue;
             };
             let seq = e.seq;
             let want = |frag: u16, e: &Entry, repair: &mut BTreeSet<(u64, u16)>| {
-                if frag < e.frags {
-                    let sent = e.sent[frag as usize].at_us;
-                    // A sample with recovery shards may still be rebuilt
-                    // from them: its fragments are repeated only once its
-                    // last shard, too, should have arrived.
-                    let last = match e.recovery {
-                        0 => sent,
-                        _ => e.sent.last().map_or(0, |r| r.at_us),
-                    };
-                    let overdue = |t: u32| {
-                        let before =
-                            |r: Option<u32>| r.is_some_and(|r| (r.wrapping_sub(t) as i32) >= 0);
-                        t != 0
-                            && (before(heartbeat)
-                                || before(arrived)
-                                || now_us.wrapping_sub(t) >= guard)
-                    };
-                    if overdue(sent) && overdue(last) {
-                        repair.insert((seq, frag));
-                    }
+                if evidence.repeat(e, frag) {
+                    repair.insert((seq, frag));
                 }
             };
             match m {
@@ -822,7 +798,7 @@ impl Sender {
             self.stats.retransmitted += 1;
             if self.repair.is_empty() && self.cfg.reliable {
                 // End of a repair burst: let the reader re-NACK what was lost again.
-                self.heartbeat_soon(now);
+                self.tail_heartbeat(now);
             }
         } else {
             self.stats.fragments += 1;
@@ -880,7 +856,7 @@ impl Sender {
         if self.cfg.reliable {
             // A lost tail fragment is only noticed by a heartbeat: send one
             // right after the sample, not a period later.
-            self.heartbeat_soon(now);
+            self.tail_heartbeat(now);
         } else {
             // Best effort keeps nothing once it is out.
             while self.history.front().is_some_and(|e| e.seq <= seq) {
@@ -888,6 +864,19 @@ impl Sender {
             }
             self.drop_leading_tombstones();
         }
+    }
+
+    /// Brings the next heartbeat forward to just after a burst that ends
+    /// now: REORDER later, so that the NACK answering it may name every
+    /// datagram of the burst as lost (a heartbeat right behind the burst
+    /// covered none of its last millisecond, and a lost tail waited for the
+    /// next periodic heartbeat: tens of ms at 30 Hz).
+    fn tail_heartbeat(&mut self, now: Instant) {
+        let at = now + Duration::from_micros(u64::from(REORDER_US) + 1);
+        let earliest = self
+            .last_heartbeat
+            .map_or(at, |t| (t + self.cfg.heartbeat_min).max(at));
+        self.next_heartbeat = self.next_heartbeat.min(earliest);
     }
 
     /// Brings the next heartbeat forward to now, at most one per `heartbeat_min`.

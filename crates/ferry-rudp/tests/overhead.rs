@@ -32,6 +32,12 @@ fn wire_bytes_track_the_loss_and_shards_are_not_doubled_by_repairs() {
         assert_in_order(&o);
         assert_eq!(o.delivered, (1..=300).collect::<Vec<_>>(), "loss {loss}");
         let ratio = o.link_sent_bytes as f64 / (300.0 * 128_000.0);
+        eprintln!(
+            "loss {loss}: {ratio:.3} × the payload, {} repeated, {} rebuilt, mean {:?}",
+            o.retransmitted,
+            o.fec_recovered,
+            common::mean(&o.latencies)
+        );
         let bound = if loss == 0.0 {
             1.05
         } else {

@@ -128,8 +128,9 @@ fn adaptive_vs_fixed(
 /// 300 Mbit/s, 64 KB at 15 Hz. At the fixed rate every sample overflows the
 /// queue and so do its repairs; with the rate following the reader's
 /// feedback the pacer settles near the bottleneck. Measured over three
-/// seeds: queue drops 3 384 vs 14 906, mean latency 36 ms vs 90 ms (the
-/// older receive-rate rule: 905 drops, 38 ms). Bursts this short into a
+/// seeds: queue drops 634 vs 12 300, mean latency 32 ms vs 43 ms (before
+/// losses were told by datagram count too, 1 772 vs 14 979 and 43 vs 90
+/// ms: the fixed rate gained most from repairing sooner). Bursts this short into a
 /// buffer this shallow give no delivery sample: the reader's busy-time
 /// receive rate and the loss between marks cut the rate (`cc.rs`).
 #[test]
@@ -149,7 +150,7 @@ fn the_pacing_rate_follows_a_slower_bottleneck() {
     );
     assert!(on.1 * 2 <= off.1, "retransmissions {} vs {}", on.1, off.1);
     assert!(
-        on.2.as_secs_f64() < 0.7 * off.2.as_secs_f64(),
+        on.2.as_secs_f64() < 0.8 * off.2.as_secs_f64(),
         "mean latency {:?} vs {:?}",
         on.2,
         off.2
