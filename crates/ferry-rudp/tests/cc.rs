@@ -383,3 +383,49 @@ fn a_slow_path_is_not_flooded() {
         );
     }
 }
+
+/// Small samples into a path so slow that a full datagram takes longer
+/// than 2 ms (5 Mbit/s, 50 ms, 1 % loss, 50 ms of queue; 32 KB at 22.9 Hz
+/// = 120 % of it, keep_all): the reader's busy-time receive rate took every
+/// arrival for idle time, the writer learnt no rate, start-up paced at
+/// 64 Mbit/s for two seconds and the queue dropped a third of what was
+/// sent (one seed in three: mean 360 ms, 1.52× the payload on the wire).
+/// Now start-up ends within a second, and latency stays within two
+/// transfers and the RTT (measured 140–159 ms, 1.12–1.14×).
+#[test]
+fn bursts_into_a_path_slower_than_a_datagram_per_2_ms_teach_its_rate() {
+    for seed in 1..=3 {
+        let mut s = Scenario::new(0.01, 32 * 1024, 343, seed);
+        s.hz = 22.9;
+        s.link.rate = 5 * MBIT;
+        s.link.delay = Duration::from_millis(50);
+        s.link.jitter = Duration::ZERO;
+        s.link.reorder = false;
+        s.link.mtu = 1500;
+        s.link.queue = 21;
+        s.sender.keep_all = true;
+        let o = run(&s);
+        assert_in_order(&o);
+        let late = estimates(&o, Duration::from_millis(1500), Duration::from_secs(15));
+        let most = late.iter().copied().max().unwrap_or(0);
+        let transfer = s.size as f64 / (5 * MBIT) as f64;
+        let bound = Duration::from_secs_f64(2.0 * transfer + 0.1);
+        let m = mean(&o.latencies);
+        let wire = o.link_sent_bytes as f64 / (o.delivered.len() * s.size) as f64;
+        eprintln!(
+            "seed {seed}: mean {m:?} (bound {bound:?}), {wire:.2}x on the wire, {} queue drops, pacing ≤ {:.1} Mbit/s from 1.5 s",
+            o.link_queue_drops,
+            mbit(most)
+        );
+        assert!(
+            mbit(most) <= 10.0,
+            "seed {seed}: start-up still at {:.1} Mbit/s after 1.5 s",
+            mbit(most)
+        );
+        assert!(m <= bound, "seed {seed}: mean {m:?} > {bound:?}");
+        assert!(
+            wire <= 1.2,
+            "seed {seed}: {wire:.2}x the payload on the wire"
+        );
+    }
+}
