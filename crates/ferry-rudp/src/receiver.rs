@@ -190,11 +190,18 @@ fn loss_average(estimate: &mut f64, measured: &mut f64, lost: f64, frags: u16) {
 /// `need` home nine times in ten (need 2 at 20 % loss: 3, 0.90; asking
 /// for exactly 2 got both only 0.64 of the time, and each shortfall cost
 /// one more round trip, two when the NACK was lost as well).
+/// Above [`EXACT_ASK`] needed fragments the normal approximation serves
+/// (the exact sum is quadratic in `need`, and `q^n` underflows).
 fn repair_ask(need: u16, p: f64) -> u16 {
-    if need == 0 || p < 0.005 {
+    if need == 0 || p < crate::sender::FEC_MIN_LOSS {
         return need;
     }
     let q = 1.0 - p.min(0.5);
+    if need > EXACT_ASK {
+        // Mean n·q, deviation √(n·p·q); 1.28 deviations: nine in ten.
+        let n = (f64::from(need) + 1.28 * (f64::from(need) * (1.0 - q)).sqrt()) / q;
+        return n.ceil().min(f64::from(need.saturating_mul(3))) as u16;
+    }
     let mut n = need;
     // P(at least `need` of `n` arrive), binomial.
     while n < need.saturating_mul(3) {
@@ -213,6 +220,9 @@ fn repair_ask(need: u16, p: f64) -> u16 {
     }
     n
 }
+
+/// Largest need [`repair_ask`] sums the binomial for.
+const EXACT_ASK: u16 = 64;
 
 /// An ACKNACK (with its arrival mark) goes out after this many DATA/FEC
 /// datagrams at the latest (and at most every `nack_interval`): about 0.3 %

@@ -88,9 +88,15 @@ pub const FEC_MIN_LOSS: f64 = 0.005;
 /// transmission stays within `1.06 / (1 − p)` of the payload and repairs
 /// have the rest of issue 20's `1.15 / (1 − p)` (k = 23, p = 0.2 → 8;
 /// k = 91, p = 0.2 → 30; k = 91, p = 0.01 → 3). Best effort has no repair
-/// to fall back on: [`fec_shards_best_effort`].
+/// to fall back on: [`fec_shards_best_effort`]. A [`Sender`] does not
+/// round up per sample: it carries the fraction to the next one.
 pub fn fec_shards(k: u16, p: f64) -> u16 {
-    shards_mean(k, p, 2.0, 0.06).ceil() as u16
+    reliable_shards_mean(k, p).ceil() as u16
+}
+
+/// [`fec_shards`] before rounding.
+fn reliable_shards_mean(k: u16, p: f64) -> f64 {
+    shards_mean(k, p, 2.0, 0.06)
 }
 
 /// Recovery shards for a best-effort sample: two and a half standard
@@ -121,7 +127,7 @@ fn shards_mean(k: u16, p: f64, sigmas: f64, cap: f64) -> f64 {
 /// up to one shard per sample: 4 % of a 32 KB sample on the wire, which
 /// put 10 % loss at 5 Mbit/s over issue 20's bound).
 fn fec_shards_carried(k: u16, p: f64, carry: &mut f64) -> u16 {
-    let mean = shards_mean(k, p, 2.0, 0.06);
+    let mean = reliable_shards_mean(k, p);
     if mean == 0.0 {
         *carry = 0.0;
         return 0;
