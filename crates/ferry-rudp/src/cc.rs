@@ -14,11 +14,14 @@
 //! - the loss (datagrams sent − received);
 //! - the one-way delay of the newer datagram, up to the clocks' offset:
 //!   minus its 5–10 s minimum, the *queueing delay* `q`;
-//! - the sample `x = min(x_r / (1 − p_free), x_s)`: received, corrected for
-//!   random loss only, never above what was sent (radio aggregation bunches
-//!   arrivals, which would otherwise read as a faster path; BBR's sampler
-//!   does the same). A sample spans at least four times the delay jitter
-//!   (a late datagram holds those behind it in order).
+//! - the sample `x = min(x_r, x_s (1 − loss)) / (1 − p_free)`, at most
+//!   `x_s`: what was received, by time and by count (jitter squeezes the
+//!   reader's interval when a late frame holds the sample's first datagram;
+//!   it never changes how many arrived), corrected for random loss only,
+//!   never above what was sent (radio aggregation bunches arrivals, which
+//!   would otherwise read as a faster path; BBR's sampler does the same). A
+//!   sample spans at least four times the delay jitter (a late datagram
+//!   holds those behind it in order).
 //!
 //! The rate (after GCC's AIMD and BBR's start-up), decided once a round
 //! (the smoothed RTT, 10–200 ms):
@@ -36,11 +39,16 @@
 //!   full for the 5–10 s of the delay minimum, the minimum is taken with it
 //!   full. What shows is that the path carried less than was sent: when in
 //!   every sample of a round (at least two) under 80 % of the datagrams
-//!   arrived, corrected for the random loss (under 50 % while fewer than
-//!   eight samples have taught the random loss), the rate is cut as for a
-//!   standing queue. The level of the cuts never stays above 1.25 × what
-//!   the path just delivered, so that an overflowing queue's losses are not
-//!   taken for random ones.
+//!   arrived, corrected for the random loss (under 70 % — more than any
+//!   random loss — in every sample and every loss measurement of at least
+//!   64 datagrams, while fewer than eight samples have taught it), the rate
+//!   is cut as for a standing queue. The level of the cuts never stays
+//!   above 1.25 × what the path just delivered, so that an overflowing
+//!   queue's losses are not taken for random ones.
+//! - **A full queue is drained**: after the cut that ends start-up, and
+//!   after one for an overflowing queue, a round paces at half the new
+//!   rate (BBR's drain). A delay minimum taken with the queue full hides
+//!   every later queue, and its losses would be learned as random.
 //! - **Three more signals when no sample comes**: a buffer too shallow to
 //!   show a queue — when more than half of the datagrams sent between two
 //!   marks were lost, in every measurement of two rounds running (no
@@ -48,8 +56,10 @@
 //!   single measurements high; in start-up one round with two such
 //!   measurements), the rate becomes what got through (at most half);
 //!   start-up that doubled past the path — a round whose best sample is
-//!   under half of what was sent a round before (BBR's full pipe, at once)
-//!   — ends with a cut; and bursts too short to give a delivery sample —
+//!   under half of what was sent a round before (BBR's full pipe, at once),
+//!   or whose samples all arrived at under 0.4 of the rate they left at
+//!   (whoever set the pace: the application's bursts at start-up's rate
+//!   overflow a slow path's queue just as well) — ends with a cut; and bursts too short to give a delivery sample —
 //!   a reader whose busy-time receive rate (in every ACKNACK) is under
 //!   0.35 × the pacing rate two rounds running sets the rate to it. The
 //!   round after a cut measures the old rate's losses and is not counted.
@@ -59,9 +69,10 @@
 //!   it (taken for random, it would be corrected for, and the estimate
 //!   would climb with the very losses it causes).
 //! - **Growth while the pacer is the limit**: start-up doubles every round
-//!   from 32 Mbit/s (or the cap) until the first queue; then the rate grows
-//!   by one datagram per round per round while within 10 % of the level of
-//!   the last cuts or while a cut or any queue came in the last 20 rounds (additive
+//!   (once a round trip is known: in every round with a delivery sample)
+//!   from 32 Mbit/s (or the cap) until the first queue; then the rate grows by one datagram per round per round while
+//!   within 10 % of the level of the last cuts or while a cut or a standing
+//!   queue came in the last 20 rounds (additive
 //!   increase where the path is full: with the multiplicative decrease,
 //!   streams that share a bottleneck converge to equal shares, as Chiu and
 //!   Jain showed), and by 8 % per round otherwise (the path changed: a rate
@@ -77,6 +88,8 @@ use std::time::{Duration, Instant};
 const START: f64 = 4_000_000.0;
 /// Multiplicative decrease: the share of the best sample a cut paces at.
 const BETA: f64 = 0.85;
+/// Share of the new rate a drain round paces at.
+const DRAIN: f64 = 0.5;
 /// Additive increase near the last cuts: this many bytes per round more
 /// each round (one datagram per RTT per RTT, Reno's step as a rate).
 const AI_BYTES: f64 = 1500.0;
@@ -100,11 +113,15 @@ const HEAVY_LOSS: f64 = 0.5;
 const EXCESS: f64 = 0.8;
 /// The same while the random loss is not known yet (fewer than
 /// [`KNOWN_LOSS_SAMPLES`] samples taught it): only a share no random loss
-/// reaches (`p_free` stops at 30 %) is an overflow.
-const EXCESS_UNKNOWN_LOSS: f64 = 0.5;
+/// reaches (`p_free` stops at 30 %) is an overflow, in every sample and
+/// in every loss measurement between marks (≥ 64 datagrams) of the round.
+const EXCESS_UNKNOWN_LOSS: f64 = 0.7;
 /// Start-up's full-pipe test also wants this share of datagrams (or
 /// fewer) arriving in every sample of the round.
 const OVERSHOT_CARRIED: f64 = 0.9;
+/// In start-up, samples that all arrived at under this share of their send
+/// rate show a path far slower than the bursts.
+const OVERRUN: f64 = 0.4;
 /// Samples at a flat delay after which the random loss counts as known.
 const KNOWN_LOSS_SAMPLES: u32 = 8;
 /// Growth turns multiplicative only after this many rounds without a
@@ -190,14 +207,21 @@ pub(crate) struct Controller {
     /// Highest share of its datagrams that arrived, corrected for the
     /// random loss, among this round's samples (0: none).
     round_carried: f64,
+    /// Highest receive/send rate ratio among this round's samples (0:
+    /// none).
+    round_ratio: f64,
     standing_rounds: u8,
     /// Pacing rate during the round before the one now ending (what this
     /// round's samples were sent at, one round ago).
     prev_rate: f64,
     /// Smallest queueing delay of the previous round with samples, µs.
     prev_min_q: i64,
-    /// Rounds since one whose queue stood (growing or not).
+    /// Rounds since a cut or a standing queue.
     quiet_rounds: u32,
+    /// Rate after the drain round under way (0: none).
+    drain_to: f64,
+    /// A round-trip time was measured.
+    rtt_known: bool,
     cuts: u64,
 }
 
@@ -234,10 +258,13 @@ impl Controller {
             mismatch_rounds: 0,
             round_recv: 0.0,
             round_carried: 0.0,
+            round_ratio: 0.0,
             standing_rounds: 0,
             prev_rate: START.min(cap),
             prev_min_q: i64::MAX,
             quiet_rounds: 0,
+            drain_to: 0.0,
+            rtt_known: false,
             cuts: 0,
         }
     }
@@ -258,6 +285,9 @@ impl Controller {
     pub fn path_rate(&self) -> u64 {
         if self.startup {
             self.cap as u64
+        } else if self.drain_to > 0.0 {
+            // One round at half: a transient, not a reason to drop.
+            (self.drain_to.clamp(FLOOR.min(self.cap), self.cap)) as u64
         } else {
             self.rate()
         }
@@ -340,8 +370,15 @@ impl Controller {
             // arrivals, never the share of its datagrams that arrived.
             let carried = (1.0 - d.loss.clamp(0.0, 1.0)) / (1.0 - self.p_free);
             self.round_carried = self.round_carried.max(carried);
+            self.round_ratio = self.round_ratio.max(d.recv / d.sent);
         }
-        let x = (d.recv / (1.0 - self.p_free)).min(d.sent);
+        // What arrived, by time on the reader's clock and by count over
+        // the send interval (jitter stretches or squeezes the first, never
+        // the second: a late frame holding the sample's first datagram
+        // made an overflowing 5 Mbit/s path read 6), corrected for random
+        // loss, never above what was sent.
+        let counted = d.sent * (1.0 - d.loss.clamp(0.0, 1.0));
+        let x = (d.recv.min(counted) / (1.0 - self.p_free)).min(d.sent);
         if x > 0.0 {
             if now.saturating_duration_since(self.bw_since) >= BW_WINDOW {
                 self.bw = [x, self.bw[0]];
@@ -370,6 +407,7 @@ impl Controller {
 
     /// Feedback arrived at `now`: a round ends every smoothed RTT.
     pub fn tick(&mut self, now: Instant, srtt_us: f64) {
+        self.rtt_known |= srtt_us > 0.0;
         if now >= self.next_round {
             self.end_round();
             self.round_len = Duration::from_micros(srtt_us as u64)
@@ -392,6 +430,23 @@ impl Controller {
     }
 
     fn end_round(&mut self) {
+        if self.drain_to > 0.0 {
+            // The drain round: its feedback is of what went out before
+            // the cut.
+            self.rate = std::mem::take(&mut self.drain_to);
+            self.prev_rate = self.rate;
+            self.round_limited = false;
+            self.round_samples = 0;
+            self.round_best = 0.0;
+            self.round_min_q = i64::MAX;
+            self.round_loss = 2.0;
+            self.round_losses = 0;
+            self.round_recv = 0.0;
+            self.round_carried = 0.0;
+            self.round_ratio = 0.0;
+            self.recent_q = [i64::MAX; RECENT_Q];
+            return;
+        }
         let limited = std::mem::take(&mut self.round_limited);
         let samples = std::mem::take(&mut self.round_samples);
         let best = std::mem::take(&mut self.round_best);
@@ -404,6 +459,7 @@ impl Controller {
         let losses = std::mem::take(&mut self.round_losses);
         let recv = std::mem::take(&mut self.round_recv);
         let carried = std::mem::take(&mut self.round_carried);
+        let ratio = std::mem::take(&mut self.round_ratio);
         let sent_at = std::mem::replace(&mut self.prev_rate, self.rate).min(self.rate);
         // Two rounds running (jitter bunches a single round's arrivals).
         self.mismatch_rounds =
@@ -457,14 +513,17 @@ impl Controller {
             self.prev_min_q
         };
         let queued = samples > 0 && min_q as f64 > self.queue_target_us();
-        // Quiet: no cut (see `cut`) and no queue.
-        self.quiet_rounds = if queued {
+        let standing =
+            queued && (min_q >= prev.saturating_add(GROWING_US) || min_q > LONG_QUEUE_US);
+        // Quiet: no cut (see `cut`) and no queue that stands. (A delay
+        // floor that merely rises with the rate is no reason to grow
+        // slowly: after a 10 → 50 Mbit/s step with 15 ± 5 ms of in-order
+        // jitter, one kept the growth additive for 3 s.)
+        self.quiet_rounds = if standing {
             0
         } else {
             self.quiet_rounds.saturating_add(1)
         };
-        let standing =
-            queued && (min_q >= prev.saturating_add(GROWING_US) || min_q > LONG_QUEUE_US);
         self.standing_rounds = if standing {
             self.standing_rounds.saturating_add(1)
         } else {
@@ -473,22 +532,29 @@ impl Controller {
         // Every sample of the round: the path carried well under what was
         // sent, beyond the random loss (a full drop-tail queue shows no
         // queueing delay once the delay minimum is taken with it full).
-        let excess = if self.p_samples >= KNOWN_LOSS_SAMPLES {
-            EXCESS
-        } else {
-            EXCESS_UNKNOWN_LOSS
-        };
-        let overflow = samples >= 2 && carried > 0.0 && carried < excess;
+        // While the random loss is unknown, the share over 64 datagrams
+        // or more must show it too: a sample of a few datagrams at 20 %
+        // random loss often carries under 70 %; 64 do one time in forty.
+        let overflow = samples >= 2
+            && carried > 0.0
+            && if self.p_samples >= KNOWN_LOSS_SAMPLES {
+                carried < EXCESS
+            } else {
+                carried < EXCESS_UNKNOWN_LOSS && losses > 0 && loss > 1.0 - EXCESS_UNKNOWN_LOSS
+            };
         // Start-up doubled past a path that delivers under half of what
         // was sent a round ago and loses what it cannot carry (BBR's full
         // pipe, at once: a slow path would otherwise see several doublings
         // overflow its buffer; without the losses, the application, not
         // the path, may have set what was delivered).
         let overshot = self.startup
-            && limited
-            && samples >= 2
-            && best < 0.5 * sent_at
-            && carried < OVERSHOT_CARRIED;
+            && ((limited && samples >= 2 && best < 0.5 * sent_at && carried < OVERSHOT_CARRIED)
+                // Every sample of the round (two or more) arrived at under
+                // 0.4 of the rate its datagrams left at: a path far slower than
+                // start-up's bursts, whoever set the pace (at 60 % of a
+                // 5 Mbit/s link the application did, and start-up's
+                // 256 Mbit/s bursts overflowed its queue for 14 rounds).
+                || (samples >= 2 && ratio > 0.0 && ratio < OVERRUN));
         if self.standing_rounds >= STANDING_ROUNDS || overflow || overshot {
             // The queue stood, or the path carried well under what was
             // sent: pace under what it delivered. The level of the cuts
@@ -500,15 +566,31 @@ impl Controller {
             } else {
                 best
             };
+            // Start-up's overshoot, or an overflowing queue, left the
+            // path's queue full: pace at half of the new rate for a round
+            // so that it empties (BBR's drain). The delay minimum taken
+            // with it full would hide every later queue, and the losses of
+            // an overflowing one would be learned as random loss (on a
+            // 5 Mbit/s, 50 ± 20 ms path the rate then climbed to 7 Mbit/s
+            // with 30 % of it "random" loss).
+            let drain = self.startup || overflow;
             self.cut(BETA * best, level);
+            if drain {
+                self.drain_to = self.rate;
+                self.rate *= DRAIN;
+            }
             return;
         }
         if standing || !limited {
             return; // a queue: no growth; or the application's pace
         }
-        if self.startup && samples == 0 && losses > 0 {
+        if self.startup && samples == 0 && (losses > 0 || self.rtt_known) {
             // Feedback came, but no delivery sample to say the path
-            // carries this rate (short bursts into a slow path): hold.
+            // carries this rate (short bursts into a slow path; or a round
+            // trip is known, and no sample formed in it — doubling then
+            // sent 64 Mbit/s into a 5 Mbit/s, 100 ms path before its first
+            // sample): hold. (Best effort, with no heartbeat to time a
+            // round trip, doubles every 10 ms while the pacer is the limit.)
             return;
         }
         self.rate = if self.startup {
@@ -560,10 +642,13 @@ mod tests {
         rounds(&mut c, &mut t, 1, sample(4e6, 0));
         let r = rounds(&mut c, &mut t, 2, sample(6.25e6, 0));
         assert_eq!(r, 32_000_000);
-        // A long queue stands a round: cut to 0.85 × 6.25.
+        // A long queue stands a round: cut to 0.85 × 6.25, after a round
+        // at half of that that drains what start-up queued.
+        let r = rounds(&mut c, &mut t, 1, sample(6.25e6, 31));
+        assert_eq!(r, 2_656_250);
+        assert_eq!(c.cuts(), 1);
         let r = rounds(&mut c, &mut t, 1, sample(6.25e6, 31));
         assert_eq!(r, 5_312_500);
-        assert_eq!(c.cuts(), 1);
         // Near the cut level: one datagram per round (20 ms) per round.
         let r = rounds(&mut c, &mut t, 2, sample(5.3e6, 0));
         assert_eq!(r, 5_462_500);

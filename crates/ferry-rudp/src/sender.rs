@@ -340,9 +340,11 @@ pub struct Sender {
     /// Bytes and DATA/FEC datagrams sent on the stream.
     sent_bytes: u64,
     sent_datagrams: u64,
-    /// Times the writer ran out of data, and whether it has data since.
+    /// Times the writer ran out of data for longer than a wake-up, whether
+    /// it has data since, and since when it has none.
     idle: u32,
     busy: bool,
+    dry_since: Instant,
     marks: std::collections::VecDeque<marks::Mark>,
     /// The newest mark taken, for the loss between marks.
     last_mark: Option<marks::Mark>,
@@ -394,6 +396,7 @@ impl Sender {
             sent_datagrams: 0,
             idle: 0,
             busy: false,
+            dry_since: now,
             marks: std::collections::VecDeque::new(),
             last_mark: None,
             owd_ref: None,
@@ -722,7 +725,7 @@ impl Sender {
             return None;
         }
         let Some((seq, frag, is_repair)) = self.next_fragment() else {
-            self.ran_dry();
+            self.ran_dry(now);
             return None;
         };
         let len = {
@@ -738,7 +741,7 @@ impl Sender {
             self.cc.limited();
             return None;
         }
-        self.busy = true;
+        self.keep_busy(now);
         if !is_repair && self.send_shard(now, seq, frag, out).is_some() {
             return Some(());
         }
