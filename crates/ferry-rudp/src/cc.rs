@@ -29,12 +29,22 @@
 //! - **Congestion is a queue that stands and grows**: when the smallest
 //!   queueing delay of a round is above `Q_T = clamp(3 J, 5 ms, 20 ms)`
 //!   (`J` the mean change of the delay between samples: jitter alone stays
-//!   under it) and either grew by 2 ms since the round before or exceeds
-//!   30 ms, the rate is cut to 0.85 × the best sample of the round — what
-//!   the path just delivered — and the queue drains at 15 % of it. A
-//!   transient queue inside one burst never stands a whole round; a delay
-//!   floor that merely rises with the rate (a radio that delivers in order
-//!   holds what follows a late frame) does not keep growing.
+//!   under it) and either grew by 2 ms over each of the two rounds before
+//!   (jitter moves a round's minimum up and down, a queue only up) or
+//!   exceeds 30 ms, the rate is cut to 0.85 × the best sample of the round
+//!   — what the path just delivered — and the queue drains at 15 % of it.
+//!   A round with fewer than four samples (an application's bursts, each
+//!   sampled at its end, where in-order jitter holds the most) needs a
+//!   second such round. A transient queue inside one burst never stands a
+//!   whole round; a delay floor that merely rises with the rate (a radio
+//!   that delivers in order holds what follows a late frame) does not keep
+//!   growing. Two cuts pace at the best sample itself: the one that ends
+//!   start-up (its drain round empties the queue, as BBR's does), and one
+//!   whose samples left at under 0.8 × the pacing rate and arrived at
+//!   their own rate (the application set the pace, the path carried all
+//!   of it, and the queue came from bursts above the path: 0.85 × it
+//!   would hold back a writer whose load the path carries — at 60 % of a
+//!   50 Mbit/s, 50 ± 20 ms path it did, for seconds).
 //! - **An overflowing queue shows no delay**: once a drop-tail queue stays
 //!   full for the 5–10 s of the delay minimum, the minimum is taken with it
 //!   full. What shows is that the path carried less than was sent: when in
@@ -88,6 +98,9 @@ use std::time::{Duration, Instant};
 const START: f64 = 4_000_000.0;
 /// Multiplicative decrease: the share of the best sample a cut paces at.
 const BETA: f64 = 0.85;
+/// A round whose best sample is under the rate its datagrams left at by
+/// this factor was paced by the application.
+const APP_PACED: f64 = 1.25;
 /// Share of the new rate a drain round paces at.
 const DRAIN: f64 = 0.5;
 /// Additive increase near the last cuts: this many bytes per round more
@@ -131,8 +144,13 @@ const KNOWN_LOSS_SAMPLES: u32 = 8;
 const QUIET_ROUNDS: u32 = 20;
 /// A standing queue shows in every one of at least this many samples.
 const RECENT_Q: usize = 6;
-/// Rounds a queue must stand before a cut.
+/// Rounds a queue must stand before a cut: one with at least
+/// [`FEW_SAMPLES`] samples, two otherwise (the few samples of an
+/// application's bursts are each taken at a burst's end, where in-order
+/// jitter holds the most).
 const STANDING_ROUNDS: u8 = 1;
+/// Fewer samples than this in a round make a weak queue signal.
+const FEW_SAMPLES: u32 = 4;
 /// Slowest pacing the controller chooses, bytes/s (128 kbit/s).
 const FLOOR: f64 = 16_000.0;
 /// Smallest and largest queueing delay that counts as a standing queue, µs.
@@ -160,6 +178,51 @@ pub(crate) struct Delivery {
     pub probing: bool,
 }
 
+/// What one round's feedback showed.
+#[derive(Debug, Clone, Copy)]
+struct Round {
+    /// The pacer held data back (the rate, not the application, set the
+    /// pace) at least once.
+    limited: bool,
+    /// Delivery samples.
+    samples: u32,
+    /// Best sample, bytes/s (0: none).
+    best: f64,
+    /// Receive/send rate ratio of the best sample.
+    best_ratio: f64,
+    /// Smallest queueing delay, µs (`i64::MAX`: none).
+    min_q: i64,
+    /// Lowest loss between marks (2: none measured): every measurement
+    /// must show it (reordering makes single ones high).
+    loss: f64,
+    /// Loss measurements.
+    losses: u8,
+    /// Highest busy-time receive rate the reader reported, bytes/s.
+    recv: f64,
+    /// Highest share of its datagrams that arrived, corrected for the
+    /// random loss, among the samples (0: none).
+    carried: f64,
+    /// Highest receive/send rate ratio among the samples (0: none).
+    ratio: f64,
+}
+
+impl Default for Round {
+    fn default() -> Self {
+        Round {
+            limited: false,
+            samples: 0,
+            best: 0.0,
+            best_ratio: 0.0,
+            min_q: i64::MAX,
+            loss: 2.0,
+            losses: 0,
+            recv: 0.0,
+            carried: 0.0,
+            ratio: 0.0,
+        }
+    }
+}
+
 /// The controller (see the module docs).
 #[derive(Debug, Clone)]
 pub(crate) struct Controller {
@@ -182,40 +245,23 @@ pub(crate) struct Controller {
     p_samples: u32,
     next_round: Instant,
     round_len: Duration,
-    /// This round: best sample, smallest queueing delay, samples, and
-    /// whether the pacer held data back.
-    round_best: f64,
-    round_min_q: i64,
+    /// What this round's feedback showed so far.
+    round: Round,
     /// Queueing delays of the last [`RECENT_Q`] samples (ring).
     recent_q: [i64; RECENT_Q],
     recent_at: usize,
-    round_samples: u32,
-    round_limited: bool,
-    /// Lowest loss between marks this round (2: none measured): every
-    /// measurement must show it (reordering makes single ones high).
-    round_loss: f64,
-    /// Loss measurements this round.
-    round_losses: u8,
     /// Rounds in a row with heavy loss.
     heavy_rounds: u8,
     /// Rounds in a row with a busy-time receive rate far under the pacing.
     mismatch_rounds: u8,
     /// A cut ended the round before: this round's loss is the old rate's.
     after_cut: bool,
-    /// Highest busy-time receive rate the reader reported this round.
-    round_recv: f64,
-    /// Highest share of its datagrams that arrived, corrected for the
-    /// random loss, among this round's samples (0: none).
-    round_carried: f64,
-    /// Highest receive/send rate ratio among this round's samples (0:
-    /// none).
-    round_ratio: f64,
     standing_rounds: u8,
     /// Pacing rate during the round before the one now ending (what this
     /// round's samples were sent at, one round ago).
     prev_rate: f64,
     /// Smallest queueing delay of the previous round with samples, µs.
-    prev_min_q: i64,
+    prev_min_q: [i64; 2],
     /// Rounds since a cut or a standing queue.
     quiet_rounds: u32,
     /// Rate after the drain round under way (0: none).
@@ -245,23 +291,15 @@ impl Controller {
             p_samples: 0,
             next_round: now,
             round_len: Duration::from_millis(10),
-            round_best: 0.0,
-            round_min_q: i64::MAX,
+            round: Round::default(),
             recent_q: [i64::MAX; RECENT_Q],
             recent_at: 0,
-            round_samples: 0,
-            round_limited: false,
-            round_loss: 2.0,
-            round_losses: 0,
             heavy_rounds: 0,
             after_cut: false,
             mismatch_rounds: 0,
-            round_recv: 0.0,
-            round_carried: 0.0,
-            round_ratio: 0.0,
             standing_rounds: 0,
             prev_rate: START.min(cap),
-            prev_min_q: i64::MAX,
+            prev_min_q: [i64::MAX; 2],
             quiet_rounds: 0,
             drain_to: 0.0,
             rtt_known: false,
@@ -344,7 +382,7 @@ impl Controller {
     /// The pacer held data back (the rate, not the application, set the
     /// pace).
     pub fn limited(&mut self) {
-        self.round_limited = true;
+        self.round.limited = true;
     }
 
     /// One delivery sample at `now` (rounds end in [`Controller::tick`]).
@@ -358,7 +396,7 @@ impl Controller {
         let q = d.owd_us.saturating_sub(self.owd[0].min(self.owd[1]));
         self.jitter_us += ((q - self.queue_us).abs() as f64 - self.jitter_us) / 16.0;
         self.queue_us = q;
-        self.round_min_q = self.round_min_q.min(q);
+        self.round.min_q = self.round.min_q.min(q);
         self.recent_q[self.recent_at % RECENT_Q] = q;
         self.recent_at = self.recent_at.wrapping_add(1);
         if (q as f64) < self.queue_target_us() && !d.probing && d.sent > 0.0 {
@@ -369,8 +407,8 @@ impl Controller {
             // By count, not by rate: jitter stretches a short sample's
             // arrivals, never the share of its datagrams that arrived.
             let carried = (1.0 - d.loss.clamp(0.0, 1.0)) / (1.0 - self.p_free);
-            self.round_carried = self.round_carried.max(carried);
-            self.round_ratio = self.round_ratio.max(d.recv / d.sent);
+            self.round.carried = self.round.carried.max(carried);
+            self.round.ratio = self.round.ratio.max(d.recv / d.sent);
         }
         // What arrived, by time on the reader's clock and by count over
         // the send interval (jitter stretches or squeezes the first, never
@@ -386,8 +424,11 @@ impl Controller {
             } else {
                 self.bw[0] = self.bw[0].max(x);
             }
-            self.round_best = self.round_best.max(x);
-            self.round_samples += 1;
+            if x > self.round.best {
+                self.round.best = x;
+                self.round.best_ratio = d.recv / d.sent;
+            }
+            self.round.samples += 1;
         }
     }
 
@@ -395,14 +436,14 @@ impl Controller {
     /// 2 ms apart, by kernel stamps; 0: unknown), from an ACKNACK.
     pub fn on_receive_rate(&mut self, recv: f64) {
         if recv > 0.0 {
-            self.round_recv = self.round_recv.max(recv);
+            self.round.recv = self.round.recv.max(recv);
         }
     }
 
     /// The share of datagrams lost between two marks (busy or idle between).
     pub fn on_loss(&mut self, loss: f64) {
-        self.round_loss = self.round_loss.min(loss);
-        self.round_losses = self.round_losses.saturating_add(1);
+        self.round.loss = self.round.loss.min(loss);
+        self.round.losses = self.round.losses.saturating_add(1);
     }
 
     /// Feedback arrived at `now`: a round ends every smoothed RTT.
@@ -435,31 +476,26 @@ impl Controller {
             // the cut.
             self.rate = std::mem::take(&mut self.drain_to);
             self.prev_rate = self.rate;
-            self.round_limited = false;
-            self.round_samples = 0;
-            self.round_best = 0.0;
-            self.round_min_q = i64::MAX;
-            self.round_loss = 2.0;
-            self.round_losses = 0;
-            self.round_recv = 0.0;
-            self.round_carried = 0.0;
-            self.round_ratio = 0.0;
+            self.round = Round::default();
             self.recent_q = [i64::MAX; RECENT_Q];
             return;
         }
-        let limited = std::mem::take(&mut self.round_limited);
-        let samples = std::mem::take(&mut self.round_samples);
-        let best = std::mem::take(&mut self.round_best);
+        let Round {
+            limited,
+            samples,
+            best,
+            best_ratio,
+            min_q,
+            loss,
+            losses,
+            recv,
+            carried,
+            ratio,
+        } = std::mem::take(&mut self.round);
         // The smallest queueing delay of the round, and of at least the
         // last few samples: a round with one or two samples on a jittery
         // path would otherwise show a queue that is only jitter.
-        let min_q = std::mem::replace(&mut self.round_min_q, i64::MAX)
-            .min(self.recent_q.iter().copied().min().unwrap_or(i64::MAX));
-        let loss = std::mem::replace(&mut self.round_loss, 2.0);
-        let losses = std::mem::take(&mut self.round_losses);
-        let recv = std::mem::take(&mut self.round_recv);
-        let carried = std::mem::take(&mut self.round_carried);
-        let ratio = std::mem::take(&mut self.round_ratio);
+        let min_q = min_q.min(self.recent_q.iter().copied().min().unwrap_or(i64::MAX));
         let sent_at = std::mem::replace(&mut self.prev_rate, self.rate).min(self.rate);
         // Two rounds running (jitter bunches a single round's arrivals).
         self.mismatch_rounds =
@@ -507,11 +543,12 @@ impl Controller {
         // delay floor that merely rises with the rate (a radio that
         // delivers in order holds what follows a late frame) does not grow
         // from round to round.
-        let prev = if samples > 0 {
-            std::mem::replace(&mut self.prev_min_q, min_q)
-        } else {
-            self.prev_min_q
-        };
+        // Grown over each of the last two rounds with samples: jitter
+        // moves a round's minimum up and down, a queue only up.
+        let prev = self.prev_min_q[0].max(self.prev_min_q[1]);
+        if samples > 0 {
+            self.prev_min_q = [min_q, self.prev_min_q[0]];
+        }
         let queued = samples > 0 && min_q as f64 > self.queue_target_us();
         let standing =
             queued && (min_q >= prev.saturating_add(GROWING_US) || min_q > LONG_QUEUE_US);
@@ -555,7 +592,8 @@ impl Controller {
                 // 5 Mbit/s link the application did, and start-up's
                 // 256 Mbit/s bursts overflowed its queue for 14 rounds).
                 || (samples >= 2 && ratio > 0.0 && ratio < OVERRUN));
-        if self.standing_rounds >= STANDING_ROUNDS || overflow || overshot {
+        let needed = STANDING_ROUNDS + u8::from(samples < FEW_SAMPLES);
+        if self.standing_rounds >= needed || overflow || overshot {
             // The queue stood, or the path carried well under what was
             // sent: pace under what it delivered. The level of the cuts
             // moves slowly, but never stays far above what the path just
@@ -574,7 +612,23 @@ impl Controller {
             // 5 Mbit/s, 50 ± 20 ms path the rate then climbed to 7 Mbit/s
             // with 30 % of it "random" loss).
             let drain = self.startup || overflow;
-            self.cut(BETA * best, level);
+            // Pace at what the path carried, not under it, when start-up
+            // ends (its drain round empties the queue, as BBR's does) or
+            // when the samples left far under the pacing rate and arrived
+            // at their own rate (the application's pace: the path carried
+            // all of it, and the queue came from bursts above the path,
+            // which pacing at what was carried ends). 0.85 × it would hold
+            // back a writer whose load the path carries.
+            let app_paced = sent_at >= APP_PACED * best && best_ratio >= 0.9;
+            let startup = self.startup;
+            self.cut(
+                if startup || app_paced {
+                    best
+                } else {
+                    BETA * best
+                },
+                level,
+            );
             if drain {
                 self.drain_to = self.rate;
                 self.rate *= DRAIN;
@@ -634,7 +688,7 @@ mod tests {
     }
 
     #[test]
-    fn start_up_doubles_until_a_queue_stands_then_cuts_under_what_was_delivered() {
+    fn start_up_doubles_until_a_queue_stands_then_paces_at_what_was_delivered() {
         let mut t = Instant::now();
         let mut c = Controller::new(37_500_000, t);
         assert_eq!(c.rate(), 4_000_000);
@@ -642,16 +696,40 @@ mod tests {
         rounds(&mut c, &mut t, 1, sample(4e6, 0));
         let r = rounds(&mut c, &mut t, 2, sample(6.25e6, 0));
         assert_eq!(r, 32_000_000);
-        // A long queue stands a round: cut to 0.85 × 6.25, after a round
+        // A long queue stands a round, the samples sent at the pacing rate
+        // and received at the path's: start-up ends at 6.25, after a round
         // at half of that that drains what start-up queued.
-        let r = rounds(&mut c, &mut t, 1, sample(6.25e6, 31));
-        assert_eq!(r, 2_656_250);
+        let over = Delivery {
+            sent: 32e6,
+            ..sample(6.25e6, 31)
+        };
+        let r = rounds(&mut c, &mut t, 1, over);
+        assert_eq!(r, 3_125_000);
         assert_eq!(c.cuts(), 1);
         let r = rounds(&mut c, &mut t, 1, sample(6.25e6, 31));
-        assert_eq!(r, 5_312_500);
+        assert_eq!(r, 6_250_000);
         // Near the cut level: one datagram per round (20 ms) per round.
-        let r = rounds(&mut c, &mut t, 2, sample(5.3e6, 0));
-        assert_eq!(r, 5_462_500);
+        let r = rounds(&mut c, &mut t, 2, sample(6.25e6, 0));
+        assert_eq!(r, 6_400_000);
+        // A queue that grows at the pacing rate: 0.85 × what was carried.
+        rounds(&mut c, &mut t, 1, sample(6.25e6, 3));
+        let r = rounds(&mut c, &mut t, 1, sample(6.25e6, 36));
+        assert_eq!(c.cuts(), 2);
+        assert_eq!(r, 5_312_500);
+    }
+
+    #[test]
+    fn a_queue_from_bursts_above_the_path_cuts_to_what_the_application_sent() {
+        let mut t = Instant::now();
+        let mut c = Controller::new(37_500_000, t);
+        rounds(&mut c, &mut t, 3, sample(3.75e6, 0));
+        assert_eq!(c.rate(), 32_000_000);
+        // The application sends 3.75 MB/s in bursts at 32 MB/s; the path
+        // carries all of it, the bursts queue: pacing at what was carried
+        // (after the drain round) still carries the application's load.
+        rounds(&mut c, &mut t, 1, sample(3.75e6, 31));
+        assert_eq!(c.cuts(), 1);
+        assert_eq!(rounds(&mut c, &mut t, 1, sample(3.75e6, 0)), 3_750_000);
     }
 
     #[test]
@@ -683,14 +761,20 @@ mod tests {
         let mut c = Controller::new(37_500_000, t);
         rounds(&mut c, &mut t, 1, sample(4e6, 0));
         // 12 ms above the minimum, steady (a radio holding frames in order):
-        // the rise itself looks like a queue once, then no more.
+        // the rise itself may look like a queue once, then no more.
         rounds(&mut c, &mut t, 2, sample(30e6, 12));
         let before = c.cuts();
         rounds(&mut c, &mut t, 20, sample(30e6, 12));
         assert_eq!(c.cuts(), before);
-        // Growing by 3 ms a round: a queue.
+        // Growing by 3 ms a round: a queue. The samples left at 30 MB/s
+        // under a pacing of 37.5 (the application's pace): after the
+        // drain round, pacing at what was carried.
         rounds(&mut c, &mut t, 1, sample(30e6, 15));
         assert_eq!(c.cuts(), before + 1);
+        assert_eq!(rounds(&mut c, &mut t, 1, sample(30e6, 15)), 30_000_000);
+        // Still growing, now at the pacing rate: 0.85 × what was carried.
+        rounds(&mut c, &mut t, 1, sample(30e6, 18));
+        assert_eq!(c.cuts(), before + 2);
         assert_eq!(c.rate(), 25_500_000);
     }
 
