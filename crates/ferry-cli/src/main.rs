@@ -21,6 +21,7 @@ macro_rules! out {
 mod admin;
 mod demo;
 mod interface;
+mod security;
 mod table;
 mod topic;
 mod tune;
@@ -102,6 +103,9 @@ enum Cmd {
         #[command(flatten)]
         args: admin::AdminArgs,
     },
+    /// Keystores, enclave identities and their permissions (like `ros2 security`).
+    #[command(subcommand)]
+    Security(security::SecurityCmd),
     /// Start a small robot system (several processes) and show its paths live.
     Demo(demo::DemoArgs),
     /// The wireless large-payload profile for one stream: ferry config, Fast DDS and Cyclone DDS XML.
@@ -230,6 +234,7 @@ fn doctor(spin: Duration) -> Result<(), String> {
         cfg.discovery,
         if cfg.shared_memory { "on" } else { "off" }
     );
+    out!("{}", security::doctor_line(&cfg.security));
     let node = cli_node()?;
     std::thread::sleep(spin);
     let d = node.discovery_stats();
@@ -512,6 +517,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Demo(args) => demo::run(args),
         Cmd::Tune(args) => tune::run(args),
         Cmd::Interface(cmd) => interface::run(cmd),
+        Cmd::Security(cmd) => security::run(cmd),
         Cmd::Shm(ShmCmd::Gc) => {
             let r = ferry_shm::sweep_stale();
             for name in &r.removed {

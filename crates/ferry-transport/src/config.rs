@@ -10,9 +10,13 @@
 //! [[topics]]
 //! pattern = "/camera/*"
 //! transport = "tcp"
+//! [security]                    # see `security::SecurityConfig`
+//! mode = "enforce"
+//! keystore = "/etc/ferry/ks"
 //! ```
 
 pub mod mqtt;
+pub mod security;
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -220,6 +224,9 @@ pub struct Config {
     pub shm_pool_mb: u32,
     /// The MQTT broker of cloud-scope topics (`FERRY_MQTT=url`).
     pub mqtt: Option<mqtt::MqttConfig>,
+    /// Identity and access control (`FERRY_SECURITY`, `FERRY_KEYSTORE`,
+    /// `FERRY_ENCLAVE`).
+    pub security: security::SecurityConfig,
 }
 
 impl Default for Config {
@@ -247,6 +254,7 @@ impl Default for Config {
             shm_spin_us: 50,
             shm_pool_mb: 1024,
             mqtt: None,
+            security: Default::default(),
         }
     }
 }
@@ -342,6 +350,7 @@ impl Config {
                 m.discovery = d;
             }
         }
+        cfg.security.apply_env()?;
         if let Ok(v) = std::env::var("FERRY_PEERS") {
             cfg.peers = v
                 .split(',')
@@ -438,6 +447,7 @@ impl Config {
         if let Some(m) = &self.mqtt {
             m.validate()?;
         }
+        self.security.validate()?;
         for r in &self.topics {
             if r.mqtt_qos.is_some_and(|q| q > 2) {
                 return Err(ConfigError::Invalid {

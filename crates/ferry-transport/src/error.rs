@@ -27,6 +27,25 @@ pub enum BuildError {
         #[source]
         source: std::io::Error,
     },
+    /// This runtime's identity could not be loaded (security mode
+    /// `enforce`, or a broken one under `permissive`).
+    #[error("security mode {mode}: {why}")]
+    Security {
+        /// The mode asked for.
+        mode: ferry_security::Mode,
+        /// What failed, with the remedy.
+        why: String,
+    },
+    /// The grants of this runtime's enclave do not allow the port.
+    #[error("permission denied: enclave {enclave} may not {action} `{name}` (see its grants with `ferry security check KEYSTORE {enclave}`; grant it in the policy and run `ferry security create-permissions`)")]
+    PermissionDenied {
+        /// This runtime's enclave.
+        enclave: String,
+        /// What the port would do.
+        action: ferry_security::Action,
+        /// The port's fully qualified name.
+        name: String,
+    },
     /// The MQTT broker of the `[mqtt]` section could not be used
     /// (`on_unreachable = "fail"`, or the embedded broker did not start).
     #[error("MQTT broker {url}: {why} (check `mqtt.broker`, or set `mqtt.on_unreachable = \"retry\"` to start without it)")]

@@ -33,6 +33,7 @@ mod port;
 mod publisher;
 mod queue;
 mod runtime;
+mod security;
 mod service;
 mod subscriber;
 pub mod transport;

@@ -29,6 +29,9 @@ impl NodeInner {
         qos: Qos,
     ) -> Result<(EndpointId, EndpointRecord), BuildError> {
         let topic = crate::names::expand(name, &self.namespace, &self.name)?;
+        if let Some(s) = &self.rt.shared.security {
+            s.check_port(kind, &topic)?;
+        }
         let entity = self.rt.shared.new_entity();
         let id = EndpointId {
             participant: self.rt.shared.id,

@@ -68,6 +68,8 @@ pub(crate) struct Core {
 pub(crate) struct Shared {
     pub id: ParticipantId,
     pub cfg: Config,
+    /// This runtime's identity (security mode `permissive` or `enforce`).
+    pub security: Option<Arc<crate::security::Security>>,
     pub local: PeerInfo,
     pub core: Mutex<Core>,
     transports: Vec<Arc<dyn Transport>>,
@@ -126,6 +128,7 @@ impl Runtime {
 
     fn start(cfg: Config) -> Result<Arc<Runtime>, BuildError> {
         cfg.validate()?;
+        let security = crate::security::load(&cfg.security, cfg.domain_id)?;
         let ifaces = crate::host::interfaces();
         let sockets = io::Sockets::open(&cfg, &ifaces)?;
         let id = ParticipantId(random_u64());
@@ -222,6 +225,7 @@ impl Runtime {
         let shared = Arc::new(Shared {
             id,
             cfg,
+            security,
             local,
             core: Mutex::new(Core {
                 discovery,

@@ -1,0 +1,70 @@
+//! `[security]`: who this runtime is and how strictly it checks
+//! (`FERRY_SECURITY`, `FERRY_KEYSTORE`, `FERRY_ENCLAVE`, like ROS 2's
+//! `ROS_SECURITY_*` and `--enclave`).
+//!
+//! ```toml
+//! [security]
+//! mode = "enforce"              # off (default) | permissive | enforce
+//! keystore = "/etc/ferry/ks"    # made by `ferry security create-keystore`
+//! enclave = "/robot1/talker"    # default: the keystore's only enclave
+//! ```
+
+use std::path::PathBuf;
+
+use ferry_security::Mode;
+use serde::Deserialize;
+
+use super::ConfigError;
+
+/// The `[security]` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SecurityConfig {
+    /// `off` (default): nothing is loaded or checked. `permissive`: the
+    /// identity is loaded when there is one, and what its grants would
+    /// refuse is logged and counted. `enforce`: an identity is required and
+    /// its grants are enforced.
+    pub mode: Mode,
+    /// The keystore (`FERRY_KEYSTORE`).
+    pub keystore: Option<PathBuf>,
+    /// This runtime's enclave (`FERRY_ENCLAVE`); default: the keystore's
+    /// only one.
+    pub enclave: Option<String>,
+}
+
+impl SecurityConfig {
+    /// `FERRY_SECURITY`, `FERRY_KEYSTORE` and `FERRY_ENCLAVE` over the file.
+    pub(crate) fn apply_env(&mut self) -> Result<(), ConfigError> {
+        if let Ok(v) = std::env::var("FERRY_SECURITY") {
+            self.mode = v.parse().map_err(|_| ConfigError::Env {
+                var: "FERRY_SECURITY",
+                value: v,
+                expected: "off, permissive or enforce",
+            })?;
+        }
+        if let Some(v) = std::env::var_os("FERRY_KEYSTORE").filter(|v| !v.is_empty()) {
+            self.keystore = Some(PathBuf::from(v));
+        }
+        if let Ok(v) = std::env::var("FERRY_ENCLAVE") {
+            self.enclave = Some(v).filter(|v| !v.is_empty());
+        }
+        Ok(())
+    }
+
+    /// An enforcing runtime needs a keystore; an enclave must be a path.
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if self.mode == Mode::Enforce && self.keystore.is_none() {
+            return Err(ConfigError::Invalid {
+                key: "security.keystore",
+                why: "security mode enforce needs a keystore: set FERRY_KEYSTORE or [security] keystore (make one with `ferry security create-keystore`)".into(),
+            });
+        }
+        if let Some(e) = &self.enclave {
+            ferry_security::check_enclave(e).map_err(|e| ConfigError::Invalid {
+                key: "security.enclave",
+                why: e.to_string(),
+            })?;
+        }
+        Ok(())
+    }
+}

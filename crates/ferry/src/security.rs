@@ -1,0 +1,133 @@
+//! This runtime's identity and the check of its own ports against its
+//! grants (`[security]`, `FERRY_SECURITY`).
+//!
+//! Milestone 1 of `docs/design/security.md`, first part: identities load
+//! and local ports are checked. Signed discovery and protected TCP/UDP
+//! paths build on the identity loaded here.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ferry_security::{Action, Identity, Keystore, Mode};
+use ferry_wire::EndpointKind;
+
+use crate::config::security::SecurityConfig;
+use crate::error::BuildError;
+
+/// The identity a runtime runs as, and what its grants turned away.
+pub(crate) struct Security {
+    pub mode: Mode,
+    pub identity: Identity,
+    /// Ports the grants would refuse, under `permissive`.
+    pub would_deny: AtomicU64,
+}
+
+/// The enclave to load: the configured one, else the keystore's only one.
+fn choose_enclave(ks: &Keystore, cfg: &SecurityConfig) -> Result<String, String> {
+    if let Some(e) = &cfg.enclave {
+        return Ok(e.clone());
+    }
+    let all = ks.enclaves().map_err(|e| e.to_string())?;
+    match all.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(format!(
+            "keystore {} has no enclave: run `ferry security create-identity {} /your/enclave`",
+            ks.root().display(),
+            ks.root().display()
+        )),
+        many => Err(format!(
+            "keystore {} has {} enclaves ({}): choose one with FERRY_ENCLAVE or [security] enclave",
+            ks.root().display(),
+            many.len(),
+            many.join(", ")
+        )),
+    }
+}
+
+/// Loads the identity `cfg` asks for. `off`: none. `permissive`: none
+/// (with a warning) when there is no keystore or it does not load.
+/// `enforce`: an error unless it loads and its grants cover `domain`.
+pub(crate) fn load(cfg: &SecurityConfig, domain: u16) -> Result<Option<Arc<Security>>, BuildError> {
+    let mode = cfg.mode;
+    if mode == Mode::Off {
+        return Ok(None);
+    }
+    let loaded = (|| {
+        let path = cfg
+            .keystore
+            .as_ref()
+            .ok_or_else(|| "no keystore: set FERRY_KEYSTORE or [security] keystore".to_string())?;
+        let ks = Keystore::open(path).map_err(|e| e.to_string())?;
+        let enclave = choose_enclave(&ks, cfg)?;
+        let identity = Identity::load(&ks, &enclave).map_err(|e| e.to_string())?;
+        if !identity.grants().covers_domain(domain) {
+            return Err(format!(
+                "the grants of {enclave} do not cover domain {domain} (the policy's `domains`)"
+            ));
+        }
+        Ok(identity)
+    })();
+    match loaded {
+        Ok(identity) => {
+            let (allow, deny) = identity.grants().counts();
+            tracing::info!(
+                "security {mode}: enclave {} (certificate {}, {allow} allow / {deny} deny rules)",
+                identity.enclave(),
+                identity.serial()
+            );
+            Ok(Some(Arc::new(Security {
+                mode,
+                identity,
+                would_deny: AtomicU64::new(0),
+            })))
+        }
+        Err(why) if mode == Mode::Permissive => {
+            tracing::warn!("security permissive: {why}; this runtime runs without an identity");
+            Ok(None)
+        }
+        Err(why) => Err(BuildError::Security { mode, why }),
+    }
+}
+
+/// What a port of `kind` does with its name.
+pub(crate) fn action_of(kind: EndpointKind) -> Action {
+    match kind {
+        EndpointKind::Publisher => Action::Publish,
+        EndpointKind::Subscriber => Action::Subscribe,
+        EndpointKind::Service => Action::Serve,
+        EndpointKind::Client => Action::Call,
+    }
+}
+
+impl Security {
+    /// Whether this runtime may create a port of `kind` on `name` (fully
+    /// qualified). Ferry's own `/_ferry/…` services are governed by the
+    /// `admin` and `monitor` grants where they are called, not here.
+    pub fn check_port(&self, kind: EndpointKind, name: &str) -> Result<(), BuildError> {
+        let hidden = crate::graph::HIDDEN_PREFIX;
+        if name == hidden
+            || name
+                .strip_prefix(hidden)
+                .is_some_and(|r| r.starts_with('/'))
+        {
+            return Ok(());
+        }
+        let action = action_of(kind);
+        if self.identity.grants().allows(action, name) {
+            return Ok(());
+        }
+        if self.mode == Mode::Enforce {
+            return Err(BuildError::PermissionDenied {
+                enclave: self.identity.enclave().into(),
+                action,
+                name: name.into(),
+            });
+        }
+        self.would_deny.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            "security permissive: enclave {} may not {action} `{name}`; allowed anyway (enforce would refuse)",
+            self.identity.enclave()
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,200 @@
+//! Security modes on real keystores made by `ferry_security::create` (what
+//! `ferry security` runs): an enforcing runtime refuses to start without a
+//! valid identity and refuses ports its grants do not allow; what they
+//! allow still flows; permissive allows and counts; off ignores it all.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ferry::msgs::std_msgs;
+use ferry::{BuildError, Config, DiscoveryRange, Node};
+use ferry_security::create::{create_identity, create_keystore, create_permissions, Validity};
+use ferry_security::{Action, Mode};
+
+struct Dir(PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const POLICY: &str = r#"
+version: 1
+domains: [160, 161, 162, 163]
+identities:
+  /robot1/talker:
+    allow: { publish: [/chatter, "/robot1/**"] }
+    deny:  { publish: [/robot1/cmd_vel] }
+  /robot1/listener:
+    allow: { subscribe: [/chatter] }
+"#;
+
+/// A keystore with the two enclaves of [`POLICY`] (and `/spare`, with no
+/// grants).
+fn keystore(name: &str) -> Dir {
+    let d = Dir(std::env::temp_dir().join(format!("ferry-security-{}-{name}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&d.0);
+    let ks = create_keystore(&d.0, Validity::days(1)).unwrap();
+    for e in ["/robot1/talker", "/robot1/listener", "/spare"] {
+        create_identity(&ks, e, Validity::days(1)).unwrap();
+    }
+    let policy = d.0.join("policy-in.yaml");
+    std::fs::write(&policy, POLICY).unwrap();
+    create_permissions(&ks, &policy, Validity::days(1)).unwrap();
+    d
+}
+
+fn cfg(domain: u16, mode: Mode, ks: Option<&Path>, enclave: Option<&str>) -> Config {
+    let mut c = Config {
+        domain_id: domain,
+        discovery: DiscoveryRange::Localhost,
+        ..Config::default()
+    };
+    c.security.mode = mode;
+    c.security.keystore = ks.map(Path::to_path_buf);
+    c.security.enclave = enclave.map(String::from);
+    c
+}
+
+fn node(name: &str, c: Config) -> Result<Node, BuildError> {
+    Node::builder().name(name).config(c).build()
+}
+
+#[test]
+fn enforce_refuses_what_the_grants_do_not_allow_and_carries_what_they_do() {
+    let d = keystore("enforce");
+    let talker = node(
+        "talker",
+        cfg(160, Mode::Enforce, Some(&d.0), Some("/robot1/talker")),
+    )
+    .unwrap();
+    let listener = node(
+        "listener",
+        cfg(160, Mode::Enforce, Some(&d.0), Some("/robot1/listener")),
+    )
+    .unwrap();
+
+    match talker
+        .publisher::<std_msgs::String>("/robot1/cmd_vel")
+        .build()
+    {
+        Err(BuildError::PermissionDenied {
+            enclave,
+            action,
+            name,
+        }) => {
+            assert_eq!(
+                (enclave.as_str(), action, name.as_str()),
+                ("/robot1/talker", Action::Publish, "/robot1/cmd_vel")
+            );
+        }
+        other => panic!("deny rule: {:?}", other.map(|_| ())),
+    }
+    let e = talker
+        .subscriber::<std_msgs::String>("/chatter")
+        .build()
+        .err()
+        .expect("not granted: refused");
+    assert!(
+        e.to_string().contains("may not subscribe `/chatter`"),
+        "{e}"
+    );
+    assert!(talker
+        .publisher::<std_msgs::String>("/other")
+        .build()
+        .is_err());
+    assert!(listener
+        .publisher::<std_msgs::String>("/chatter")
+        .build()
+        .is_err());
+
+    // What is granted works end to end, between two runtimes.
+    let p = talker
+        .publisher::<std_msgs::String>("/chatter")
+        .build()
+        .unwrap();
+    let _ok = talker
+        .publisher::<std_msgs::String>("/robot1/odom")
+        .build()
+        .unwrap();
+    let s = listener
+        .subscriber::<std_msgs::String>("/chatter")
+        .build()
+        .unwrap();
+    assert!(p.wait_for_subscribers(1, Duration::from_secs(10)));
+    p.publish(std_msgs::String {
+        data: "granted".into(),
+    })
+    .unwrap();
+    assert_eq!(
+        s.recv_timeout(Duration::from_secs(5)).unwrap().data,
+        "granted"
+    );
+}
+
+#[test]
+fn enforce_does_not_start_without_a_valid_identity() {
+    let d = keystore("start");
+    let fails = |c: Config| match node("n", c) {
+        Err(BuildError::Security {
+            mode: Mode::Enforce,
+            why,
+        }) => why,
+        other => panic!("expected a security error, got {:?}", other.map(|_| ())),
+    };
+    // Three enclaves and none chosen.
+    let why = fails(cfg(161, Mode::Enforce, Some(&d.0), None));
+    assert!(why.contains("FERRY_ENCLAVE"), "{why}");
+    let why = fails(cfg(161, Mode::Enforce, Some(&d.0), Some("/ghost")));
+    assert!(why.contains("create-identity"), "{why}");
+    let why = fails(cfg(
+        161,
+        Mode::Enforce,
+        Some(&d.0.join("enclaves")),
+        Some("/spare"),
+    ));
+    assert!(why.contains("not a ferry keystore"), "{why}");
+    // /spare was never named by a policy: it starts (no domain list: every
+    // domain) and may create nothing.
+    let spare = node("spare", cfg(161, Mode::Enforce, Some(&d.0), Some("/spare"))).unwrap();
+    assert!(spare.publisher::<std_msgs::String>("/x").build().is_err());
+    // The talker's grants hold in domains 160–163 only.
+    let why = fails(cfg(7, Mode::Enforce, Some(&d.0), Some("/robot1/talker")));
+    assert!(why.contains("domain 7"), "{why}");
+    // A key others can read.
+    use std::os::unix::fs::PermissionsExt as _;
+    let key = d.0.join("enclaves/robot1/listener/key.pem");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let why = fails(cfg(
+        161,
+        Mode::Enforce,
+        Some(&d.0),
+        Some("/robot1/listener"),
+    ));
+    assert!(why.contains("chmod 600"), "{why}");
+    // Enforce without a keystore is a configuration error.
+    let e = node("n", cfg(161, Mode::Enforce, None, None))
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("security.keystore"), "{e}");
+}
+
+#[test]
+fn permissive_allows_and_off_ignores() {
+    let d = keystore("permissive");
+    let n = node(
+        "p",
+        cfg(162, Mode::Permissive, Some(&d.0), Some("/robot1/listener")),
+    )
+    .unwrap();
+    let _p = n
+        .publisher::<std_msgs::String>("/robot1/cmd_vel")
+        .build()
+        .unwrap();
+    // Permissive with a broken identity runs without one.
+    let n = node("q", cfg(163, Mode::Permissive, Some(&d.0), Some("/ghost"))).unwrap();
+    let _p = n.publisher::<std_msgs::String>("/x").build().unwrap();
+    let n = node("o", cfg(163, Mode::Off, Some(&d.0.join("nowhere")), None)).unwrap();
+    let _p = n.publisher::<std_msgs::String>("/x").build().unwrap();
+}
