@@ -2,7 +2,6 @@
 //! real commands, then a real `ferry topic pub` process that an enforcing
 //! identity lets publish on its granted topic and refuses elsewhere.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
@@ -25,18 +24,9 @@ fn ferry(env: &[(&str, &str)], args: &[&str]) -> (bool, String, String) {
     )
 }
 
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[test]
 fn keystore_identities_and_permissions_from_the_command_line() {
-    let d = Dir(std::env::temp_dir().join(format!("ferry-cli-security-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&d.0);
+    let d = ferry_testkit::TempDir::new("cli-security");
     let ks = d.0.join("ks");
     let ks = ks.to_str().unwrap();
     let (ok, out, err) = ferry(&[], &["security", "create-keystore", ks]);

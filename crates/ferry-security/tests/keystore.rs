@@ -1,7 +1,7 @@
 //! Keystores, identities and permissions made and loaded on real files,
 //! and every way an identity must refuse to load.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use ferry_security::create::{
@@ -9,22 +9,7 @@ use ferry_security::create::{
 };
 use ferry_security::{Action, Identity, IdentityError, Keystore, Summary};
 
-/// A fresh directory, removed when dropped.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("ferry-sec-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        Dir(d)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use ferry_testkit::TempDir as Dir;
 
 fn keystore(d: &Path) -> Keystore {
     create_keystore(d, Validity::days(30)).expect("keystore")

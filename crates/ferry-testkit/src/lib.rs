@@ -253,6 +253,30 @@ pub fn wait_listening(port: u16, within: Duration) -> bool {
     true
 }
 
+/// A fresh directory under the system's temporary directory, named after
+/// the test process and `name`, removed (with its contents) when dropped.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    /// Creates it, emptied of what an earlier run may have left.
+    pub fn new(name: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("ferry-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        TempDir(d)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

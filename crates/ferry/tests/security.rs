@@ -3,7 +3,7 @@
 //! valid identity and refuses ports its grants do not allow; what they
 //! allow still flows; permissive allows and counts; off ignores it all.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use ferry::msgs::std_msgs;
@@ -11,13 +11,7 @@ use ferry::{BuildError, Config, DiscoveryRange, Node};
 use ferry_security::create::{create_identity, create_keystore, create_permissions, Validity};
 use ferry_security::{Action, Mode};
 
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use ferry_testkit::TempDir as Dir;
 
 const POLICY: &str = r#"
 version: 1
@@ -33,8 +27,7 @@ identities:
 /// A keystore with the two enclaves of [`POLICY`] (and `/spare`, with no
 /// grants).
 fn keystore(name: &str) -> Dir {
-    let d = Dir(std::env::temp_dir().join(format!("ferry-security-{}-{name}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&d.0);
+    let d = Dir::new(&format!("security-{name}"));
     let ks = create_keystore(&d.0, Validity::days(1)).unwrap();
     for e in ["/robot1/talker", "/robot1/listener", "/spare"] {
         create_identity(&ks, e, Validity::days(1)).unwrap();

@@ -68,3 +68,40 @@ impl SecurityConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use ferry_security::Mode;
+
+    #[test]
+    fn the_security_section_is_typed_and_strict() {
+        let c: Config = toml::from_str(
+            "[security]\nmode = \"enforce\"\nkeystore = \"/etc/ferry/ks\"\nenclave = \"/robot1/talker\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.security.mode, Mode::Enforce);
+        assert_eq!(c.security.enclave.as_deref(), Some("/robot1/talker"));
+        assert!(c.validate().is_ok());
+        let e = toml::from_str::<Config>("[security]\nmode = \"strict\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("strict"), "{e}");
+        let e = toml::from_str::<Config>("[security]\nkeystor = \"/x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("keystor"), "{e}");
+        let c: Config = toml::from_str("[security]\nmode = \"enforce\"\n").unwrap();
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("security.keystore"));
+        let c: Config = toml::from_str("[security]\nenclave = \"robot\"\n").unwrap();
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("security.enclave"));
+    }
+}
