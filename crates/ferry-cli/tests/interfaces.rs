@@ -3,24 +3,8 @@
 
 use std::process::Command;
 
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
-
-fn ferry(env: &[(&str, &str)], args: &[&str]) -> (bool, String, String) {
-    let o = Command::new(FERRY)
-        .args(args)
-        .env_remove("FERRY_INTERFACE_PATH")
-        .env_remove("AMENT_PREFIX_PATH")
-        .env_remove("FERRY_DOMAIN_ID")
-        .env_remove("ROS_DOMAIN_ID")
-        .envs(env.iter().copied())
-        .output()
-        .expect("ferry runs");
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+mod common;
+use common::{ferry, FERRY};
 
 #[test]
 fn every_shipped_interface_shows() {

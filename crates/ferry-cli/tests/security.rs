@@ -2,27 +2,8 @@
 //! real commands, then a real `ferry topic pub` process that an enforcing
 //! identity lets publish on its granted topic and refuses elsewhere.
 
-use std::process::Command;
-
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
-
-fn ferry(env: &[(&str, &str)], args: &[&str]) -> (bool, String, String) {
-    let o = Command::new(FERRY)
-        .args(args)
-        .env_remove("FERRY_SECURITY")
-        .env_remove("FERRY_KEYSTORE")
-        .env_remove("FERRY_ENCLAVE")
-        .env_remove("FERRY_DOMAIN_ID")
-        .env_remove("ROS_DOMAIN_ID")
-        .envs(env.iter().copied())
-        .output()
-        .expect("ferry runs");
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+mod common;
+use common::ferry;
 
 #[test]
 fn keystore_identities_and_permissions_from_the_command_line() {
