@@ -124,17 +124,9 @@ pub fn doctor_line(cfg: &ferry::config::security::SecurityConfig) -> String {
         Ok(k) => k,
         Err(e) => return format!("security: {mode}: {e}"),
     };
-    let enclave = match (&cfg.enclave, ks.enclaves()) {
-        (Some(e), _) => e.clone(),
-        (None, Ok(all)) if all.len() == 1 => all[0].clone(),
-        (None, Ok(all)) => {
-            return format!(
-                "security: {mode}: {} enclaves in {}, none chosen (FERRY_ENCLAVE)",
-                all.len(),
-                path.display()
-            )
-        }
-        (None, Err(e)) => return format!("security: {mode}: {e}"),
+    let enclave = match ks.choose_enclave(cfg.enclave.as_deref()) {
+        Ok(e) => e,
+        Err(e) => return format!("security: {mode}: {e}"),
     };
     let mut line = match Identity::load(&ks, &enclave) {
         Ok(id) => {

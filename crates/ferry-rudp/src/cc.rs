@@ -98,9 +98,12 @@ use std::time::{Duration, Instant};
 const START: f64 = 4_000_000.0;
 /// Multiplicative decrease: the share of the best sample a cut paces at.
 const BETA: f64 = 0.85;
-/// A round whose best sample is under the rate its datagrams left at by
-/// this factor was paced by the application.
+/// A round whose best sample is under the pacing rate by this factor, and
+/// arrived at [`CARRIED_WHOLE`] of its own send rate or more, was paced by
+/// the application.
 const APP_PACED: f64 = 1.25;
+/// Receive/send rate ratio of a sample the path carried whole.
+const CARRIED_WHOLE: f64 = 0.9;
 /// Share of the new rate a drain round paces at.
 const DRAIN: f64 = 0.5;
 /// Additive increase near the last cuts: this many bytes per round more
@@ -260,7 +263,8 @@ pub(crate) struct Controller {
     /// Pacing rate during the round before the one now ending (what this
     /// round's samples were sent at, one round ago).
     prev_rate: f64,
-    /// Smallest queueing delay of the previous round with samples, µs.
+    /// Smallest queueing delay of the last two rounds with samples, µs
+    /// (newest first).
     prev_min_q: [i64; 2],
     /// Rounds since a cut or a standing queue.
     quiet_rounds: u32,
@@ -619,7 +623,7 @@ impl Controller {
             // all of it, and the queue came from bursts above the path,
             // which pacing at what was carried ends). 0.85 × it would hold
             // back a writer whose load the path carries.
-            let app_paced = sent_at >= APP_PACED * best && best_ratio >= 0.9;
+            let app_paced = sent_at >= APP_PACED * best && best_ratio >= CARRIED_WHOLE;
             let startup = self.startup;
             self.cut(
                 if startup || app_paced {

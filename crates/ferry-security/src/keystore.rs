@@ -59,6 +59,17 @@ pub enum KeystoreError {
     /// A bad enclave name.
     #[error(transparent)]
     Enclave(#[from] EnclaveError),
+    /// No enclave was named and the keystore has none.
+    #[error("keystore {0} has no enclave: run `ferry security create-identity {0} /your/enclave`")]
+    NoEnclave(String),
+    /// No enclave was named and the keystore has several.
+    #[error("keystore {keystore} has {} enclaves ({}): choose one with FERRY_ENCLAVE or [security] enclave", .enclaves.len(), .enclaves.join(", "))]
+    SeveralEnclaves {
+        /// The keystore.
+        keystore: String,
+        /// Its enclaves.
+        enclaves: Vec<String>,
+    },
 }
 
 impl Keystore {
@@ -101,6 +112,23 @@ impl Keystore {
     pub fn enclave_dir(&self, enclave: &str) -> Result<PathBuf, EnclaveError> {
         check_enclave(enclave)?;
         Ok(enclave_dir(&self.root, enclave))
+    }
+
+    /// The enclave a runtime runs as: `configured`, else the keystore's
+    /// only one.
+    pub fn choose_enclave(&self, configured: Option<&str>) -> Result<String, KeystoreError> {
+        if let Some(e) = configured {
+            return Ok(e.to_string());
+        }
+        let mut all = self.enclaves()?;
+        match all.len() {
+            1 => Ok(all.remove(0)),
+            0 => Err(KeystoreError::NoEnclave(self.root.display().to_string())),
+            _ => Err(KeystoreError::SeveralEnclaves {
+                keystore: self.root.display().to_string(),
+                enclaves: all,
+            }),
+        }
     }
 
     /// Every enclave with a certificate, sorted.

@@ -22,28 +22,6 @@ pub(crate) struct Security {
     pub would_deny: AtomicU64,
 }
 
-/// The enclave to load: the configured one, else the keystore's only one.
-fn choose_enclave(ks: &Keystore, cfg: &SecurityConfig) -> Result<String, String> {
-    if let Some(e) = &cfg.enclave {
-        return Ok(e.clone());
-    }
-    let all = ks.enclaves().map_err(|e| e.to_string())?;
-    match all.as_slice() {
-        [one] => Ok(one.clone()),
-        [] => Err(format!(
-            "keystore {} has no enclave: run `ferry security create-identity {} /your/enclave`",
-            ks.root().display(),
-            ks.root().display()
-        )),
-        many => Err(format!(
-            "keystore {} has {} enclaves ({}): choose one with FERRY_ENCLAVE or [security] enclave",
-            ks.root().display(),
-            many.len(),
-            many.join(", ")
-        )),
-    }
-}
-
 /// Loads the identity `cfg` asks for. `off`: none. `permissive`: none
 /// (with a warning) when there is no keystore or it does not load.
 /// `enforce`: an error unless it loads and its grants cover `domain`.
@@ -58,7 +36,9 @@ pub(crate) fn load(cfg: &SecurityConfig, domain: u16) -> Result<Option<Arc<Secur
             .as_ref()
             .ok_or_else(|| "no keystore: set FERRY_KEYSTORE or [security] keystore".to_string())?;
         let ks = Keystore::open(path).map_err(|e| e.to_string())?;
-        let enclave = choose_enclave(&ks, cfg)?;
+        let enclave = ks
+            .choose_enclave(cfg.enclave.as_deref())
+            .map_err(|e| e.to_string())?;
         let identity = Identity::load(&ks, &enclave).map_err(|e| e.to_string())?;
         if !identity.grants().covers_domain(domain) {
             return Err(format!(
