@@ -12,6 +12,9 @@ fi
 cargo build --release -q -p ferry-lab -p ferry-cli
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+echo "== ferry-sec-micro --quick (issue 22: Ed25519 per beacon; signed vs plain discovery converging and at rest)"
+# (It exits non-zero when a signed or plain domain does not converge.)
+./target/release/ferry-sec-micro --quick
 echo "== ferry-lab check --quick"
 ./target/release/ferry-lab check --quick | tee "$out/lab.md"
 grep -q "wifi: 300 Mbit/s" "$out/lab.md"

@@ -222,7 +222,18 @@ pub(crate) fn discovery_counters(d: &ferry::DiscoveryStats) -> String {
         d.refused,
         d.not_loopback,
         d.evicted
-    )
+    ) + &signed_counters(&d.security)
+}
+
+/// Signed discovery's counters (nothing when all are zero: security off
+/// and no signed peer heard).
+fn signed_counters(s: &ferry::DiscoverySecurityStats) -> String {
+    let e = s.entries();
+    if e.iter().all(|(_, v)| *v == 0) {
+        return String::new();
+    }
+    let words: Vec<String> = e.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    format!("\n  signed discovery: {}", words.join("  "))
 }
 
 fn doctor(spin: Duration) -> Result<(), String> {

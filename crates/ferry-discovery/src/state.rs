@@ -18,23 +18,31 @@
 //! and is dropped if it has not within [`FIRST_CONTACT`]; one source address
 //! is capped in participants, records and rate.
 
+mod auth;
 mod guard;
+mod outgoing;
 mod pending;
+mod records;
+mod signed;
 mod types;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use ferry_wire::beacon::{Announce, Beacon, BeaconBody, EndpointRecord, ParticipantInfo, Record};
-use ferry_wire::{ParticipantId, TransportKind};
+use ferry_security::KeyId;
+use ferry_wire::beacon::{Beacon, BeaconBody, ParticipantInfo, Record};
+use ferry_wire::ParticipantId;
 
+pub use auth::{action_of, Auth, BadKey};
+use auth::{Keys, Replay};
 use guard::{Origin, Sources, Verdict};
 pub use guard::{MAX_PARTICIPANTS_PER_SOURCE, MAX_RECORDS_PER_SOURCE, SOURCE_BURST, SOURCE_RATE};
 use pending::{Pending, GROUP_ANSWER};
+use signed::Checked;
 pub use types::{
-    period_for, Config, DatagramError, Destination, Event, LeaveReason, RemoteParticipant, Stats,
-    Transmit, Via, MAX_REVISION_STEP,
+    period_for, Config, DatagramError, Destination, Event, LeaveReason, RemoteParticipant,
+    SecurityStats, Stats, Transmit, Via, MAX_REVISION_STEP,
 };
 
 /// Most remote participants remembered (visible or still being learned).
@@ -100,6 +108,18 @@ struct Entry {
     /// `known` came through the broker (perhaps without network
     /// addresses): once it is heard directly, its records are asked for.
     via_broker: bool,
+    /// The key that signed its first beacon (`None`: a plain participant):
+    /// only beacons signed by it speak for it.
+    key: Option<KeyId>,
+    /// Its signed beacons' stamps.
+    replay: Replay,
+    /// It echoed one of our challenges (or is plain): its records may
+    /// become visible.
+    proven: bool,
+    /// Its whole record set, waiting for the proof.
+    ready: Option<Assembly>,
+    /// When a verified beacon of it was last taken.
+    verified_at: Option<Instant>,
 }
 
 impl Entry {
@@ -158,8 +178,11 @@ pub struct Discovery {
     /// only repaired by the next, possibly long, period), and how many we
     /// knew when we last asked.
     hello: Option<(Instant, Duration, usize)>,
-    transmits: VecDeque<Transmit>,
+    /// Datagrams to send, each with the nonce its trailer carries.
+    transmits: VecDeque<(Transmit, u64)>,
     events: VecDeque<Event>,
+    /// Signing and checking (security on).
+    keys: Option<Keys>,
     rng: u64,
     stats: Stats,
     left: bool,
@@ -170,7 +193,12 @@ impl Discovery {
     pub fn new(cfg: Config, now: Instant) -> Self {
         let rng = cfg.seed | 1;
         let fast_until = now + cfg.announce_period;
+        let keys = cfg
+            .auth
+            .clone()
+            .map(|a| Keys::new(a, cfg.domain, cfg.participant, cfg.unix_at_start_us, now));
         Discovery {
+            keys,
             cfg,
             records: Vec::new(),
             revision: 1,
@@ -310,21 +338,44 @@ impl Discovery {
             self.stats.not_loopback += 1;
             return Err(DatagramError::NotLoopback(from));
         }
-        let beacon = match Beacon::parse(bytes) {
+        let parsed = match Beacon::parse_signed(bytes) {
             Ok(b) => b,
             Err(e) => {
                 self.stats.malformed += 1;
                 return Err(e.into());
             }
         };
-        if beacon.domain != self.cfg.domain {
+        if parsed.beacon.domain != self.cfg.domain {
             self.stats.foreign_domain += 1;
-            return Err(DatagramError::ForeignDomain(beacon.domain));
+            return Err(DatagramError::ForeignDomain(parsed.beacon.domain));
         }
-        let id = beacon.participant;
+        let id = parsed.beacon.participant;
         if id == self.cfg.participant {
             return Ok(()); // our own multicast, looped back
         }
+        if let Some(k) = &mut self.keys {
+            k.now = now;
+        }
+        let signed = match self.authenticate(now, from, via, &parsed)? {
+            Checked::Plain => None,
+            Checked::Signed(s) => Some(s),
+            Checked::Consumed => return Ok(()),
+        };
+        let beacon = parsed.beacon;
+        let request = matches!(beacon.body, BeaconBody::Request { .. });
+        if let Some(e) = self.table.get(&id) {
+            // A participant first heard signed speaks only signed by that
+            // key; one first heard plain (permissive) only plain.
+            if !request && e.key != signed.as_ref().and_then(|s| s.key) {
+                self.stats.not_owner += 1;
+                return Err(DatagramError::NotOwner {
+                    participant: id,
+                    from,
+                    origin: "the key that first signed for it".into(),
+                });
+            }
+        }
+        let nonce = signed.as_ref().map_or(0, |s| s.nonce);
         let r = match beacon.body {
             BeaconBody::Bye => match self.verdict(now, id, from, via)? {
                 Some(Verdict::Owner) => {
@@ -339,24 +390,40 @@ impl Discovery {
                 greeting,
             } => self
                 .on_alive(now, from, via, id, revision, lease_ms, !greeting, false)
-                .map(|_| ()),
+                .map(|alive| {
+                    if alive {
+                        self.after_signed(now, id, signed.as_ref());
+                    }
+                }),
             BeaconBody::Announce(a) => {
                 self.spend(from, via, now)?;
                 if self.on_alive(now, from, via, id, a.revision, a.info.lease_ms, false, true)? {
+                    self.after_signed(now, id, signed.as_ref());
                     self.on_part(now, id, a)
                 } else {
                     Ok(())
                 }
             }
+            BeaconBody::Credential { .. } => Ok(()),
             BeaconBody::Request { target } => {
                 if via != Via::Broker && !self.left {
                     if target == self.cfg.participant {
                         self.spend(from, via, now)?;
-                        self.replies.add(from, now + Duration::from_millis(2));
+                        if nonce != 0 && self.keys.is_some() {
+                            // Its challenge answered at once by a small
+                            // signed heartbeat: our records may already be
+                            // there (from an announcement to the group) and
+                            // only wait for this proof; the records follow,
+                            // perhaps with a crowd's group answer.
+                            let hb = self.heartbeat(true);
+                            self.queue(Destination::Peer(from), hb, nonce);
+                        }
+                        self.replies
+                            .add(from, nonce, now + Duration::from_millis(2));
                     } else if target == EVERYONE {
                         self.spend(from, via, now)?;
                         let at = now + self.greeting_jitter();
-                        self.greetings.add(from, at);
+                        self.greetings.add(from, 0, at);
                     }
                 }
                 Ok(())
@@ -577,6 +644,11 @@ impl Discovery {
                 first_seen: now,
                 last_data: None,
                 unicast: None,
+                key: None,
+                replay: Replay::default(),
+                proven: true,
+                ready: None,
+                verified_at: None,
             },
         );
         self.next_scan = self.next_scan.min(now + self.first_contact());
@@ -585,7 +657,7 @@ impl Discovery {
         let jitter = self.greeting_jitter();
         match origin {
             Origin::Direct(a) if !self.left && self.first_greeting(id, now) => {
-                self.greetings.add(a, now + jitter)
+                self.greetings.add(a, 0, now + jitter)
             }
             Origin::Broker => {
                 let at = now + jitter;
@@ -630,139 +702,6 @@ impl Discovery {
         }
     }
 
-    /// One part of an announcement from its owner: assembled; a whole
-    /// record set replaces the participant's records.
-    fn on_part(
-        &mut self,
-        now: Instant,
-        id: ParticipantId,
-        a: Announce,
-    ) -> Result<(), DatagramError> {
-        if a.parts > MAX_PARTS {
-            self.stats.malformed += 1;
-            return Err(DatagramError::TooLarge("more than 256 parts"));
-        }
-        let Some(e) = self.table.get_mut(&id) else {
-            return Ok(());
-        };
-        // Had it already (or older) — unless it came through the broker
-        // and now comes from the owner directly, with its addresses.
-        let upgrade = e.via_broker && e.origin != Origin::Broker;
-        if e.known.is_some() && !ahead(a.revision, e.revision) && !upgrade {
-            return Ok(());
-        }
-        let held = e.records();
-        let ip = e.origin.ip();
-        let asm = match &mut e.assembly {
-            Some(asm) if asm.revision == a.revision && asm.got.len() == a.parts as usize => asm,
-            _ => e.assembly.insert(Assembly {
-                revision: a.revision,
-                got: vec![false; a.parts as usize],
-                info: None,
-                records: Vec::new(),
-            }),
-        };
-        if asm.got[a.part as usize] {
-            return Ok(());
-        }
-        if asm.records.len() + a.records.len() > MAX_RECORDS_PER_PARTICIPANT {
-            e.assembly = None;
-            self.stats.refused += 1;
-            return Err(DatagramError::TooLarge("more than 4096 records"));
-        }
-        if self.sources.records(ip) + asm.records.len() + a.records.len()
-            > MAX_RECORDS_PER_SOURCE + held
-        {
-            e.assembly = None;
-            self.stats.refused += 1;
-            return Err(DatagramError::TooLarge(
-                "source address holds too many records",
-            ));
-        }
-        asm.got[a.part as usize] = true;
-        asm.info = Some(a.info);
-        asm.records.extend(a.records);
-        if !asm.got.iter().all(|g| *g) {
-            return Ok(());
-        }
-        let asm = e.assembly.take().expect("matched above");
-        let info = asm.info.expect("a part arrived");
-        let old = held;
-        let lease = Duration::from_millis(u64::from(info.lease_ms.min(MAX_LEASE_MS)));
-        e.revision = asm.revision;
-        if !ahead(e.advertised, e.revision) {
-            e.advertised = e.revision;
-            e.next_request = None;
-            if let (1, Some(t)) = (e.asks, e.asked_at.take()) {
-                // Answered at the first ask: a sample of how long answers
-                // take (Karn: never after a retry, which is ambiguous).
-                let sample = now.saturating_duration_since(t);
-                self.answer_time = Some(match self.answer_time {
-                    Some(a) => (a * 7 + sample) / 8,
-                    None => sample,
-                });
-            }
-            e.asks = 0;
-        }
-        e.lease = lease;
-        e.expires = now + lease;
-        self.next_scan = self.next_scan.min(e.expires);
-        let joined = e.known.is_none() || upgrade;
-        let direct = e.origin != Origin::Broker;
-        e.via_broker = !direct;
-        let k = e.known.get_or_insert_with(|| RemoteParticipant {
-            id,
-            info: info.clone(),
-            nodes: BTreeMap::new(),
-            endpoints: BTreeMap::new(),
-            unicast: e.unicast,
-            direct,
-        });
-        k.info = info;
-        k.direct = direct;
-        let mut nodes = BTreeMap::new();
-        let mut endpoints = BTreeMap::new();
-        for rec in asm.records {
-            match rec {
-                Record::Node(n) => {
-                    nodes.insert(n.id, n);
-                }
-                Record::Endpoint(ep) => {
-                    endpoints.insert(ep.entity, ep);
-                }
-            }
-        }
-        k.nodes = nodes;
-        let old_eps = std::mem::replace(&mut k.endpoints, endpoints);
-        let new = k.nodes.len() + k.endpoints.len();
-        if joined {
-            self.events.push_back(Event::ParticipantJoined(id));
-        }
-        let k = self.table[&id].known.as_ref().expect("just set");
-        for (entity, ep) in &old_eps {
-            if k.endpoints.get(entity) != Some(ep) {
-                self.events.push_back(Event::EndpointLeft {
-                    participant: id,
-                    endpoint: ep.clone(),
-                });
-            }
-        }
-        let added: Vec<EndpointRecord> = k
-            .endpoints
-            .iter()
-            .filter(|(entity, ep)| old_eps.get(entity) != Some(ep))
-            .map(|(_, ep)| ep.clone())
-            .collect();
-        for endpoint in added {
-            self.events.push_back(Event::EndpointJoined {
-                participant: id,
-                endpoint,
-            });
-        }
-        self.sources.set_records(ip, old, new);
-        Ok(())
-    }
-
     /// The broker reported `id`'s connection lost (its last will): it
     /// leaves now, as [`LeaveReason::ConnectionLost`].
     pub fn peer_vanished(&mut self, id: ParticipantId) {
@@ -779,6 +718,9 @@ impl Discovery {
         let Some(e) = self.table.remove(&id) else {
             return;
         };
+        if e.key.is_some() && !e.proven && reason == LeaveReason::LeaseExpired {
+            self.stats.security.unproven += 1;
+        }
         self.sources.remove_participant(e.origin.ip(), e.records());
         if let Some(u) = e.unicast {
             self.learned_peers.retain(|p| *p != u);
@@ -796,6 +738,9 @@ impl Discovery {
     /// Advances time: expires silent participants, asks for records,
     /// sends due heartbeats, announcements and answers.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(k) = &mut self.keys {
+            k.now = now;
+        }
         if self.next_scan <= now {
             self.scan(now);
         }
@@ -808,11 +753,11 @@ impl Discovery {
         // (a quarter for records, half for greetings — a group heartbeat
         // also makes those who have our records look again).
         let n = self.table.len();
-        if let Some(to) = self.replies.due(now, group_ok, (n / 4).max(GROUP_ANSWER)) {
-            self.answer(to);
+        if let Some(due) = self.replies.due(now, group_ok, (n / 4).max(GROUP_ANSWER)) {
+            self.answer(due);
         }
-        if let Some(to) = self.greetings.due(now, group_ok, (n / 2).max(GROUP_ANSWER)) {
-            self.greet(to);
+        if let Some(due) = self.greetings.due(now, group_ok, (n / 2).max(GROUP_ANSWER)) {
+            self.greet(due);
         }
         if let Some((at, gap, known)) = self.hello {
             if at <= now {
@@ -831,10 +776,7 @@ impl Discovery {
                 } else {
                     let ask = self.beacon(BeaconBody::Request { target: EVERYONE });
                     for to in self.destinations(false) {
-                        self.transmits.push_back(Transmit {
-                            to,
-                            bytes: ask.clone(),
-                        });
+                        self.queue(to, ask.clone(), 0);
                     }
                     Some((now + gap * 2, gap * 2, n))
                 };
@@ -844,7 +786,7 @@ impl Discovery {
         if announced {
             self.changed = None;
             let all = self.destinations(true);
-            self.send_announce(&all);
+            self.send_announce(&all, 0);
         }
         if self.next_periodic <= now {
             // An announcement to everyone this turn is the heartbeat too
@@ -911,10 +853,14 @@ impl Discovery {
                         participant: me,
                         body: BeaconBody::Request { target: *id },
                     };
-                    self.transmits.push_back(Transmit {
-                        to: Destination::Peer(a),
-                        bytes: rq.encode(),
-                    });
+                    let nonce = self.keys.as_mut().map_or(0, |k| k.challenge(*id, now));
+                    self.transmits.push_back((
+                        Transmit {
+                            to: Destination::Peer(a),
+                            bytes: rq.encode(),
+                        },
+                        nonce,
+                    ));
                     e.next_request = Some(now + e.request_gap);
                     e.request_gap = (e.request_gap * 2).min(max_gap);
                     if e.asks == 0 {
@@ -953,11 +899,16 @@ impl Discovery {
 
     /// Next datagram to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        let t = self.transmits.pop_front();
-        if t.is_some() {
-            self.stats.sent += 1;
+        let (mut t, nonce) = self.transmits.pop_front()?;
+        if let Some(k) = &mut self.keys {
+            t.bytes = k.seal(std::mem::take(&mut t.bytes), nonce);
         }
-        t
+        self.stats.sent += 1;
+        Some(t)
+    }
+
+    fn queue(&mut self, to: Destination, bytes: Vec<u8>, nonce: u64) {
+        self.transmits.push_back((Transmit { to, bytes }, nonce));
     }
 
     /// Next event.
@@ -979,117 +930,7 @@ impl Discovery {
         self.left = true;
         let bye = self.beacon(BeaconBody::Bye);
         for to in self.destinations(true) {
-            self.transmits.push_back(Transmit {
-                to,
-                bytes: bye.clone(),
-            });
-        }
-    }
-
-    fn beacon(&self, body: BeaconBody) -> Vec<u8> {
-        Beacon {
-            domain: self.cfg.domain,
-            participant: self.cfg.participant,
-            body,
-        }
-        .encode()
-    }
-
-    /// Everyone our periodic datagrams reach (the broker only with
-    /// `broker_too`).
-    fn destinations(&self, broker_too: bool) -> Vec<Destination> {
-        let mut d = Vec::new();
-        if self.cfg.multicast {
-            d.push(Destination::Group);
-        }
-        for p in self.cfg.static_peers.iter().chain(&self.learned_peers) {
-            d.push(Destination::Peer(*p));
-        }
-        if self.cfg.broker && broker_too {
-            d.push(Destination::Broker);
-        }
-        d
-    }
-
-    fn heartbeat(&self, greeting: bool) -> Vec<u8> {
-        self.beacon(BeaconBody::Heartbeat {
-            revision: self.revision,
-            lease_ms: self.lease_ms(),
-            greeting,
-        })
-    }
-
-    /// The periodic heartbeat; the broker, which cannot carry requests,
-    /// gets the whole announcement instead.
-    fn heartbeat_all(&mut self) {
-        let hb = self.heartbeat(false);
-        for to in self.destinations(false) {
-            self.transmits.push_back(Transmit {
-                to,
-                bytes: hb.clone(),
-            });
-        }
-        if self.cfg.broker {
-            self.send_announce(&[Destination::Broker]);
-        }
-    }
-
-    fn send_announce(&mut self, to: &[Destination]) {
-        if to.is_empty() {
-            return;
-        }
-        let mut info = self.cfg.info.clone();
-        info.lease_ms = self.lease_ms();
-        let (broker, direct): (Vec<&Destination>, Vec<&Destination>) =
-            to.iter().partition(|d| **d == Destination::Broker);
-        if !broker.is_empty() && !self.cfg.broker_addresses {
-            // The broker gets no network addresses (see `Config`).
-            let mut bare = info.clone();
-            bare.locators
-                .retain(|l| l.transport == TransportKind::SharedMemory);
-            self.push_announce(&bare, &broker);
-            self.push_announce(&info, &direct);
-        } else {
-            self.push_announce(&info, &to.iter().collect::<Vec<_>>());
-        }
-    }
-
-    fn push_announce(&mut self, info: &ParticipantInfo, to: &[&Destination]) {
-        if to.is_empty() {
-            return;
-        }
-        let parts = Beacon::pack_announce(
-            self.cfg.domain,
-            self.cfg.participant,
-            info,
-            self.revision,
-            &self.records,
-            self.cfg.mtu,
-        );
-        for d in to {
-            for p in &parts {
-                self.transmits.push_back(Transmit {
-                    to: (*d).clone(),
-                    bytes: p.clone(),
-                });
-            }
-        }
-    }
-
-    /// Answers requests for our records: to each requester, or once to the
-    /// group when many asked at once.
-    fn answer(&mut self, to: Vec<Destination>) {
-        self.send_announce(&to);
-    }
-
-    /// Greets newcomers with a heartbeat (they then ask for our records).
-    fn greet(&mut self, to: Vec<Destination>) {
-        let hb = self.heartbeat(true);
-        for d in to {
-            self.transmits.push_back(Transmit {
-                to: d,
-                bytes: hb.clone(),
-            });
+            self.queue(to, bye.clone(), 0);
         }
     }
 
@@ -1138,3 +979,6 @@ mod tests;
 
 #[cfg(test)]
 mod attack_tests;
+
+#[cfg(test)]
+mod secure_tests;

@@ -18,7 +18,12 @@ fn root() -> bool {
 }
 
 fn spawn(lab: &Lab, side: Side, args: &str) -> Child {
-    lab.command(side, &format!("exec {BIN} {args}"))
+    spawn_with(lab, side, "", args)
+}
+
+/// `env`: `NAME=value …` set for the process.
+fn spawn_with(lab: &Lab, side: Side, env: &str, args: &str) -> Child {
+    lab.command(side, &format!("{env} exec {BIN} {args}"))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -70,6 +75,49 @@ fn forged_goodbyes_announcements_and_locators_do_not_cut_a_subscriber_off() {
         600,
         "reliable samples lost under attack: {s}"
     );
+}
+
+#[test]
+fn with_signed_discovery_the_forgeries_are_refused_before_they_touch_any_state() {
+    if !root() {
+        return;
+    }
+    use ferry_security::create::{create_identity, create_keystore, create_permissions, Validity};
+    let ks_dir = ferry_testkit::TempDir::new("attack-signed");
+    let ks = create_keystore(ks_dir.path(), Validity::days(1)).expect("keystore");
+    for e in ["/victim_pub", "/victim_sub"] {
+        create_identity(&ks, e, Validity::days(1)).expect("identity");
+    }
+    let policy = ks_dir.path().join("policy-in.yaml");
+    std::fs::write(
+        &policy,
+        "version: 1\nidentities:\n  /victim_pub: { allow: { publish: [/victim] } }\n  /victim_sub: { allow: { subscribe: [/victim] } }\n",
+    )
+    .expect("policy");
+    create_permissions(&ks, &policy, Validity::days(1)).expect("permissions");
+    let env = |enclave: &str| {
+        format!(
+            "FERRY_SECURITY=enforce FERRY_KEYSTORE={} FERRY_ENCLAVE={enclave}",
+            ks_dir.path().display()
+        )
+    };
+    let lab = Lab::up(LabConfig::symmetric("fsig", 44, ideal())).expect("lab up");
+    let sub = spawn_with(&lab, Side::A, &env("/victim_sub"), "sub 76 /victim 20");
+    let publisher = spawn_with(&lab, Side::B, &env("/victim_pub"), "pub 76 /victim 600 50");
+    std::thread::sleep(std::time::Duration::from_secs(7));
+    let attacker = spawn(&lab, Side::B, "attack 76 6000");
+    let (p, a, s) = (output(publisher), output(attacker), output(sub));
+    assert_eq!(value(&p, "published"), 600, "{p}");
+    assert!(value(&a, "forged") > 1000, "the attack did not run: {a}");
+    assert!(value(&a, " for ") >= 2, "the attacker heard nobody: {a}");
+    // Unsigned: dropped before the owner check, counted as such.
+    assert!(
+        value(&s, "unsigned=") > 0,
+        "no forgery reached the subscriber: {s}"
+    );
+    assert_eq!(value(&s, "not_owner="), 0, "{s}");
+    assert_eq!(value(&s, "bad_signature="), 0, "{s}");
+    assert_eq!(value(&s, "received"), 600, "samples lost under attack: {s}");
 }
 
 #[test]

@@ -289,6 +289,10 @@ impl Node {
         ] {
             d.set_item(k, v)?;
         }
+        // Signed discovery's refusals, flat: `security_unsigned`, ….
+        for (k, v) in s.security.entries() {
+            d.set_item(format!("security_{k}"), v)?;
+        }
         Ok(d)
     }
     /// Counters of this node's runtime's incoming connections, as a dict.

@@ -348,7 +348,8 @@ pub(crate) fn cert_grants(cert: &X509Certificate<'_>) -> Result<Grants, GrantsEr
     }
 }
 
-fn now_unix() -> i64 {
+/// Now, Unix seconds.
+pub(crate) fn now_unix() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)

@@ -20,6 +20,7 @@ mod der;
 pub mod enclave;
 pub mod grants;
 pub mod keystore;
+pub mod peer;
 pub mod policy;
 
 #[cfg(feature = "keygen")]
@@ -31,6 +32,7 @@ use std::str::FromStr;
 pub use enclave::{check_enclave, EnclaveError};
 pub use grants::{Action, Effect, Grants, GrantsError, Pattern, PatternError, Rule};
 pub use keystore::{Identity, IdentityError, Keystore, KeystoreError, Summary};
+pub use peer::{is_internal, key_id, random_u64, KeyId, PeerError, PeerIdentity};
 pub use policy::{Policy, PolicyError};
 
 /// How much security a runtime applies (`FERRY_SECURITY`).

@@ -15,6 +15,13 @@
 //! - `Request`: "send me your announcement" (to the participant named in the
 //!   body, at the address its heartbeats come from).
 //! - `Bye` (empty): the participant is leaving.
+//! - `Credential`: one chunk of the sender's certificate (security on).
+//!
+//! With security on, a beacon has [`FLAG_SIGNED`] set and ends with a
+//! [`Trailer`] of [`TRAILER_LEN`] bytes: the signer's key id, a strictly
+//! increasing stamp, a nonce (a request's challenge, or the echo of one) and
+//! an Ed25519 signature over [`SIGNING_CONTEXT`] and everything before the
+//! signature. Checking it is discovery's job; this module only frames it.
 
 use crate::codec::{Reader, WireError, Writer};
 use crate::types::{EndpointKind, Locator, ParticipantId, Qos, TypeHash};
@@ -25,6 +32,25 @@ const KIND_ANNOUNCE: u8 = 1;
 const KIND_BYE: u8 = 2;
 const KIND_HEARTBEAT: u8 = 3;
 const KIND_REQUEST: u8 = 4;
+const KIND_CREDENTIAL: u8 = 5;
+/// Flag: the beacon ends with a signed [`Trailer`].
+pub const FLAG_SIGNED: u16 = 1;
+/// Flag (with [`FLAG_SIGNED`]): the sender also talks to runtimes without
+/// security (mode `permissive`): those may take the beacon unchecked.
+pub const FLAG_PLAIN_OK: u16 = 2;
+/// Bytes of the signed trailer.
+pub const TRAILER_LEN: usize = 89;
+/// Bytes of the trailer's signature (the datagram's last bytes).
+pub const SIGNATURE_LEN: usize = 64;
+/// Prefix of every signed message: a beacon signature cannot be taken for
+/// a signature of anything else.
+pub const SIGNING_CONTEXT: &[u8] = b"ferry/beacon/1\0";
+/// Trailer algorithm: Ed25519.
+pub const ALG_ED25519: u8 = 1;
+/// Largest certificate carried in `Credential` beacons.
+pub const MAX_CREDENTIAL: usize = 10 * 1024;
+/// Bytes of certificate per `Credential` beacon (the last may be shorter).
+pub const CREDENTIAL_CHUNK: usize = 1024;
 /// Bytes of the common beacon header.
 pub const HEADER_LEN: usize = 16;
 /// Longest name, namespace, topic or type name accepted on the wire.
@@ -130,6 +156,79 @@ pub enum BeaconBody {
         /// Whose records are wanted.
         target: ParticipantId,
     },
+    /// One chunk of the sender's certificate (DER), sent before its
+    /// announcement when security is on. Self-authenticating: the
+    /// certificate is the CA's signature, and its hash is the key id.
+    Credential {
+        /// Where this chunk starts (a multiple of [`CREDENTIAL_CHUNK`]).
+        offset: u16,
+        /// The certificate's length.
+        total: u16,
+        /// The chunk.
+        bytes: Vec<u8>,
+    },
+}
+
+/// The signed end of a beacon (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trailer {
+    /// Who signed: the first 8 bytes of the SHA-256 of its certificate.
+    pub key_id: [u8; 8],
+    /// Microseconds since the Unix epoch on the sender's clock, strictly
+    /// increasing per sender.
+    pub stamp: u64,
+    /// A `Request`'s challenge, or the challenge an answer echoes; 0: none.
+    pub nonce: u64,
+    /// [`ALG_ED25519`].
+    pub alg: u8,
+    /// The signature.
+    pub sig: [u8; SIGNATURE_LEN],
+}
+
+/// A parsed datagram with its trailer, if signed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parsed<'a> {
+    /// The beacon.
+    pub beacon: Beacon,
+    /// Its flags ([`FLAG_SIGNED`], [`FLAG_PLAIN_OK`]).
+    pub flags: u16,
+    /// Its trailer ([`FLAG_SIGNED`]).
+    pub trailer: Option<Trailer>,
+    /// What the signature covers (after [`SIGNING_CONTEXT`]): the datagram
+    /// without its last [`SIGNATURE_LEN`] bytes.
+    pub covered: &'a [u8],
+}
+
+/// The message a beacon signature is made over: [`SIGNING_CONTEXT`] then
+/// `covered`.
+pub fn signing_message(covered: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(SIGNING_CONTEXT.len() + covered.len());
+    m.extend_from_slice(SIGNING_CONTEXT);
+    m.extend_from_slice(covered);
+    m
+}
+
+/// Signs an encoded beacon: sets [`FLAG_SIGNED`] (and `extra_flags`) and
+/// appends the trailer; `sign` gets the [`signing_message`].
+pub fn seal(
+    mut datagram: Vec<u8>,
+    extra_flags: u16,
+    key_id: [u8; 8],
+    stamp: u64,
+    nonce: u64,
+    sign: impl FnOnce(&[u8]) -> [u8; SIGNATURE_LEN],
+) -> Vec<u8> {
+    if datagram.len() >= HEADER_LEN {
+        let flags = u16::from_le_bytes([datagram[6], datagram[7]]) | FLAG_SIGNED | extra_flags;
+        datagram[6..8].copy_from_slice(&flags.to_le_bytes());
+    }
+    datagram.extend_from_slice(&key_id);
+    datagram.extend_from_slice(&stamp.to_le_bytes());
+    datagram.extend_from_slice(&nonce.to_le_bytes());
+    datagram.push(ALG_ED25519);
+    let sig = sign(&signing_message(&datagram));
+    datagram.extend_from_slice(&sig);
+    datagram
 }
 
 /// A whole discovery datagram.
@@ -144,14 +243,58 @@ pub struct Beacon {
 }
 
 impl Beacon {
-    /// Parses an untrusted datagram.
+    /// Parses an untrusted datagram (a trailer, if any, is not looked at).
     pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        Self::parse_signed(buf).map(|p| p.beacon)
+    }
+
+    /// Parses an untrusted datagram and splits off its trailer when it is
+    /// signed (the signature is not checked here).
+    pub fn parse_signed(buf: &[u8]) -> Result<Parsed<'_>, WireError> {
         let mut r = Reader::new(buf);
         r.header(MAGIC, VERSION)?;
         let kind = r.u8()?;
         let domain = r.u16()?;
-        let _flags = r.u16()?;
+        let flags = r.u16()?;
         let participant = ParticipantId(r.u64()?);
+        let (body_end, trailer) = if flags & FLAG_SIGNED != 0 {
+            let Some(end) = buf
+                .len()
+                .checked_sub(TRAILER_LEN)
+                .filter(|e| *e >= HEADER_LEN)
+            else {
+                return Err(WireError::Truncated {
+                    offset: HEADER_LEN,
+                    needed: (HEADER_LEN + TRAILER_LEN).saturating_sub(buf.len()).max(1),
+                });
+            };
+            let t = &buf[end..];
+            let mut tr = Reader::new(t);
+            let key_id = tr.array()?;
+            let stamp = tr.u64()?;
+            let nonce = tr.u64()?;
+            let alg = tr.u8()?;
+            if alg != ALG_ED25519 {
+                return Err(WireError::InvalidValue {
+                    field: "trailer.alg",
+                    value: alg as u64,
+                });
+            }
+            let sig = tr.array()?;
+            (
+                end,
+                Some(Trailer {
+                    key_id,
+                    stamp,
+                    nonce,
+                    alg,
+                    sig,
+                }),
+            )
+        } else {
+            (buf.len(), None)
+        };
+        let mut r = Reader::new(&buf[HEADER_LEN..body_end]);
         let body = match kind {
             KIND_ANNOUNCE => BeaconBody::Announce(read_announce(&mut r)?),
             KIND_BYE => BeaconBody::Bye,
@@ -183,6 +326,30 @@ impl Beacon {
             KIND_REQUEST => BeaconBody::Request {
                 target: ParticipantId(r.u64()?),
             },
+            KIND_CREDENTIAL => {
+                let offset = r.u16()?;
+                let total = r.u16()?;
+                let len = r.u16()? as usize;
+                let (o, t) = (offset as usize, total as usize);
+                if t == 0 || t > MAX_CREDENTIAL {
+                    return Err(WireError::TooLong {
+                        field: "credential.total",
+                        len: t,
+                        limit: MAX_CREDENTIAL,
+                    });
+                }
+                if o % CREDENTIAL_CHUNK != 0 || o >= t || len != CREDENTIAL_CHUNK.min(t - o) {
+                    return Err(WireError::InvalidValue {
+                        field: "credential.offset",
+                        value: offset as u64,
+                    });
+                }
+                BeaconBody::Credential {
+                    offset,
+                    total,
+                    bytes: r.bytes(len)?.to_vec(),
+                }
+            }
             v => {
                 return Err(WireError::InvalidValue {
                     field: "beacon.kind",
@@ -190,10 +357,20 @@ impl Beacon {
                 })
             }
         };
-        Ok(Beacon {
-            domain,
-            participant,
-            body,
+        let covered_end = if trailer.is_some() {
+            buf.len() - SIGNATURE_LEN
+        } else {
+            buf.len()
+        };
+        Ok(Parsed {
+            beacon: Beacon {
+                domain,
+                participant,
+                body,
+            },
+            flags,
+            trailer,
+            covered: &buf[..covered_end],
         })
     }
 
@@ -204,6 +381,7 @@ impl Beacon {
             BeaconBody::Bye => KIND_BYE,
             BeaconBody::Heartbeat { .. } => KIND_HEARTBEAT,
             BeaconBody::Request { .. } => KIND_REQUEST,
+            BeaconBody::Credential { .. } => KIND_CREDENTIAL,
         };
         let mut w = header(self.domain, self.participant, kind);
         match &self.body {
@@ -225,8 +403,47 @@ impl Beacon {
                 w.u8(u8::from(*greeting));
             }
             BeaconBody::Request { target } => w.u64(target.0),
+            BeaconBody::Credential {
+                offset,
+                total,
+                bytes,
+            } => {
+                w.u16(*offset);
+                w.u16(*total);
+                w.u16(bytes.len() as u16);
+                w.bytes(bytes);
+            }
         }
         w.into_vec()
+    }
+
+    /// A certificate as `Credential` beacons (unsigned; `None` when it is
+    /// larger than [`MAX_CREDENTIAL`]).
+    pub fn credential(
+        domain: u16,
+        participant: ParticipantId,
+        cert: &[u8],
+    ) -> Option<Vec<Vec<u8>>> {
+        if cert.is_empty() || cert.len() > MAX_CREDENTIAL {
+            return None;
+        }
+        Some(
+            cert.chunks(CREDENTIAL_CHUNK)
+                .enumerate()
+                .map(|(i, c)| {
+                    Beacon {
+                        domain,
+                        participant,
+                        body: BeaconBody::Credential {
+                            offset: (i * CREDENTIAL_CHUNK) as u16,
+                            total: cert.len() as u16,
+                            bytes: c.to_vec(),
+                        },
+                    }
+                    .encode()
+                })
+                .collect(),
+        )
     }
 
     /// Packs a participant's whole record set into as many announce
@@ -528,7 +745,91 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_sealed_beacon_parses_with_its_trailer_and_the_signature_covers_all_before_it() {
+        let hb = Beacon {
+            domain: 9,
+            participant: ParticipantId(1),
+            body: BeaconBody::Heartbeat {
+                revision: 7,
+                lease_ms: 3000,
+                greeting: false,
+            },
+        };
+        let mut seen = Vec::new();
+        let d = seal(hb.encode(), FLAG_PLAIN_OK, [7; 8], 42, 99, |m| {
+            seen = m.to_vec();
+            [5; SIGNATURE_LEN]
+        });
+        assert_eq!(d.len(), 25 + TRAILER_LEN, "a signed heartbeat is 114 bytes");
+        let p = Beacon::parse_signed(&d).unwrap();
+        assert_eq!(p.beacon, hb);
+        assert_eq!(p.flags, FLAG_SIGNED | FLAG_PLAIN_OK);
+        let t = p.trailer.unwrap();
+        assert_eq!(
+            (t.key_id, t.stamp, t.nonce, t.sig),
+            ([7; 8], 42, 99, [5; 64])
+        );
+        assert_eq!(signing_message(p.covered), seen);
+        assert_eq!(p.covered.len(), d.len() - SIGNATURE_LEN);
+        // A trailer cut short is an error, never a shorter body.
+        for n in 0..d.len() {
+            assert!(Beacon::parse_signed(&d[..n]).is_err(), "prefix {n} parsed");
+        }
+        // Unsigned: no trailer, everything covered.
+        let plain = hb.encode();
+        let p = Beacon::parse_signed(&plain).unwrap();
+        assert!(p.trailer.is_none());
+    }
+
+    #[test]
+    fn a_certificate_travels_in_chunks_that_round_trip_and_bad_chunks_are_refused() {
+        let cert: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
+        let parts = Beacon::credential(0, ParticipantId(3), &cert).unwrap();
+        assert_eq!(parts.len(), 3);
+        let mut got = Vec::new();
+        for p in &parts {
+            let BeaconBody::Credential {
+                offset,
+                total,
+                bytes,
+            } = Beacon::parse(p).unwrap().body
+            else {
+                panic!("not a credential")
+            };
+            assert_eq!((offset as usize, total as usize), (got.len(), cert.len()));
+            got.extend(bytes);
+        }
+        assert_eq!(got, cert);
+        assert!(Beacon::credential(0, ParticipantId(3), &vec![0; MAX_CREDENTIAL + 1]).is_none());
+        let bad = Beacon {
+            domain: 0,
+            participant: ParticipantId(3),
+            body: BeaconBody::Credential {
+                offset: 5,
+                total: 100,
+                bytes: vec![0; 95],
+            },
+        };
+        assert!(
+            Beacon::parse(&bad.encode()).is_err(),
+            "offset off a chunk boundary"
+        );
+    }
+
     proptest! {
+        #[test]
+        fn signed_parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let mut b = bytes;
+            if b.len() > 8 {
+                b[0] = b'F';
+                b[1] = b'D';
+                b[2] = VERSION;
+                b[6] |= FLAG_SIGNED as u8;
+            }
+            let _ = Beacon::parse_signed(&b);
+        }
+
         #[test]
         fn parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
             let _ = Beacon::parse(&bytes);

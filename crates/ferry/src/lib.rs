@@ -47,6 +47,8 @@ pub use config::{AdminAccess, Config, DiscoveryRange, TopicRule};
 pub use error::{BuildError, CallError, DecodeError, EncodeError, PublishError, RecvError};
 pub use event::{PortEvent, UnmatchReason};
 pub use ferry_discovery::matching::QosPolicy;
+/// What signed discovery refused, by reason ([`DiscoveryStats::security`]).
+pub use ferry_discovery::SecurityStats as DiscoverySecurityStats;
 /// Counters of a runtime's discovery ([`Node::discovery_stats`]).
 pub use ferry_discovery::Stats as DiscoveryStats;
 pub use ferry_wire::{

@@ -1,14 +1,14 @@
 //! This runtime's identity and the check of its own ports against its
 //! grants (`[security]`, `FERRY_SECURITY`).
 //!
-//! Milestone 1 of `docs/design/security.md`, first part: identities load
-//! and local ports are checked. Signed discovery and protected TCP/UDP
-//! paths build on the identity loaded here.
+//! Milestone 1 of `docs/design/security.md`: identities load, local ports
+//! are checked, and discovery signs and checks beacons with the identity
+//! loaded here (`ferry_discovery::Auth`). Protected TCP/UDP paths are next.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ferry_security::{Action, Identity, Keystore, Mode};
+use ferry_security::{Identity, Keystore, Mode};
 use ferry_wire::EndpointKind;
 
 use crate::config::security::SecurityConfig;
@@ -17,7 +17,7 @@ use crate::error::BuildError;
 /// The identity a runtime runs as, and what its grants turned away.
 pub(crate) struct Security {
     pub mode: Mode,
-    pub identity: Identity,
+    pub identity: Arc<Identity>,
     /// Ports the grants would refuse, under `permissive`.
     pub would_deny: AtomicU64,
 }
@@ -57,7 +57,7 @@ pub(crate) fn load(cfg: &SecurityConfig, domain: u16) -> Result<Option<Arc<Secur
             );
             Ok(Some(Arc::new(Security {
                 mode,
-                identity,
+                identity: Arc::new(identity),
                 would_deny: AtomicU64::new(0),
             })))
         }
@@ -69,30 +69,24 @@ pub(crate) fn load(cfg: &SecurityConfig, domain: u16) -> Result<Option<Arc<Secur
     }
 }
 
-/// What a port of `kind` does with its name.
-pub(crate) fn action_of(kind: EndpointKind) -> Action {
-    match kind {
-        EndpointKind::Publisher => Action::Publish,
-        EndpointKind::Subscriber => Action::Subscribe,
-        EndpointKind::Service => Action::Serve,
-        EndpointKind::Client => Action::Call,
-    }
-}
-
 impl Security {
+    /// What signed discovery needs: this identity, and whether plain
+    /// peers are refused.
+    pub fn discovery_auth(&self) -> ferry_discovery::Auth {
+        ferry_discovery::Auth {
+            identity: self.identity.clone(),
+            enforce: self.mode == Mode::Enforce,
+        }
+    }
+
     /// Whether this runtime may create a port of `kind` on `name` (fully
     /// qualified). Ferry's own `/_ferry/…` services are governed by the
     /// `admin` and `monitor` grants where they are called, not here.
     pub fn check_port(&self, kind: EndpointKind, name: &str) -> Result<(), BuildError> {
-        let hidden = crate::graph::HIDDEN_PREFIX;
-        if name == hidden
-            || name
-                .strip_prefix(hidden)
-                .is_some_and(|r| r.starts_with('/'))
-        {
+        if ferry_security::is_internal(name) {
             return Ok(());
         }
-        let action = action_of(kind);
+        let action = ferry_discovery::action_of(kind);
         if self.identity.grants().allows(action, name) {
             return Ok(());
         }

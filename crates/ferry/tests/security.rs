@@ -15,7 +15,7 @@ use ferry_testkit::TempDir as Dir;
 
 const POLICY: &str = r#"
 version: 1
-domains: [160, 161, 162, 163]
+domains: [160, 161, 162, 163, 165]
 identities:
   /robot1/talker:
     allow: { publish: [/chatter, "/robot1/**"] }
@@ -190,4 +190,65 @@ fn permissive_allows_and_off_ignores() {
     let _p = n.publisher::<std_msgs::String>("/x").build().unwrap();
     let n = node("o", cfg(163, Mode::Off, Some(&d.0.join("nowhere")), None)).unwrap();
     let _p = n.publisher::<std_msgs::String>("/x").build().unwrap();
+}
+
+#[test]
+fn discovery_is_signed_and_runtimes_without_our_ca_or_security_never_meet() {
+    let d = keystore("signed");
+    let other = keystore("signed-other");
+    let talker = node(
+        "talker",
+        cfg(165, Mode::Enforce, Some(&d.0), Some("/robot1/talker")),
+    )
+    .unwrap();
+    let listener = node(
+        "listener",
+        cfg(165, Mode::Enforce, Some(&d.0), Some("/robot1/listener")),
+    )
+    .unwrap();
+    let plain = node("plain", cfg(165, Mode::Off, None, None)).unwrap();
+    let stranger = node(
+        "stranger",
+        cfg(165, Mode::Enforce, Some(&other.0), Some("/robot1/listener")),
+    )
+    .unwrap();
+    let p = talker
+        .publisher::<std_msgs::String>("/chatter")
+        .build()
+        .unwrap();
+    let subs: Vec<_> = [&listener, &plain, &stranger]
+        .iter()
+        .map(|n| {
+            n.subscriber::<std_msgs::String>("/chatter")
+                .build()
+                .unwrap()
+        })
+        .collect();
+    assert!(p.wait_for_subscribers(1, Duration::from_secs(10)));
+    // Time for the others to be found, were they found at all.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        p.subscriber_count(),
+        1,
+        "only the listener of our CA matches"
+    );
+    p.publish(std_msgs::String {
+        data: "signed".into(),
+    })
+    .unwrap();
+    assert_eq!(
+        subs[0].recv_timeout(Duration::from_secs(5)).unwrap().data,
+        "signed"
+    );
+    for s in &subs[1..] {
+        assert!(s.recv_timeout(Duration::from_millis(300)).is_err());
+    }
+    let t = talker.discovery_stats().security;
+    assert!(t.unsigned > 0, "the plain runtime's beacons: {t:?}");
+    assert!(t.foreign_ca > 0, "the stranger's certificate: {t:?}");
+    assert_eq!((t.bad_signature, t.replayed), (0, 0), "{t:?}");
+    let o = plain.discovery_stats().security;
+    assert!(o.needs_security > 0, "{o:?}");
+    let s = stranger.discovery_stats().security;
+    assert!(s.foreign_ca > 0, "{s:?}");
 }

@@ -12,7 +12,8 @@ use super::types::Destination;
 /// not one per crowd member.
 #[derive(Debug, Default)]
 pub(super) struct Pending {
-    to: Vec<SocketAddr>,
+    /// Askers, each with the challenge its request carried (0: none).
+    to: Vec<(SocketAddr, u64)>,
     pub(super) at: Option<Instant>,
     last_group: Option<Instant>,
 }
@@ -21,9 +22,11 @@ pub(super) struct Pending {
 const GROUP_GAP: Duration = Duration::from_secs(2);
 
 impl Pending {
-    pub(super) fn add(&mut self, to: SocketAddr, at: Instant) {
-        if self.to.len() < 4096 && !self.to.contains(&to) {
-            self.to.push(to);
+    pub(super) fn add(&mut self, to: SocketAddr, nonce: u64, at: Instant) {
+        if let Some(e) = self.to.iter_mut().find(|(a, _)| *a == to) {
+            e.1 = nonce;
+        } else if self.to.len() < 4096 {
+            self.to.push((to, nonce));
         }
         self.at = Some(self.at.map_or(at, |t| t.min(at)));
     }
@@ -35,12 +38,7 @@ impl Pending {
     /// answered by unicast, at most [`UNICAST_BATCH`] per turn (the rest a
     /// millisecond later), so a crowd neither floods the group nor our
     /// send buffer.
-    pub(super) fn due(
-        &mut self,
-        now: Instant,
-        group_ok: bool,
-        crowd: usize,
-    ) -> Option<Vec<Destination>> {
+    pub(super) fn due(&mut self, now: Instant, group_ok: bool, crowd: usize) -> Option<Due> {
         if self.at.is_none_or(|t| t > now) {
             return None;
         }
@@ -54,14 +52,43 @@ impl Pending {
                 return None;
             }
             self.at = None;
-            self.to.clear();
             self.last_group = Some(now);
-            return Some(vec![Destination::Group]);
+            return Some(Due {
+                group: true,
+                askers: std::mem::take(&mut self.to),
+            });
         }
         let n = self.to.len().min(UNICAST_BATCH);
-        let batch: Vec<Destination> = self.to.drain(..n).map(Destination::Peer).collect();
+        let askers: Vec<(SocketAddr, u64)> = self.to.drain(..n).collect();
         self.at = (!self.to.is_empty()).then(|| now + Duration::from_millis(1));
-        Some(batch)
+        Some(Due {
+            group: false,
+            askers,
+        })
+    }
+}
+
+/// Answers due now.
+#[derive(Debug)]
+pub(super) struct Due {
+    /// One datagram to the group serves them all.
+    pub(super) group: bool,
+    /// The askers and their challenges: answered each by unicast, or (with
+    /// `group`) sent only the echo of their challenge.
+    pub(super) askers: Vec<(SocketAddr, u64)>,
+}
+
+impl Due {
+    /// Where the answer goes, with the challenge it echoes.
+    pub(super) fn destinations(&self) -> Vec<(Destination, u64)> {
+        if self.group {
+            vec![(Destination::Group, 0)]
+        } else {
+            self.askers
+                .iter()
+                .map(|(a, n)| (Destination::Peer(*a), *n))
+                .collect()
+        }
     }
 }
 

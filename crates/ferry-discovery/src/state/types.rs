@@ -47,6 +47,15 @@ pub struct Config {
     pub loopback_only: bool,
     /// Seed for the announcement jitter.
     pub seed: u64,
+    /// Sign beacons and check others' (security `permissive`/`enforce`);
+    /// `None`: plain beacons, and signed ones only from peers that accept
+    /// plain ones too.
+    pub auth: Option<super::auth::Auth>,
+    /// The wall clock when discovery starts, µs since the Unix epoch (the
+    /// base of signed beacons' stamps; set by the driver, 0 by default:
+    /// stamps then only count up from the start, which is enough on a
+    /// LAN but not for freshness through the broker).
+    pub unix_at_start_us: u64,
 }
 
 impl Config {
@@ -67,6 +76,8 @@ impl Config {
             broker_addresses: false,
             loopback_only: false,
             seed: participant.0 | 1,
+            auth: None,
+            unix_at_start_us: 0,
         }
     }
 }
@@ -188,6 +199,30 @@ pub enum DatagramError {
     /// `discovery = localhost` and the datagram came from elsewhere.
     #[error("datagram from {0} ignored: discovery is limited to this host (localhost)")]
     NotLoopback(SocketAddr),
+    /// A signed beacon from a runtime that talks only to secured ones,
+    /// and this one runs without security.
+    #[error("signed beacon from {0} ignored: that runtime runs with FERRY_SECURITY=enforce and this one without security")]
+    NeedsSecurity(SocketAddr),
+    /// An unsigned beacon while security is enforced.
+    #[error("unsigned beacon from {0} ignored (FERRY_SECURITY=enforce)")]
+    Unsigned(SocketAddr),
+    /// Signed by a key whose certificate has not arrived yet: it is asked for.
+    #[error("beacon from {0} signed by a key not known yet; its certificate is asked for")]
+    UnknownKey(SocketAddr),
+    /// Signed by a key whose certificate was refused.
+    #[error("beacon from {from} signed by a refused certificate ({why:?})")]
+    BadCredential {
+        /// The source.
+        from: SocketAddr,
+        /// Why it was refused.
+        why: super::auth::BadKey,
+    },
+    /// A signature that does not verify (tampered or forged).
+    #[error("beacon from {0} has a bad signature (tampered or forged)")]
+    BadSignature(SocketAddr),
+    /// A signed beacon older than the participant's replay window.
+    #[error("replayed beacon of participant {0} ignored")]
+    Replayed(ParticipantId),
 }
 
 /// Counters for the driver and the CLI.
@@ -209,6 +244,61 @@ pub struct Stats {
     pub not_loopback: u64,
     /// Participants forgotten to make room for new ones.
     pub evicted: u64,
+    /// What signed discovery refused.
+    #[serde(default)]
+    pub security: SecurityStats,
+}
+
+/// What signed discovery refused or skipped, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct SecurityStats {
+    /// Unsigned beacons under `enforce`.
+    pub unsigned: u64,
+    /// Signed-only beacons seen without security (`off`).
+    pub needs_security: u64,
+    /// Signed by a key whose certificate had not arrived (it is asked for).
+    pub unknown_key: u64,
+    /// Certificates (and beacons signed by them) not of our CA.
+    pub foreign_ca: u64,
+    /// Certificates (and beacons signed by them) outside their validity.
+    pub expired: u64,
+    /// Certificates whose grants do not cover the domain; and records a
+    /// participant's grants do not allow (dropped, never matched).
+    pub denied: u64,
+    /// Signatures that do not verify.
+    pub bad_signature: u64,
+    /// Stamps older than the replay window.
+    pub replayed: u64,
+    /// Beacons seen twice (a copy per interface, or a replay of a recent
+    /// one): ignored.
+    pub duplicate: u64,
+    /// Participants forgotten before they echoed a challenge.
+    pub unproven: u64,
+    /// Heartbeats not verified because they would change nothing (a
+    /// proven participant's, verified less than a third of its lease ago):
+    /// not taken, so a forged one among them is not noticed either.
+    pub skipped: u64,
+}
+
+impl SecurityStats {
+    /// Every counter with its name, in a fixed order (for the CLI and the
+    /// Python dict).
+    pub fn entries(&self) -> [(&'static str, u64); 11] {
+        [
+            ("unsigned", self.unsigned),
+            ("needs_security", self.needs_security),
+            ("unknown_key", self.unknown_key),
+            ("foreign_ca", self.foreign_ca),
+            ("expired", self.expired),
+            ("denied", self.denied),
+            ("bad_signature", self.bad_signature),
+            ("replayed", self.replayed),
+            ("duplicate", self.duplicate),
+            ("unproven", self.unproven),
+            ("skipped", self.skipped),
+        ]
+    }
 }
 
 /// What is known about one remote participant.

@@ -548,13 +548,29 @@ fn run(
 
 fn stats_line(node: &Node) -> String {
     let s = node.discovery_stats();
+    let x = s.security;
     format!(
-        "stats received={} not_owner={} refused={} not_loopback={} malformed={}",
-        s.received, s.not_owner, s.refused, s.not_loopback, s.malformed
+        "stats received={} not_owner={} refused={} not_loopback={} malformed={} unsigned={} bad_signature={} foreign_ca={} replayed={}",
+        s.received, s.not_owner, s.refused, s.not_loopback, s.malformed,
+        x.unsigned, x.bad_signature, x.foreign_ca, x.replayed
     )
 }
 
+/// The lab's config; security as `FERRY_SECURITY`, `FERRY_KEYSTORE` and
+/// `FERRY_ENCLAVE` say (the signed-discovery attack test sets them).
 fn lab_config(domain: u16, localhost: bool, peers: Vec<String>) -> Config {
+    let mut c = lab_config_plain(domain, localhost, peers);
+    if let Ok(m) = std::env::var("FERRY_SECURITY") {
+        c.security.mode = m
+            .parse()
+            .expect("FERRY_SECURITY: off, permissive or enforce");
+        c.security.keystore = std::env::var_os("FERRY_KEYSTORE").map(Into::into);
+        c.security.enclave = std::env::var("FERRY_ENCLAVE").ok();
+    }
+    c
+}
+
+fn lab_config_plain(domain: u16, localhost: bool, peers: Vec<String>) -> Config {
     Config {
         domain_id: domain,
         discovery: if localhost {

@@ -436,7 +436,12 @@ class Node:
         ``malformed``, from a ``foreign_domain``, forged (``not_owner``: a
         known participant's id from another address), ``refused`` (caps,
         rate, revision jumps), ``not_loopback`` (off-host under
-        ``discovery = localhost``), ``evicted`` participants."""
+        ``discovery = localhost``), ``evicted`` participants; and what signed
+        discovery refused (``FERRY_SECURITY``): ``security_unsigned``,
+        ``security_needs_security``, ``security_unknown_key``,
+        ``security_foreign_ca``, ``security_expired``, ``security_denied``,
+        ``security_bad_signature``, ``security_replayed``,
+        ``security_duplicate``, ``security_unproven``."""
         return dict(self._native.discovery_stats())
 
     def connection_stats(self) -> Dict[str, int]:

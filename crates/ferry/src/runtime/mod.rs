@@ -213,6 +213,10 @@ impl Runtime {
             );
         }
         dcfg.loopback_only = cfg.discovery == crate::config::DiscoveryRange::Localhost;
+        dcfg.auth = security.as_ref().map(|s| s.discovery_auth());
+        dcfg.unix_at_start_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
         for p in &cfg.peers {
             dcfg.static_peers.extend(cfg.peer_addrs_of(p)?);
         }

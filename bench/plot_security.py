@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""What signed discovery costs (issue 22): bars from `ferry-sec-micro --out`
+JSON.  Usage: plot_security.py RESULT.json OUT.png"""
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+src, out = sys.argv[1:3]
+data = json.load(open(src))
+rows = data["domains"]
+sizes = sorted({r["runtimes"] for r in rows})
+fig, ax = plt.subplots(1, 2, figsize=(11, 3.8))
+width = 0.38
+for k, (key, title, unit) in enumerate([
+    ("cpu_pct_of_core_per_runtime", "CPU per runtime at rest\n(% of one core)", "%"),
+    ("bytes_per_s_per_runtime", "discovery bytes/s sent per runtime at rest", "B/s"),
+]):
+    a = ax[k]
+    for j, signed in enumerate([False, True]):
+        vals = [next(r[key] for r in rows if r["runtimes"] == n and r["signed"] == signed)
+                for n in sizes]
+        xs = [i + (j - 0.5) * width for i in range(len(sizes))]
+        a.bar(xs, vals, width, label="signed" if signed else "plain",
+              color="#2b7bba" if signed else "#bbbbbb")
+        for x, v in zip(xs, vals):
+            a.text(x, v, f"{v:.3g}", ha="center", va="bottom", fontsize=8)
+    a.set_xticks(range(len(sizes)))
+    a.set_xticklabels([f"{n} runtimes" for n in sizes])
+    a.set_title(title, fontsize=10)
+    a.legend(fontsize=8)
+m = data["micro"]
+fig.suptitle(
+    f"Ed25519: seal {m['seal_heartbeat_us']:.0f} µs, verify {m['parse_verify_heartbeat_us']:.0f} µs, "
+    f"certificate check {m['check_certificate_us']:.0f} µs; heartbeat "
+    f"{m['heartbeat_bytes'][0]} → {m['heartbeat_bytes'][1]} B", fontsize=10)
+fig.tight_layout()
+fig.savefig(out, dpi=110)
