@@ -131,13 +131,16 @@ pub fn run(a: AdminArgs, spin: Duration) -> Result<(), String> {
             out!("discovery: {}", crate::discovery_counters(&d));
             out!(
                 "incoming connections: accepted {}  no Hello in time {}  bad Hello {}  \
-                 evicted {}  refused {}  out of file descriptors {}",
+                 evicted {}  refused {}  out of file descriptors {}  TLS refused {}  \
+                 denied by grants {}",
                 k.accepted,
                 k.no_hello,
                 k.bad_hello,
                 k.evicted,
                 k.refused,
-                k.fd_exhausted
+                k.fd_exhausted,
+                k.tls_refused,
+                k.denied
             );
         }
         AdminCmd::Set { .. } => {

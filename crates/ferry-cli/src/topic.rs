@@ -351,7 +351,7 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                     .filter(|c| c.topic == topic)
                 {
                     out!(
-                        "  {} -> {}  path {}{}  {}  {} msgs, {:.1} Hz",
+                        "  {} -> {}  path {}{}  {}  protection {}  {} msgs, {:.1} Hz",
                         node_of(&g, &c.local),
                         node_of(&g, &c.remote),
                         c.transport,
@@ -364,6 +364,11 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                             "(in process)".to_string()
                         } else {
                             c.locator.clone()
+                        },
+                        if c.protection.is_empty() {
+                            "-"
+                        } else {
+                            &c.protection
                         },
                         c.stats.messages,
                         c.stats.rate_hz

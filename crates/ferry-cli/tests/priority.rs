@@ -6,99 +6,26 @@
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use ferry_testkit::capture::Capture;
+
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 
-/// A raw capture of every frame on `lo`.
-struct Capture(i32);
-
-impl Capture {
-    fn open() -> Capture {
-        // SAFETY: plain socket calls with valid arguments.
-        unsafe {
-            let fd = libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW,
-                (libc::ETH_P_ALL as u16).to_be() as i32,
-            );
-            assert!(
-                fd >= 0,
-                "AF_PACKET socket: {}",
-                std::io::Error::last_os_error()
-            );
-            let mut sll: libc::sockaddr_ll = std::mem::zeroed();
-            sll.sll_family = libc::AF_PACKET as u16;
-            sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
-            sll.sll_ifindex = libc::if_nametoindex(c"lo".as_ptr()) as i32;
-            let r = libc::bind(
-                fd,
-                &sll as *const _ as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            );
-            assert_eq!(r, 0, "bind lo: {}", std::io::Error::last_os_error());
-            let tv = libc::timeval {
-                tv_sec: 0,
-                tv_usec: 50_000,
-            };
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                &tv as *const _ as *const libc::c_void,
-                std::mem::size_of::<libc::timeval>() as u32,
-            );
-            Capture(fd)
+/// The TOS byte of the first IPv4 packet of `proto` (6 TCP, 17 UDP) whose
+/// payload contains `marker`.
+fn tos_of(cap: &Capture, marker: &[u8], proto: u8, limit: Duration) -> Option<u8> {
+    let mut tos = None;
+    cap.count_marker(marker, limit, |f| {
+        // Ethernet header (zero MACs on lo), then IPv4.
+        if f.len() < 14 + 20 || f[12..14] != [0x08, 0x00] || f[14] >> 4 != 4 || f[14 + 9] != proto {
+            return false;
         }
-    }
-
-    fn next(&self, buf: &mut [u8]) -> Option<usize> {
-        // SAFETY: buf is a valid writable buffer of its length.
-        let n = unsafe { libc::recv(self.0, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
-        (n > 0).then_some(n as usize)
-    }
-
-    /// Forgets what was captured so far (everything sent before now: on
-    /// `lo` a frame reaches the capture while the sender is still in send).
-    fn drain(&self) {
-        let mut buf = vec![0u8; 70_000];
-        // SAFETY: as in `next`, non-blocking.
-        while unsafe {
-            libc::recv(
-                self.0,
-                buf.as_mut_ptr() as *mut libc::c_void,
-                buf.len(),
-                libc::MSG_DONTWAIT,
-            )
-        } > 0
-        {}
-    }
-
-    /// The TOS byte of the first IPv4 packet of `proto` (6 TCP, 17 UDP)
-    /// whose payload contains `marker`.
-    fn tos_of(&self, marker: &[u8], proto: u8, limit: Duration) -> Option<u8> {
-        let end = Instant::now() + limit;
-        let mut buf = vec![0u8; 70_000];
-        while Instant::now() < end {
-            let Some(n) = self.next(&mut buf) else {
-                continue;
-            };
-            let f = &buf[..n];
-            // Ethernet header (zero MACs on lo), then IPv4.
-            if n < 14 + 20 || f[12..14] != [0x08, 0x00] || f[14] >> 4 != 4 || f[14 + 9] != proto {
-                continue;
-            }
-            if f.windows(marker.len()).any(|w| w == marker) {
-                return Some(f[15]);
-            }
+        if f.windows(marker.len()).any(|w| w == marker) {
+            tos = Some(f[15]);
+            return true;
         }
-        None
-    }
-}
-
-impl Drop for Capture {
-    fn drop(&mut self) {
-        // SAFETY: our own fd.
-        unsafe { libc::close(self.0) };
-    }
+        false
+    });
+    tos
 }
 
 fn ferry(env: &[(&str, &str)], args: &[&str]) -> Command {
@@ -191,7 +118,7 @@ fn every_class_is_on_the_wire_within_one_message_on_tcp_and_udp() {
     }
     let cfg = config("wire", "");
     let env = [("FERRY_DOMAIN_ID", "61"), ("FERRY_CONFIG", cfg.as_str())];
-    let cap = Capture::open();
+    let cap = Capture::open("lo").expect("AF_PACKET capture of lo (root)");
     for (topic, proto, path) in [("/prio/tcp", 6u8, "tcp"), ("/prio/udp", 17, "udp")] {
         let marker = format!("PRIOMARK{path}");
         let _echo = spawn(&env, &["topic", "echo", topic]);
@@ -212,7 +139,7 @@ fn every_class_is_on_the_wire_within_one_message_on_tcp_and_udp() {
         wait_connected(&env, "/prio_pub", topic, path);
         cap.drain();
         assert_eq!(
-            cap.tos_of(marker.as_bytes(), proto, Duration::from_secs(3)),
+            tos_of(&cap, marker.as_bytes(), proto, Duration::from_secs(3)),
             Some(0),
             "{path}: default class is not DSCP 0"
         );
@@ -231,7 +158,7 @@ fn every_class_is_on_the_wire_within_one_message_on_tcp_and_udp() {
             // Everything sent before the change has reached the capture.
             cap.drain();
             assert_eq!(
-                cap.tos_of(marker.as_bytes(), proto, Duration::from_secs(3)),
+                tos_of(&cap, marker.as_bytes(), proto, Duration::from_secs(3)),
                 Some(tos),
                 "{path} {class}: the first message after the change has the wrong TOS"
             );
@@ -271,7 +198,7 @@ fn every_class_is_on_the_wire_within_one_message_on_tcp_and_udp() {
             }
             cap.drain();
             assert_eq!(
-                cap.tos_of(marker.as_bytes(), proto, Duration::from_secs(3)),
+                tos_of(&cap, marker.as_bytes(), proto, Duration::from_secs(3)),
                 Some(0x90),
                 "{path} --sched {sched}: messages stopped or lost their class"
             );

@@ -20,6 +20,9 @@ pub struct PeerInfo {
     /// the MQTT broker: only then are UDP/TCP tried automatically (its
     /// addresses may be private ones of another site).
     pub direct: bool,
+    /// Its discovery beacons were signed (security on): its TCP path
+    /// speaks TLS.
+    pub secured: bool,
 }
 
 impl PeerInfo {

@@ -415,7 +415,16 @@ def test_connection_counters_count_a_stranger_without_a_hello():
 
     with ferry.Node("api_conns") as node:
         before = node.connection_stats()
-        assert set(before) == {"accepted", "no_hello", "bad_hello", "evicted", "refused", "fd_exhausted"}
+        assert set(before) == {
+            "accepted",
+            "no_hello",
+            "bad_hello",
+            "evicted",
+            "refused",
+            "fd_exhausted",
+            "tls_refused",
+            "denied",
+        }
         ports = _own_tcp_listeners()
         assert ports, "no TCP listener found"
         for port in ports:

@@ -306,6 +306,8 @@ impl Node {
             ("evicted", s.evicted),
             ("refused", s.refused),
             ("fd_exhausted", s.fd_exhausted),
+            ("tls_refused", s.tls_refused),
+            ("denied", s.denied),
         ] {
             d.set_item(k, v)?;
         }

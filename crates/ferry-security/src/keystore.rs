@@ -218,19 +218,8 @@ pub enum IdentityError {
         cn: String,
     },
     /// Outside the certificate's validity.
-    #[error("the certificate of {enclave} is {state} (valid {not_before} to {not_after}, Unix seconds; now {now}): check the clock, or re-issue it with `ferry security create-permissions`")]
-    Validity {
-        /// The enclave.
-        enclave: String,
-        /// `expired` or `not yet valid`.
-        state: &'static str,
-        /// Start, Unix seconds.
-        not_before: i64,
-        /// End, Unix seconds.
-        not_after: i64,
-        /// Now, Unix seconds.
-        now: i64,
-    },
+    #[error("{0}: check the clock, or re-issue it with `ferry security create-permissions`")]
+    Validity(OutsideValidity),
     /// The key is not the certificate's.
     #[error("the key of {enclave} does not belong to its certificate")]
     KeyMismatch {
@@ -263,11 +252,54 @@ pub enum IdentityError {
     },
 }
 
+/// A certificate used outside its validity (its own or a peer's).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("the certificate of {enclave} is {state} (valid {not_before} to {not_after}, Unix seconds; now {now})")]
+pub struct OutsideValidity {
+    /// The enclave.
+    pub enclave: String,
+    /// `expired` or `not yet valid`.
+    pub state: &'static str,
+    /// Start, Unix seconds.
+    pub not_before: i64,
+    /// End, Unix seconds.
+    pub not_after: i64,
+    /// Now, Unix seconds.
+    pub now: i64,
+}
+
+impl OutsideValidity {
+    /// Whether `now` is within `[not_before, not_after]` (Unix seconds).
+    pub(crate) fn check(
+        enclave: &str,
+        not_before: i64,
+        not_after: i64,
+        now: i64,
+    ) -> Result<(), OutsideValidity> {
+        if now >= not_before && now <= not_after {
+            return Ok(());
+        }
+        Err(OutsideValidity {
+            enclave: enclave.into(),
+            state: if now > not_after {
+                "expired"
+            } else {
+                "not yet valid"
+            },
+            not_before,
+            not_after,
+            now,
+        })
+    }
+}
+
 /// One enclave's proven identity: its key, its certificate (checked against
 /// the keystore's CA, its validity and its name) and its grants.
 pub struct Identity {
     enclave: String,
     key: Ed25519KeyPair,
+    /// The key, PKCS#8 DER (for TLS).
+    key_pkcs8: Vec<u8>,
     cert_der: Vec<u8>,
     ca_der: Vec<u8>,
     grants: Grants,
@@ -406,19 +438,8 @@ impl Identity {
             cert.validity().not_after.timestamp(),
             now_unix(),
         );
-        if now < not_before || now > not_after {
-            return Err(IdentityError::Validity {
-                enclave: enclave.into(),
-                state: if now > not_after {
-                    "expired"
-                } else {
-                    "not yet valid"
-                },
-                not_before,
-                not_after,
-                now,
-            });
-        }
+        OutsideValidity::check(enclave, not_before, not_after, now)
+            .map_err(IdentityError::Validity)?;
         let key = Ed25519KeyPair::from_pkcs8_maybe_unchecked(&key_der).map_err(|e| {
             IdentityError::Key {
                 path: key_path.display().to_string(),
@@ -438,6 +459,7 @@ impl Identity {
         Ok(Identity {
             enclave: enclave.into(),
             key,
+            key_pkcs8: key_der,
             cert_der,
             ca_der,
             grants,
@@ -489,6 +511,11 @@ impl Identity {
     /// The enclave's public key (32 bytes, Ed25519).
     pub fn public_key(&self) -> &[u8] {
         self.key.public_key().as_ref()
+    }
+
+    /// The key, PKCS#8 DER (only for TLS, in this crate).
+    pub(crate) fn key_pkcs8(&self) -> &[u8] {
+        &self.key_pkcs8
     }
 
     /// Signs `msg` with the enclave's key (Ed25519, 64 bytes).

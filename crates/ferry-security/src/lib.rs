@@ -22,6 +22,7 @@ pub mod grants;
 pub mod keystore;
 pub mod peer;
 pub mod policy;
+pub mod tls;
 
 #[cfg(feature = "keygen")]
 pub mod create;
@@ -31,9 +32,11 @@ use std::str::FromStr;
 
 pub use enclave::{check_enclave, EnclaveError};
 pub use grants::{Action, Effect, Grants, GrantsError, Pattern, PatternError, Rule};
-pub use keystore::{Identity, IdentityError, Keystore, KeystoreError, Summary};
+pub use keystore::{Identity, IdentityError, Keystore, KeystoreError, OutsideValidity, Summary};
 pub use peer::{is_internal, key_id, random_u64, KeyId, PeerError, PeerIdentity};
 pub use policy::{Policy, PolicyError};
+/// The TLS library the configurations are for (one version for all users).
+pub use rustls;
 
 /// How much security a runtime applies (`FERRY_SECURITY`).
 #[derive(

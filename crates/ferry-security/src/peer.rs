@@ -10,7 +10,7 @@ use x509_parser::certificate::X509Certificate;
 use x509_parser::prelude::FromDer;
 
 use crate::grants::{Action, Grants, GrantsError};
-use crate::keystore::{cert_grants, now_unix, Identity};
+use crate::keystore::{cert_grants, now_unix, Identity, OutsideValidity};
 
 /// Short name of a certificate: the first 8 bytes of its SHA-256. Beacons
 /// name their signer by it; a certificate received is only taken for the
@@ -60,19 +60,8 @@ pub enum PeerError {
         enclave: String,
     },
     /// Outside its validity.
-    #[error("certificate of {enclave} is {state} (valid {not_before} to {not_after}, Unix seconds; now {now})")]
-    Validity {
-        /// Its enclave.
-        enclave: String,
-        /// `expired` or `not yet valid`.
-        state: &'static str,
-        /// Start, Unix seconds.
-        not_before: i64,
-        /// End, Unix seconds.
-        not_after: i64,
-        /// Now, Unix seconds.
-        now: i64,
-    },
+    #[error(transparent)]
+    Validity(OutsideValidity),
     /// A key ferry does not use (only Ed25519 today).
     #[error("certificate of {enclave} has no Ed25519 key")]
     KeyType {
@@ -191,19 +180,8 @@ impl Identity {
             cert.validity().not_before.timestamp(),
             cert.validity().not_after.timestamp(),
         );
-        if now < not_before || now > not_after {
-            return Err(PeerError::Validity {
-                enclave,
-                state: if now > not_after {
-                    "expired"
-                } else {
-                    "not yet valid"
-                },
-                not_before,
-                not_after,
-                now,
-            });
-        }
+        OutsideValidity::check(&enclave, not_before, not_after, now)
+            .map_err(PeerError::Validity)?;
         let spki = cert.public_key();
         let ed25519 = spki.algorithm.algorithm.to_id_string() == "1.3.101.112";
         let public_key: [u8; 32] = match spki.subject_public_key.data.as_ref().try_into() {

@@ -204,7 +204,7 @@ fn an_expired_or_future_certificate_is_refused() {
     .unwrap();
     for (e, state) in [("/old", "expired"), ("/new", "not yet valid")] {
         match Identity::load(&ks, e).unwrap_err() {
-            IdentityError::Validity { state: s, .. } => assert_eq!(s, state),
+            IdentityError::Validity(v) => assert_eq!(v.state, state),
             other => panic!("{e}: {other}"),
         }
     }
@@ -263,4 +263,81 @@ fn mistakes_are_refused_before_anything_is_written() {
     let e = Identity::load(&ks, "/ghost").unwrap_err();
     assert!(matches!(e, IdentityError::Missing { .. }), "{e}");
     assert!(Keystore::open(d.0.join("enclaves")).is_err());
+}
+
+/// Drives a client and a server connection against each other in memory
+/// until neither has anything to say; the server's error, if any.
+fn handshake(
+    client: &mut rustls::ClientConnection,
+    server: &mut rustls::ServerConnection,
+) -> Result<(), String> {
+    for _ in 0..20 {
+        let mut buf = Vec::new();
+        while client.wants_write() {
+            client.write_tls(&mut buf).unwrap();
+        }
+        if !buf.is_empty() {
+            server.read_tls(&mut &buf[..]).unwrap();
+            server.process_new_packets().map_err(|e| e.to_string())?;
+        }
+        let mut back = Vec::new();
+        while server.wants_write() {
+            server.write_tls(&mut back).unwrap();
+        }
+        if !back.is_empty() {
+            client.read_tls(&mut &back[..]).unwrap();
+            client.process_new_packets().map_err(|e| e.to_string())?;
+        }
+        if !client.is_handshaking() && !server.is_handshaking() {
+            return Ok(());
+        }
+    }
+    Err("handshake did not finish".into())
+}
+
+#[test]
+fn tls_is_mutual_and_only_between_identities_of_one_ca() {
+    use ferry_security::tls::{peer_identity, server_name};
+    let d = Dir::new("tls");
+    let other = Dir::new("tls-other");
+    let (ks, ks2) = (keystore(&d.0), keystore(&other.0));
+    for (k, dir) in [(&ks, &d.0), (&ks2, &other.0)] {
+        for e in ["/robot1/talker", "/robot1/listener"] {
+            create_identity(k, e, Validity::days(30)).unwrap();
+        }
+        let policy = dir.join("policy-in.yaml");
+        std::fs::write(&policy, POLICY).unwrap();
+        create_permissions(k, &policy, Validity::days(30)).unwrap();
+    }
+    let talker = Identity::load(&ks, "/robot1/talker").unwrap();
+    let listener = Identity::load(&ks, "/robot1/listener").unwrap();
+    let stranger = Identity::load(&ks2, "/robot1/listener").unwrap();
+    let (t, l, s) = (
+        talker.tls_configs().unwrap(),
+        listener.tls_configs().unwrap(),
+        stranger.tls_configs().unwrap(),
+    );
+    let mut c = rustls::ClientConnection::new(t.client.clone(), server_name()).unwrap();
+    let mut srv = rustls::ServerConnection::new(l.server.clone()).unwrap();
+    handshake(&mut c, &mut srv).unwrap();
+    assert_eq!(c.protocol_version(), Some(rustls::ProtocolVersion::TLSv1_3));
+    // Each end knows the other's enclave and grants.
+    let seen_by_server = peer_identity(&srv, &listener, 0).unwrap();
+    assert_eq!(seen_by_server.enclave(), "/robot1/talker");
+    assert!(seen_by_server.allows(Action::Publish, "/chatter"));
+    let seen_by_client = peer_identity(&c, &talker, 0).unwrap();
+    assert_eq!(seen_by_client.enclave(), "/robot1/listener");
+    // Another keystore's identity fails on both sides.
+    let mut c = rustls::ClientConnection::new(s.client.clone(), server_name()).unwrap();
+    let mut srv = rustls::ServerConnection::new(l.server.clone()).unwrap();
+    assert!(
+        handshake(&mut c, &mut srv).is_err(),
+        "a stranger's client was accepted"
+    );
+    let mut c = rustls::ClientConnection::new(t.client.clone(), server_name()).unwrap();
+    let mut srv = rustls::ServerConnection::new(s.server.clone()).unwrap();
+    assert!(
+        handshake(&mut c, &mut srv).is_err(),
+        "a stranger's server was accepted"
+    );
 }

@@ -7,6 +7,7 @@
 //! well-behaved protocol never sends). Thousands of seeded scenarios run in
 //! seconds because nothing sleeps.
 
+pub mod capture;
 pub mod peer;
 pub mod sample;
 

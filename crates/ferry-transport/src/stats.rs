@@ -222,6 +222,10 @@ pub struct ConnectionInfo {
     /// …`); empty otherwise.
     #[serde(default)]
     pub note: String,
+    /// What protects it (`process`, `os`, `tls (…)`, `none`; see
+    /// `Link::protection`).
+    #[serde(default)]
+    pub protection: String,
     /// Counters.
     pub stats: StatsSnapshot,
 }
@@ -266,6 +270,7 @@ impl ConnectionInfo {
             remote_node: String::new(),
             priority: None,
             note: String::new(),
+            protection: String::new(),
             stats: stats.snapshot(),
         }
     }
@@ -330,6 +335,12 @@ pub struct ListenerCounters {
     pub refused: AtomicU64,
     /// Times `accept` failed for want of file descriptors.
     pub fd_exhausted: AtomicU64,
+    /// Closed because the TLS handshake failed (not TLS under `enforce`,
+    /// another CA, an expired certificate, tampering).
+    pub tls_refused: AtomicU64,
+    /// Closed because the writer's grants do not allow writing the reader's
+    /// topic (or calling its service).
+    pub denied: AtomicU64,
 }
 
 impl ListenerCounters {
@@ -346,6 +357,8 @@ impl ListenerCounters {
             evicted: self.evicted.load(Relaxed),
             refused: self.refused.load(Relaxed),
             fd_exhausted: self.fd_exhausted.load(Relaxed),
+            tls_refused: self.tls_refused.load(Relaxed),
+            denied: self.denied.load(Relaxed),
         }
     }
 }
@@ -366,4 +379,10 @@ pub struct ConnectionStats {
     pub refused: u64,
     /// Times `accept` failed for want of file descriptors.
     pub fd_exhausted: u64,
+    /// Closed for a failed TLS handshake.
+    #[serde(default)]
+    pub tls_refused: u64,
+    /// Closed because the writer's grants do not allow it.
+    #[serde(default)]
+    pub denied: u64,
 }

@@ -130,6 +130,16 @@ pub trait Link: Send + Sync {
     fn remote(&self) -> EndpointId;
     /// The remote locator (`tcp/10.0.0.2:7400`), empty in-process.
     fn locator(&self) -> String;
+    /// What protects the bytes on this path: `process` (in-process), `os`
+    /// (shared memory: the segments' file permissions), `tls (…)` (TCP
+    /// with security on), `none`.
+    fn protection(&self) -> String {
+        match self.transport() {
+            TransportKind::InProcess => "process".into(),
+            TransportKind::SharedMemory => "os".into(),
+            _ => "none".into(),
+        }
+    }
     /// Sends one frame; never blocks except keep_all + reliable up to its bound.
     fn send(&self, frame: &OutFrame<'_>) -> Result<(), SendError>;
     /// Sends one sample of the writer's transient_local history to this
@@ -199,6 +209,29 @@ pub trait Transport: Send + Sync {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
 
+/// What transports need of the runtime's identity (security `permissive`
+/// or `enforce`).
+pub struct TransportSecurity {
+    /// The identity: its CA checks peers' certificates.
+    pub identity: Arc<ferry_security::Identity>,
+    /// TLS configurations built from it (TCP).
+    pub tls: ferry_security::tls::TlsConfigs,
+    /// Plain connections refused (`enforce`), or taken from plain peers
+    /// (`permissive`).
+    pub enforce: bool,
+    /// The domain (a peer's grants must cover it).
+    pub domain: u16,
+}
+
+impl std::fmt::Debug for TransportSecurity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransportSecurity")
+            .field("enclave", &self.identity.enclave())
+            .field("enforce", &self.enforce)
+            .finish()
+    }
+}
+
 /// What a transport gets to start in a runtime.
 pub struct StartContext<'a> {
     /// The runtime.
@@ -217,6 +250,8 @@ pub struct StartContext<'a> {
     pub announce_ips: &'a [std::net::Ipv4Addr],
     /// Where listeners count what they accept and turn away.
     pub listener_counters: &'a Arc<crate::stats::ListenerCounters>,
+    /// The runtime's identity, when security is on.
+    pub security: Option<&'a Arc<TransportSecurity>>,
 }
 
 /// Starts one transport: `Ok(None)` when it is off or unavailable here
@@ -409,6 +444,8 @@ pub struct SeqMarks {
 pub trait Inbox: Send + Sync {
     /// The reader's id.
     fn id(&self) -> EndpointId;
+    /// Its topic or service name (what a writer's grants are checked on).
+    fn name(&self) -> &str;
     /// A writer connected.
     fn attach(&self, conn: Arc<InboundConn>);
     /// A writer's connection ended. Only that connection goes: a peer can

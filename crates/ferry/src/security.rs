@@ -70,6 +70,26 @@ pub(crate) fn load(cfg: &SecurityConfig, domain: u16) -> Result<Option<Arc<Secur
 }
 
 impl Security {
+    /// What transports need: the identity, its TLS configurations.
+    pub fn for_transports(
+        &self,
+        domain: u16,
+    ) -> Result<Arc<crate::transport::TransportSecurity>, BuildError> {
+        let tls = self
+            .identity
+            .tls_configs()
+            .map_err(|e| BuildError::Security {
+                mode: self.mode,
+                why: e.to_string(),
+            })?;
+        Ok(Arc::new(crate::transport::TransportSecurity {
+            identity: self.identity.clone(),
+            tls,
+            enforce: self.mode == Mode::Enforce,
+            domain,
+        }))
+    }
+
     /// What signed discovery needs: this identity, and whether plain
     /// peers are refused.
     pub fn discovery_auth(&self) -> ferry_discovery::Auth {

@@ -170,6 +170,9 @@ impl<Req: Codec> Inbox for SrvShared<Req> {
     fn id(&self) -> EndpointId {
         self.id
     }
+    fn name(&self) -> &str {
+        &self.topic
+    }
     fn attach(&self, conn: Arc<InboundConn>) {
         self.conns.attach(conn);
     }
@@ -348,6 +351,9 @@ struct CliShared<Resp> {
 impl<Resp: Codec> Inbox for CliShared<Resp> {
     fn id(&self) -> EndpointId {
         self.id
+    }
+    fn name(&self) -> &str {
+        &self.topic
     }
     fn attach(&self, conn: Arc<InboundConn>) {
         self.reply_conns.attach(conn);

@@ -211,6 +211,9 @@ impl<T: Codec> Inbox for SubShared<T> {
     fn id(&self) -> EndpointId {
         self.id
     }
+    fn name(&self) -> &str {
+        &self.topic
+    }
     fn attach(&self, conn: Arc<InboundConn>) {
         self.conns.attach(conn);
     }

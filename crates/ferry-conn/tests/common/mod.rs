@@ -83,6 +83,7 @@ pub fn peer(id: u64, host: u64, direct: bool) -> PeerInfo {
             Locator::socket(TransportKind::Udp, ([10, 0, 0, id as u8], 7001).into()),
         ],
         direct,
+        secured: false,
     }
 }
 

@@ -78,7 +78,7 @@ pub enum BadKey {
 impl From<&PeerError> for BadKey {
     fn from(e: &PeerError) -> Self {
         match e {
-            PeerError::Validity { .. } => BadKey::Expired,
+            PeerError::Validity(_) => BadKey::Expired,
             PeerError::Domain { .. } | PeerError::Grants { .. } => BadKey::Denied,
             _ => BadKey::ForeignCa,
         }

@@ -130,7 +130,9 @@ impl Discovery {
             endpoints: BTreeMap::new(),
             unicast: e.unicast,
             direct,
+            enclave: None,
         });
+        k.enclave = peer.as_ref().map(|p| p.enclave().to_string());
         k.info = info;
         k.direct = direct;
         let mut nodes = BTreeMap::new();

@@ -173,6 +173,17 @@ fn pair(ks: &Keystore) -> Net {
     net
 }
 
+/// What node `i` sent while the tap was on.
+fn sent_by(net: &Net, i: usize) -> Vec<Transmit> {
+    net.tap
+        .as_ref()
+        .unwrap()
+        .iter()
+        .filter(|(from, _)| *from == i)
+        .map(|(_, t)| t.clone())
+        .collect()
+}
+
 #[test]
 fn a_tampered_beacon_is_dropped() {
     let (_d, ks) = keystore("disc-tamper");
@@ -224,14 +235,7 @@ fn a_tampered_beacon_is_dropped() {
 fn a_replayed_beacon_is_refused_and_a_forged_bye_does_not_remove() {
     let (_d, ks) = keystore("disc-replay");
     let mut net = pair(&ks);
-    let old: Vec<Transmit> = net
-        .tap
-        .as_ref()
-        .unwrap()
-        .iter()
-        .filter(|(i, _)| *i == 1)
-        .map(|(_, t)| t.clone())
-        .collect();
+    let old = sent_by(&net, 1);
     net.run(Duration::from_secs(3));
     let now = net.now;
     let before = net.nodes[0].stats().security.replayed;
@@ -257,14 +261,7 @@ fn a_replayed_beacon_is_refused_and_a_forged_bye_does_not_remove() {
 fn a_recording_of_a_runtime_that_is_gone_never_becomes_visible() {
     let (_d, ks) = keystore("disc-record");
     let net = pair(&ks);
-    let recording: Vec<Transmit> = net
-        .tap
-        .as_ref()
-        .unwrap()
-        .iter()
-        .filter(|(i, _)| *i == 1)
-        .map(|(_, t)| t.clone())
-        .collect();
+    let recording = sent_by(&net, 1);
     assert!(recording.len() > 3);
     // A new runtime (same identity as node 0, new id) hears the recording
     // of /b, which has exited: its challenges go unanswered.

@@ -318,4 +318,7 @@ pub struct RemoteParticipant {
     /// Heard on multicast or unicast at least once (not only through the
     /// broker): its network locators are worth trying.
     pub direct: bool,
+    /// The enclave its signed beacons proved (security on), or `None` for
+    /// a plain participant.
+    pub enclave: Option<String>,
 }

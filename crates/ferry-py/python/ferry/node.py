@@ -441,15 +441,17 @@ class Node:
         ``security_needs_security``, ``security_unknown_key``,
         ``security_foreign_ca``, ``security_expired``, ``security_denied``,
         ``security_bad_signature``, ``security_replayed``,
-        ``security_duplicate``, ``security_unproven``."""
+        ``security_duplicate``, ``security_unproven``, ``security_skipped``."""
         return dict(self._native.discovery_stats())
 
     def connection_stats(self) -> Dict[str, int]:
         """Counters of this node's incoming connections: ``accepted``,
         closed for sending no Hello in time (``no_hello``) or a bad one
         (``bad_hello``), ``evicted`` to make room for newer ones,
-        ``refused`` at the caps, and ``fd_exhausted`` (``accept`` out of
-        file descriptors)."""
+        ``refused`` at the caps, ``fd_exhausted`` (``accept`` out of
+        file descriptors), and with security on ``tls_refused`` (a failed
+        TLS handshake) and ``denied`` (the writer's grants do not allow
+        it)."""
         return dict(self._native.connection_stats())
 
     # -- ports --------------------------------------------------------------

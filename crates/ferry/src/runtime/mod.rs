@@ -150,7 +150,12 @@ impl Runtime {
             )
             .collect();
         let listener_counters = Arc::new(crate::stats::ListenerCounters::default());
+        let transport_security = security
+            .as_ref()
+            .map(|s| s.for_transports(cfg.domain_id))
+            .transpose()?;
         let ctx = crate::transport::StartContext {
+            security: transport_security.as_ref(),
             id,
             cfg: &cfg,
             ifaces: &ifaces,
@@ -189,6 +194,7 @@ impl Runtime {
             pid: std::process::id(),
             locators: locators.clone(),
             direct: true,
+            secured: security.is_some(),
         };
         let info = ParticipantInfo {
             host_id: local.host_id,
@@ -969,6 +975,7 @@ fn peer_info(rp: &ferry_discovery::RemoteParticipant) -> PeerInfo {
         pid: rp.info.pid,
         locators: rp.info.locators.clone(),
         direct: rp.direct,
+        secured: rp.enclave.is_some(),
     }
 }
 

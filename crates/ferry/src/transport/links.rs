@@ -114,6 +114,7 @@ impl Links {
                     l.stats(),
                 );
                 c.priority = Some(l.priority());
+                c.protection = l.protection();
                 c
             })
             .collect()

@@ -65,6 +65,7 @@ impl ShmReplier {
                 pid: 0,
                 locators: vec![Locator::named(TransportKind::SharedMemory, &self.socket)],
                 direct: true,
+                secured: false,
             },
             reply_sink: None,
         };

@@ -22,8 +22,10 @@ use ferry_transport::stats::ListenerCounters;
 use ferry_wire::{EndpointId, ParticipantId};
 use parking_lot::Mutex;
 
+use super::tls::TlsState;
 use super::{QueuePolicy, Role, TcpConn, TcpSource};
 use crate::reactor::{IoHandle, LoopContext, Readiness, Served, Source};
+use crate::transport::TransportSecurity;
 
 /// Most connections accepted per loop turn: the ones accepted are watched
 /// (and their Hellos read) before more are taken, so a legitimate burst of
@@ -84,6 +86,9 @@ pub(crate) struct ListenerSource {
     /// `accept` ran out of descriptors and has not succeeded since (said
     /// once).
     exhausted: bool,
+    /// The runtime's identity: accepted connections speak TLS (`enforce`)
+    /// or may (`permissive`: told by their first byte).
+    security: Option<Arc<TransportSecurity>>,
 }
 
 impl ListenerSource {
@@ -93,6 +98,7 @@ impl ListenerSource {
         io: IoHandle,
         max_frame: usize,
         counters: Arc<ListenerCounters>,
+        security: Option<Arc<TransportSecurity>>,
     ) -> io::Result<(Self, u16)> {
         let listener = mio::net::TcpListener::bind(SocketAddr::V4(SocketAddrV4::new(ip, 0)))?;
         let port = listener.local_addr()?.port();
@@ -106,6 +112,7 @@ impl ListenerSource {
                 counters,
                 retry_at: None,
                 exhausted: false,
+                security,
             },
             port,
         ))
@@ -207,6 +214,17 @@ impl ListenerSource {
                         },
                         self.io.clone(),
                     ));
+                    if let Some(sec) = self.security.as_ref().filter(|s| s.enforce) {
+                        match TlsState::server(sec) {
+                            Ok(t) => {
+                                let _ = conn.tls.set(Mutex::new(t));
+                            }
+                            Err(e) => {
+                                tracing::warn!("TLS for a connection from {peer}: {e}");
+                                continue;
+                            }
+                        }
+                    }
                     self.accepted.push_back(Accepted {
                         ip: peer.ip(),
                         conn: Arc::downgrade(&conn),
@@ -215,6 +233,7 @@ impl ListenerSource {
                         conn,
                         self.max_frame,
                         self.counters.clone(),
+                        self.security.clone(),
                     )));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Served::Idle,

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
 use std::net::{SocketAddr, TcpStream as StdTcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -24,6 +24,7 @@ use parking_lot::{Condvar, Mutex};
 mod listener;
 mod reader;
 mod source;
+pub(crate) mod tls;
 pub(crate) use listener::ListenerSource;
 pub(crate) use reader::{FrameReader, RawFrame};
 pub(crate) use source::TcpSource;
@@ -135,6 +136,9 @@ pub(crate) struct TcpConn {
     lane: Mutex<Option<Arc<Lane>>>,
     /// `lane` is set (read on the data path without taking `lane`).
     lane_active: AtomicBool,
+    /// TLS, when the connection is protected: set before the first byte
+    /// of a frame crosses it.
+    pub tls: OnceLock<Mutex<tls::TlsState>>,
 }
 
 impl TcpConn {
@@ -166,6 +170,27 @@ impl TcpConn {
             priority: Mutex::new(Priority::default()),
             lane: Mutex::new(None),
             lane_active: AtomicBool::new(false),
+            tls: OnceLock::new(),
+        }
+    }
+
+    /// Writes plaintext bytes: to the socket, or through TLS.
+    fn wire_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        match self.tls.get() {
+            Some(t) => tls::write_vectored(t, &self.stream, bufs),
+            None => (&self.stream).write_vectored(bufs),
+        }
+    }
+
+    /// The connection's protection, for its stats: `tls` with the suite,
+    /// or `none`.
+    pub fn protection(&self) -> String {
+        match self.tls.get() {
+            Some(t) => match t.lock().conn.negotiated_cipher_suite() {
+                Some(s) => format!("tls ({:?})", s.suite()),
+                None => "tls (handshaking)".into(),
+            },
+            None => "none".into(),
         }
     }
 
@@ -353,7 +378,7 @@ impl TcpConn {
         // publisher is so fast that batching beats a syscall per frame.
         if out.frames.is_empty() && !batching {
             let h = header.encode();
-            match write_vectored_all(&self.stream, &h, &body, 0) {
+            match self.write_frame_from(&h, &body, 0) {
                 Ok(n) if n == HEADER_LEN + body.len() => {}
                 Ok(n) => out.push(Pending {
                     header: h,
@@ -395,9 +420,10 @@ impl TcpConn {
         out.interval_ns < BATCH_BELOW_NS && out.queued_bytes < COALESCE_BYTES
     }
 
-    /// True when frames wait for the socket.
+    /// True when frames (or TLS records) wait for the socket.
     pub fn has_backlog(&self) -> bool {
         !self.out.lock().frames.is_empty()
+            || self.tls.get().is_some_and(|t| t.lock().conn.wants_write())
     }
 
     /// Flushes the backlog (I/O thread, on writable). Err = connection broken.
@@ -412,7 +438,12 @@ impl TcpConn {
     /// (many tiny iovecs cost the kernel more than the copy); large frames
     /// go out by `writev` straight from their buffers.
     fn flush_queue(&self, out: &mut OutQueue) -> io::Result<()> {
-        let mut stream = &self.stream;
+        if let Some(t) = self.tls.get() {
+            // Records rustls holds go first (frames after them).
+            if !tls::push_records(&mut t.lock().conn, &self.stream)? {
+                return Ok(());
+            }
+        }
         while !out.frames.is_empty() {
             let OutQueue {
                 frames, scratch, ..
@@ -430,7 +461,7 @@ impl TcpConn {
                 }
             }
             let r = if !scratch.is_empty() {
-                stream.write(scratch)
+                self.wire_write(&[IoSlice::new(scratch)])
             } else {
                 let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(2 * BATCH_FRAMES);
                 for p in frames.iter().take(BATCH_FRAMES) {
@@ -441,7 +472,7 @@ impl TcpConn {
                         iov.push(IoSlice::new(&p.body[p.sent - HEADER_LEN..]));
                     }
                 }
-                stream.write_vectored(&iov)
+                self.wire_write(&iov)
             };
             let n = match r {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -470,30 +501,32 @@ impl TcpConn {
     }
 }
 
-/// Writes `header ++ body` starting at offset `from`; returns the new offset
-/// (stops early on `WouldBlock`).
-fn write_vectored_all(
-    mut stream: &mio::net::TcpStream,
-    header: &[u8; HEADER_LEN],
-    body: &[u8],
-    mut from: usize,
-) -> io::Result<usize> {
-    let total = HEADER_LEN + body.len();
-    while from < total {
-        let r = if from < HEADER_LEN {
-            stream.write_vectored(&[IoSlice::new(&header[from..]), IoSlice::new(body)])
-        } else {
-            stream.write(&body[from - HEADER_LEN..])
-        };
-        match r {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => from += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+impl TcpConn {
+    /// Writes `header ++ body` starting at offset `from`; returns the new
+    /// offset (stops early on `WouldBlock`).
+    fn write_frame_from(
+        &self,
+        header: &[u8; HEADER_LEN],
+        body: &[u8],
+        mut from: usize,
+    ) -> io::Result<usize> {
+        let total = HEADER_LEN + body.len();
+        while from < total {
+            let r = if from < HEADER_LEN {
+                self.wire_write(&[IoSlice::new(&header[from..]), IoSlice::new(body)])
+            } else {
+                self.wire_write(&[IoSlice::new(&body[from - HEADER_LEN..])])
+            };
+            match r {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => from += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
         }
+        Ok(from)
     }
-    Ok(from)
 }
 
 /// How long one connect attempt may take: the kernel resends a lost SYN
@@ -513,6 +546,10 @@ pub(crate) struct DispatchCtx<'a> {
     pub bound: Option<BoundReader>,
     /// Where the connection comes from (its socket's peer address).
     pub origin: crate::transport::Origin,
+    /// The runtime's identity (security on).
+    pub security: Option<&'a super::TransportSecurity>,
+    /// The listener's counters (an accepted connection).
+    pub counters: Option<&'a ferry_transport::stats::ListenerCounters>,
 }
 
 /// Handles one frame from a connection (I/O thread). Returns false if the
@@ -536,6 +573,9 @@ pub(crate) fn dispatch(conn: &Arc<TcpConn>, frame: RawFrame, ctx: &mut DispatchC
                 );
                 return false;
             };
+            if !writer_may(conn, &hello, reader.name(), ctx) {
+                return false;
+            }
             let replier = (hello.from_kind == ferry_wire::EndpointKind::Client)
                 .then(|| Arc::new(TcpReplier(Arc::downgrade(conn))) as Arc<dyn Replier>);
             let inbound = Arc::new(InboundConn {
@@ -606,6 +646,52 @@ pub(crate) fn dispatch(conn: &Arc<TcpConn>, frame: RawFrame, ctx: &mut DispatchC
     }
 }
 
+/// Security on: whether the writer at the other end of `conn` may write
+/// `name` (its certificate, proven by the TLS handshake, and its grants).
+/// A plain connection passes only under `permissive`.
+fn writer_may(conn: &TcpConn, hello: &Hello, name: &str, ctx: &DispatchCtx<'_>) -> bool {
+    let Some(sec) = ctx.security else {
+        return true;
+    };
+    let count =
+        |c: fn(&ferry_transport::stats::ListenerCounters) -> &std::sync::atomic::AtomicU64| {
+            if let Some(k) = ctx.counters {
+                ferry_transport::stats::ListenerCounters::count(c(k));
+            }
+        };
+    let Some(t) = conn.tls.get() else {
+        if sec.enforce {
+            count(|k| &k.tls_refused);
+            return false;
+        }
+        return true;
+    };
+    let mut t = t.lock();
+    let peer = match ferry_security::tls::peer_identity(&t.conn, &sec.identity, sec.domain) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::debug!("closing connection from {}: {e}", conn.peer);
+            count(|k| &k.tls_refused);
+            return false;
+        }
+    };
+    let action = match hello.from_kind {
+        ferry_wire::EndpointKind::Client => ferry_security::Action::Call,
+        _ => ferry_security::Action::Publish,
+    };
+    if !peer.allows(action, name) {
+        tracing::warn!(
+            "closing connection from {}: identity {} may not {action} `{name}`",
+            conn.peer,
+            peer.enclave()
+        );
+        count(|k| &k.denied);
+        return false;
+    }
+    t.peer = Some(Arc::new(peer));
+    true
+}
+
 /// Called by the I/O thread when a connection ends.
 pub(crate) fn on_closed(conn: &TcpConn) {
     conn.mark_closed();
@@ -660,6 +746,9 @@ impl Link for TcpLink {
     fn locator(&self) -> String {
         format!("tcp/{}", self.conn.peer)
     }
+    fn protection(&self) -> String {
+        self.conn.protection()
+    }
     fn send(&self, frame: &OutFrame<'_>) -> Result<(), SendError> {
         let body = (frame.payload.bytes)()?;
         let len = body.len();
@@ -699,6 +788,8 @@ pub struct TcpTransport {
     keep_all_block: Duration,
     interfaces: Vec<Interface>,
     priority_threads: usize,
+    /// The runtime's identity (security on): connections speak TLS.
+    security: Option<Arc<super::TransportSecurity>>,
 }
 
 impl TcpTransport {
@@ -709,6 +800,7 @@ impl TcpTransport {
         keep_all_block: Duration,
         interfaces: Vec<Interface>,
         priority_threads: usize,
+        security: Option<Arc<super::TransportSecurity>>,
     ) -> Self {
         TcpTransport {
             locators,
@@ -717,6 +809,7 @@ impl TcpTransport {
             keep_all_block,
             interfaces,
             priority_threads,
+            security,
         }
     }
 
@@ -736,6 +829,7 @@ pub(crate) fn start(
         ctx.io.clone(),
         ctx.cfg.max_frame_bytes,
         ctx.listener_counters.clone(),
+        ctx.security.cloned(),
     )
     .map_err(|source| crate::error::BuildError::Io {
         what: "TCP listener".into(),
@@ -754,6 +848,7 @@ pub(crate) fn start(
         Duration::from_millis(ctx.cfg.keep_all_block_ms),
         ctx.ifaces.to_vec(),
         ctx.cfg.priority_threads,
+        ctx.security.cloned(),
     ))))
 }
 
@@ -787,12 +882,41 @@ impl Transport for TcpTransport {
             pid: std::process::id(),
             locators: Vec::new(),
             direct: true,
+            secured: false,
         };
         let addrs = self.candidates(&local, &req.remote);
         let mut last = String::from("no tcp locator");
+        // TLS under `enforce`, and with peers that run security.
+        let secure = self
+            .security
+            .as_ref()
+            .filter(|s| s.enforce || req.remote.secured);
         for addr in &addrs {
             match StdTcpStream::connect_timeout(addr, CONNECT_TIMEOUT) {
                 Ok(s) => {
+                    let mut tls = None;
+                    if let Some(sec) = secure {
+                        // The reader's side must be allowed to read what we
+                        // write (or to serve what we call).
+                        let action = match req.writer_kind {
+                            ferry_wire::EndpointKind::Client => ferry_security::Action::Serve,
+                            _ => ferry_security::Action::Subscribe,
+                        };
+                        match tls::client_handshake(sec, &s, action, &req.topic) {
+                            Ok(t) => tls = Some(t),
+                            Err(cause) if cause.contains("may not") => {
+                                return Err(ConnectError::Refused {
+                                    peer: req.remote.participant,
+                                    transport: TransportKind::Tcp,
+                                    cause,
+                                })
+                            }
+                            Err(e) => {
+                                last = e;
+                                continue;
+                            }
+                        }
+                    }
                     let hello = Hello {
                         from: req.writer,
                         from_kind: req.writer_kind,
@@ -809,9 +933,16 @@ impl Transport for TcpTransport {
                     .encode();
                     let setup = (|| -> io::Result<()> {
                         s.set_nodelay(true)?;
-                        let mut s2 = &s;
-                        s2.write_all(&h)?;
-                        s2.write_all(&hello)?;
+                        match &mut tls {
+                            Some(t) => tls::write_blocking(t, &s, &[&h, &hello])?,
+                            None => {
+                                let mut s2 = &s;
+                                s2.write_all(&h)?;
+                                s2.write_all(&hello)?;
+                            }
+                        }
+                        s.set_read_timeout(None)?;
+                        s.set_write_timeout(None)?;
                         s.set_nonblocking(true)
                     })();
                     if let Err(e) = setup {
@@ -835,6 +966,9 @@ impl Transport for TcpTransport {
                         policy,
                         self.io.clone(),
                     ));
+                    if let Some(t) = tls {
+                        let _ = conn.tls.set(Mutex::new(t));
+                    }
                     self.io
                         .add(Box::new(TcpSource::new(conn.clone(), self.max_frame)));
                     return Ok(Arc::new(TcpLink {

@@ -114,6 +114,29 @@ impl FrameReader {
         }
     }
 
+    /// [`FrameReader::read_once`] through TLS: the records that arrived are
+    /// decrypted into the buffer (one copy out of rustls), then parsed.
+    pub fn read_once_tls(
+        &mut self,
+        tls: &parking_lot::Mutex<super::tls::TlsState>,
+        stream: &mio::net::TcpStream,
+        frames: &mut Vec<RawFrame>,
+    ) -> io::Result<usize> {
+        let mut got = false;
+        let n = super::tls::read(tls, stream, &mut |n, src| {
+            if self.head > 0 && self.buf.len() + n > self.buf.capacity() {
+                self.buf.drain(..self.head);
+                self.head = 0;
+            }
+            got = true;
+            super::tls::take_plaintext(&mut self.buf, n, src)
+        })?;
+        if got {
+            self.parse(frames)?;
+        }
+        Ok(n)
+    }
+
     /// Ensures spare capacity after the data: compacts, or grows by at most
     /// READ_CHUNK so memory follows the bytes that actually arrived, not the
     /// length a peer announced.

@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 use ferry_transport::room::Stall;
 use ferry_transport::stats::ListenerCounters;
 
+use super::tls::{self, TlsState};
 use super::{dispatch, on_closed, DispatchCtx, FrameReader, Role, TcpConn};
 use crate::reactor::{LoopContext, Readiness, Served, Source};
+use crate::transport::TransportSecurity;
 
 /// Most bytes read from one connection per loop turn (a saturated
 /// connection must not starve the I/O thread's timers).
@@ -45,6 +47,12 @@ pub(crate) struct TcpSource {
     held: bool,
     /// Waiting for room; ended by the room's waker.
     paused: Stall,
+    /// The runtime's identity (security on): a writer's certificate is
+    /// checked at its Hello.
+    security: Option<Arc<TransportSecurity>>,
+    /// `permissive`: whether this accepted connection speaks TLS is told
+    /// by its first byte, not known yet.
+    detect: bool,
 }
 
 impl TcpSource {
@@ -57,6 +65,8 @@ impl TcpSource {
             counters: None,
             held: false,
             paused: Stall::default(),
+            security: None,
+            detect: false,
         }
     }
 
@@ -67,8 +77,12 @@ impl TcpSource {
         conn: Arc<TcpConn>,
         max_frame: usize,
         counters: Arc<ListenerCounters>,
+        security: Option<Arc<TransportSecurity>>,
     ) -> TcpSource {
+        let detect = security.is_some() && conn.tls.get().is_none();
         TcpSource {
+            security,
+            detect,
             conn,
             reader: FrameReader::expecting_hello(max_frame),
             linger_until: None,
@@ -100,6 +114,25 @@ impl TcpSource {
     /// Reads and dispatches one `read` at a time, up to the budget: false
     /// when the connection is finished; `more` when the budget ran out.
     fn read(&mut self, ctx: &mut dyn LoopContext, more: &mut bool) -> bool {
+        if self.detect {
+            // `permissive`: TLS if the writer starts a handshake, else plain.
+            match tls::starts_with_tls(&self.conn.stream) {
+                Ok(None) => return true,
+                Ok(Some(is_tls)) => {
+                    self.detect = false;
+                    if is_tls {
+                        let sec = self.security.as_ref().expect("detect implies security");
+                        match TlsState::server(sec) {
+                            Ok(t) => {
+                                let _ = self.conn.tls.set(parking_lot::Mutex::new(t));
+                            }
+                            Err(_) => return false,
+                        }
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
         let peer_ip = self.conn.peer.ip();
         let local_peer = peer_ip.is_loopback() || ctx.local_ips().contains(&peer_ip);
         let mut frames = Vec::new();
@@ -119,6 +152,8 @@ impl TcpSource {
                     addr: self.conn.peer,
                     local: local_peer,
                 },
+                security: self.security.as_deref(),
+                counters: self.counters.as_deref(),
             };
             while ok {
                 if dctx.bound.is_none() {
@@ -133,7 +168,10 @@ impl TcpSource {
                         break;
                     }
                 }
-                let r = self.reader.read_once(&self.conn.stream, &mut frames);
+                let r = match self.conn.tls.get() {
+                    Some(t) => self.reader.read_once_tls(t, &self.conn.stream, &mut frames),
+                    None => self.reader.read_once(&self.conn.stream, &mut frames),
+                };
                 if !frames.is_empty() {
                     any = true;
                     dctx.arrival_ns = crate::stats::now_ns();
@@ -159,7 +197,12 @@ impl TcpSource {
                                 // A stranger's garbage: counted, not logged
                                 // per connection (a flood would flood the log).
                                 (Some(c), None) => {
-                                    ListenerCounters::count(&c.bad_hello);
+                                    // Not TLS under `enforce`, another
+                                    // CA, a tampered record: the handshake.
+                                    ListenerCounters::count(match self.conn.tls.get() {
+                                        Some(_) => &c.tls_refused,
+                                        None => &c.bad_hello,
+                                    });
                                     tracing::debug!(
                                         "closing connection from {}: {e}",
                                         self.conn.peer

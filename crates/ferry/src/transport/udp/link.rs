@@ -339,6 +339,7 @@ fn local_peer(participant: ParticipantId) -> PeerInfo {
         pid: std::process::id(),
         locators: Vec::new(),
         direct: true,
+        secured: false,
     }
 }
 

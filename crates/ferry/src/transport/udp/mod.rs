@@ -51,6 +51,13 @@ pub(crate) fn start(
     ctx: &super::StartContext<'_>,
 ) -> Result<Option<Arc<dyn super::Transport>>, crate::error::BuildError> {
     let cfg = ctx.cfg;
+    if ctx.security.is_some_and(|s| s.enforce) {
+        // Its per-datagram AEAD is not built yet (docs/SECURITY.md): under
+        // `enforce` network traffic takes TCP with TLS instead of a plain
+        // UDP path an attacker could read or inject into.
+        tracing::info!("UDP is off under FERRY_SECURITY=enforce until its encryption lands: network paths use TCP with TLS");
+        return Ok(None);
+    }
     let link = cfg.udp_link_mbps * 1_000_000 / 8;
     let settings = UdpSettings {
         mtu: cfg.udp_mtu as usize,

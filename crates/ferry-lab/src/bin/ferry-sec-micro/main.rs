@@ -5,8 +5,12 @@
 //! simulated network (the real `ferry_discovery` state machines, real
 //! keys and signatures; one virtual millisecond per step).
 //!
-//! `ferry-sec-micro [--quick] [--out PATH]` prints a Markdown table and,
+//! Then TLS on TCP against plain TCP between two runtimes ([`tcp`]).
+//!
+//! `ferry-sec-micro [--quick] [--out PATH]` prints Markdown tables and,
 //! with `--out`, writes PATH.md and PATH.json.
+
+mod tcp;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -208,7 +212,6 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("ferry-sec-micro-{}", std::process::id()));
     let ks = keystore(&dir);
     let identity = Arc::new(Identity::load(&ks, "/robot").expect("identity"));
-    let _ = std::fs::remove_dir_all(&dir);
 
     // Micro: a heartbeat sealed, parsed and verified.
     let hb = Beacon {
@@ -298,12 +301,19 @@ fn main() {
         ));
     }
     print!("{md}");
+    let (tcp_md, tcp_rows) = tcp::run(&dir, cli.quick);
+    let _ = std::fs::remove_dir_all(&dir);
+    let tcp_md = format!(
+        "\nTCP over loopback between two runtimes of one process, reliable keep_all, security off against enforce (TLS 1.3, AES-256-GCM), alternating:\n\n{tcp_md}"
+    );
+    print!("{tcp_md}");
+    md.push_str(&tcp_md);
     let failed = rows.iter().any(|r| {
         r["converged"].as_bool() != Some(true) || r["all_visible_at_end"].as_bool() != Some(true)
     });
     if let Some(out) = cli.out {
         std::fs::write(format!("{out}.md"), &md).expect("write md");
-        let all = json!({ "micro": micro, "domains": rows, "quick": cli.quick });
+        let all = json!({ "micro": micro, "domains": rows, "tcp": tcp_rows, "quick": cli.quick });
         std::fs::write(
             format!("{out}.json"),
             serde_json::to_string_pretty(&all).expect("json"),

@@ -1,0 +1,230 @@
+//! TLS 1.3 on a TCP connection (security on): the rustls connection that
+//! the writing threads and the I/O thread both drive, behind one lock, and
+//! what its handshake proved about the peer.
+//!
+//! Writers hand plaintext frames to rustls and push out the records the
+//! socket takes; rustls keeps at most [`TLS_BUFFER`] of records the socket
+//! did not take, and beyond that refuses plaintext, so frames wait in the
+//! connection's queue where keep_last and keep_all act on them as without
+//! TLS. The I/O thread reads records, decrypts them into the frame reader,
+//! and sends what the handshake (or a key update) has to say.
+
+use std::io::{self, IoSlice, Read as _, Write as _};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferry_security::{rustls, PeerIdentity};
+use parking_lot::Mutex;
+
+use crate::transport::TransportSecurity;
+
+/// Most encrypted bytes rustls keeps that the socket has not taken.
+pub(crate) const TLS_BUFFER: usize = 256 * 1024;
+/// How long a client's handshake may take (1 RTT and a few signatures;
+/// generous for a lossy link, bounded for a black hole).
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
+/// First byte of every TLS record carrying a handshake.
+pub(crate) const TLS_HANDSHAKE_BYTE: u8 = 0x16;
+
+/// Bytes read from the socket per `read` call: rustls itself reads at most
+/// one record (16 KiB) per call, and a large sample would cost a system
+/// call per record.
+const READ_CHUNK: usize = 256 * 1024;
+
+/// One connection's TLS.
+pub(crate) struct TlsState {
+    pub conn: rustls::Connection,
+    /// The peer, once its certificate was checked (after the handshake).
+    pub peer: Option<Arc<PeerIdentity>>,
+    /// Records read from the socket, not yet handed to rustls.
+    rx: Vec<u8>,
+}
+
+impl TlsState {
+    /// The server side of an accepted connection.
+    pub fn server(sec: &TransportSecurity) -> io::Result<TlsState> {
+        let mut conn = rustls::ServerConnection::new(sec.tls.server.clone())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        conn.set_buffer_limit(Some(TLS_BUFFER));
+        Ok(TlsState {
+            conn: conn.into(),
+            peer: None,
+            rx: Vec::new(),
+        })
+    }
+}
+
+/// Writes out the records rustls holds until the socket would block:
+/// true when none are left.
+pub(crate) fn push_records(
+    conn: &mut rustls::Connection,
+    stream: &mio::net::TcpStream,
+) -> io::Result<bool> {
+    let mut s = stream;
+    while conn.wants_write() {
+        match conn.write_tls(&mut s) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// Encrypts as much of `bufs` as rustls takes and sends what the socket
+/// takes; `WouldBlock` when rustls took nothing (its buffer is full).
+pub(crate) fn write_vectored(
+    tls: &Mutex<TlsState>,
+    stream: &mio::net::TcpStream,
+    bufs: &[IoSlice<'_>],
+) -> io::Result<usize> {
+    let mut t = tls.lock();
+    push_records(&mut t.conn, stream)?;
+    let n = t.conn.writer().write_vectored(bufs)?;
+    push_records(&mut t.conn, stream)?;
+    if n == 0 && bufs.iter().any(|b| !b.is_empty()) {
+        return Err(io::ErrorKind::WouldBlock.into());
+    }
+    Ok(n)
+}
+
+/// Reads the records that arrived and decrypts them: `fill(n, src)` gets
+/// the plaintext (`n` bytes to take from `src`). Returns the bytes read
+/// from the socket (0: nothing more now); `UnexpectedEof` when the peer
+/// closed; `InvalidData` for a failed handshake or a tampered record.
+pub(crate) fn read(
+    tls: &Mutex<TlsState>,
+    stream: &mio::net::TcpStream,
+    fill: &mut dyn FnMut(usize, &mut dyn io::Read) -> io::Result<()>,
+) -> io::Result<usize> {
+    let mut guard = tls.lock();
+    let t = &mut *guard;
+    t.rx.resize(READ_CHUNK, 0);
+    let (raw, eof) = loop {
+        match (&mut &*stream).read(&mut t.rx) {
+            Ok(0) => break (0, true),
+            Ok(n) => break (n, false),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break (0, false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    };
+    // rustls takes about a record at a time: feed it, decrypt, hand the
+    // plaintext on, until the chunk is used up.
+    let mut records = &t.rx[..raw];
+    let mut plain = 0;
+    loop {
+        if !records.is_empty() {
+            t.conn.read_tls(&mut records)?;
+        }
+        let state = match t.conn.process_new_packets() {
+            Ok(s) => s,
+            Err(e) => {
+                // Tell the peer why (an alert), then give up the connection.
+                let _ = push_records(&mut t.conn, stream);
+                return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+            }
+        };
+        let n = state.plaintext_bytes_to_read();
+        if n > 0 {
+            fill(n, &mut t.conn.reader())?;
+            plain += n;
+        }
+        if records.is_empty() {
+            break;
+        }
+    }
+    // The handshake or a key update may have something to say.
+    push_records(&mut t.conn, stream)?;
+    if eof && plain == 0 {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(raw.max(usize::from(plain > 0)))
+}
+
+/// The client side of a connection just made (blocking socket, on the
+/// connecting thread): handshake, the server's identity, which must be
+/// allowed `action` on `name`.
+pub(crate) fn client_handshake(
+    sec: &TransportSecurity,
+    stream: &std::net::TcpStream,
+    action: ferry_security::Action,
+    name: &str,
+) -> Result<TlsState, String> {
+    let mut conn =
+        rustls::ClientConnection::new(sec.tls.client.clone(), ferry_security::tls::server_name())
+            .map_err(|e| e.to_string())?;
+    conn.set_buffer_limit(Some(TLS_BUFFER));
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+    stream
+        .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
+        .and_then(|_| stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
+        .map_err(|e| e.to_string())?;
+    let mut s = stream;
+    while conn.is_handshaking() {
+        if Instant::now() > deadline {
+            return Err(format!("TLS handshake took over {HANDSHAKE_TIMEOUT:?}"));
+        }
+        conn.complete_io(&mut s)
+            .map_err(|e| format!("TLS handshake: {e}"))?;
+    }
+    let peer = ferry_security::tls::peer_identity(&conn, &sec.identity, sec.domain)
+        .map_err(|e| e.to_string())?;
+    if !peer.allows(action, name) {
+        return Err(format!(
+            "the peer's identity {} may not {action} `{name}`",
+            peer.enclave()
+        ));
+    }
+    Ok(TlsState {
+        conn: conn.into(),
+        peer: Some(Arc::new(peer)),
+        rx: Vec::new(),
+    })
+}
+
+/// Sends `bytes` inside TLS on a blocking socket (the Hello, before the
+/// connection joins the I/O loop).
+pub(crate) fn write_blocking(
+    tls: &mut TlsState,
+    stream: &std::net::TcpStream,
+    bytes: &[&[u8]],
+) -> io::Result<()> {
+    for b in bytes {
+        tls.conn.writer().write_all(b)?;
+    }
+    let mut s = stream;
+    while tls.conn.wants_write() {
+        tls.conn.write_tls(&mut s)?;
+    }
+    Ok(())
+}
+
+/// Whether an accepted connection's first byte starts a TLS handshake
+/// (`permissive` takes both; `None`: nothing arrived yet).
+pub(crate) fn starts_with_tls(stream: &mio::net::TcpStream) -> io::Result<Option<bool>> {
+    let mut b = [0u8; 1];
+    match stream.peek(&mut b) {
+        Ok(0) => Err(io::ErrorKind::UnexpectedEof.into()),
+        Ok(_) => Ok(Some(b[0] == TLS_HANDSHAKE_BYTE)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads exactly `n` bytes from `src` into the end of `buf`.
+pub(crate) fn take_plaintext(
+    buf: &mut Vec<u8>,
+    n: usize,
+    src: &mut dyn io::Read,
+) -> io::Result<()> {
+    let old = buf.len();
+    buf.resize(old + n, 0);
+    let r = src.read_exact(&mut buf[old..]);
+    if r.is_err() {
+        buf.truncate(old);
+    }
+    r
+}
