@@ -59,6 +59,9 @@ pub const MAX_LEASE_MS: u32 = 600_000;
 /// silent before it is forgotten (it is learned again from its next
 /// heartbeat): a forged id that never answers our requests goes after this.
 pub const FIRST_CONTACT: Duration = Duration::from_secs(5);
+/// Under `enforce`, what an unsigned last will from the broker leaves of a
+/// peer's lease.
+pub const FORGED_WILL_LEASE: Duration = Duration::from_secs(3);
 /// A participant greeted less than this ago is not greeted again.
 pub const GREET_REPEAT: Duration = Duration::from_secs(5);
 /// How long an id claimed from two addresses at first contact is ignored.
@@ -366,7 +369,19 @@ impl Discovery {
         if let Some(e) = self.table.get(&id) {
             // A participant first heard signed speaks only signed by that
             // key; one first heard plain (permissive) only plain.
-            if !request && e.key != signed.as_ref().and_then(|s| s.key) {
+            let key = signed.as_ref().and_then(|s| s.key);
+            if !request && e.key != key && e.key.is_some() && key.is_some() && !e.proven {
+                // Two keys claim an id neither has proven (another identity
+                // of our CA raced its first beacons): neither is believed
+                // for a while, as with two addresses.
+                self.stats.not_owner += 1;
+                self.remove(id, LeaveReason::LeaseExpired);
+                if self.contested.len() < MAX_PARTICIPANTS {
+                    self.contested.insert(id, now + CONTESTED);
+                }
+                return Err(DatagramError::Contested(id));
+            }
+            if !request && e.key != key {
                 self.stats.not_owner += 1;
                 return Err(DatagramError::NotOwner {
                     participant: id,
@@ -562,6 +577,11 @@ impl Discovery {
         if e.known.is_some() {
             e.lease = lease;
             e.expires = e.expires.max(now + lease);
+        } else if e.key.is_some() && !e.proven {
+            // Signed but not proven: it has FIRST_CONTACT from its first
+            // beacon to echo a challenge, however many beacons it sends (a
+            // recording or a forger never answers).
+            e.expires = (now + first_contact).min(e.first_seen + first_contact);
         } else {
             // Still being learned: silent for FIRST_CONTACT, it is dropped.
             e.expires = now + first_contact;
@@ -704,13 +724,24 @@ impl Discovery {
 
     /// The broker reported `id`'s connection lost (its last will): it
     /// leaves now, as [`LeaveReason::ConnectionLost`].
+    ///
+    /// With security enforced, the will is unsigned (the broker publishes
+    /// it; any client of the broker could): it only shortens the peer's
+    /// lease to [`FORGED_WILL_LEASE`], so a forged will cannot remove a
+    /// live peer, whose next beacon renews it.
     pub fn peer_vanished(&mut self, id: ParticipantId) {
-        if self
-            .table
-            .get(&id)
-            .is_some_and(|e| e.origin == Origin::Broker)
-        {
-            self.remove(id, LeaveReason::ConnectionLost);
+        let Some(e) = self.table.get_mut(&id) else {
+            return;
+        };
+        if e.origin != Origin::Broker {
+            return;
+        }
+        match &self.keys {
+            Some(k) if k.auth.enforce => {
+                e.expires = e.expires.min(k.now + FORGED_WILL_LEASE);
+                self.next_scan = self.next_scan.min(e.expires);
+            }
+            _ => self.remove(id, LeaveReason::ConnectionLost),
         }
     }
 
@@ -720,6 +751,9 @@ impl Discovery {
         };
         if e.key.is_some() && !e.proven && reason == LeaveReason::LeaseExpired {
             self.stats.security.unproven += 1;
+        }
+        if let (Some(k), Some(_)) = (&mut self.keys, e.key) {
+            k.forget(id, e.replay.newest());
         }
         self.sources.remove_participant(e.origin.ip(), e.records());
         if let Some(u) = e.unicast {

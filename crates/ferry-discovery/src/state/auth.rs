@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,6 +49,8 @@ pub const BAD_KEY_HOLD: Duration = Duration::from_secs(60);
 pub const REPLAY_WINDOW_US: u64 = 2_000_000;
 /// How long a challenge stays valid.
 pub const CHALLENGE_LIFE: Duration = Duration::from_secs(10);
+/// How long the newest stamp of a participant that left is kept.
+pub const FORGOTTEN_HOLD: Duration = Duration::from_secs(600);
 /// Least time between two challenges to a participant whose key we lack.
 pub const UNKNOWN_KEY_ASK: Duration = Duration::from_secs(1);
 /// Through the broker, challenges cannot travel: a stamp within this of
@@ -156,6 +159,11 @@ impl Replay {
         }
     }
 
+    /// The newest stamp taken (0: none).
+    pub(crate) fn newest(&self) -> u64 {
+        self.newest
+    }
+
     pub(crate) fn note(&mut self, stamp: u64) {
         self.newest = self.newest.max(stamp);
         self.recent[self.next] = stamp;
@@ -170,8 +178,13 @@ pub(crate) struct Keys {
     /// Our certificate as unsigned `Credential` beacons.
     pub(crate) credential: Vec<Vec<u8>>,
     peers: HashMap<KeyId, KeyState>,
-    creds: HashMap<KeyId, CredAsm>,
+    /// Certificates being assembled, by the key id their chunks claim and
+    /// their source (one source cannot disturb another's assembly).
+    creds: HashMap<(KeyId, SocketAddr), CredAsm>,
     challenges: HashMap<ParticipantId, Challenge>,
+    /// The newest stamp of participants that left, for [`FORGOTTEN_HOLD`]:
+    /// their recorded beacons are replays, not a new participant.
+    forgotten: HashMap<ParticipantId, (u64, Instant)>,
     last_stamp: u64,
     unix_at_start_us: u64,
     start: Instant,
@@ -209,6 +222,7 @@ impl Keys {
             peers: HashMap::new(),
             creds: HashMap::new(),
             challenges: HashMap::new(),
+            forgotten: HashMap::new(),
             last_stamp: 0,
             unix_at_start_us,
             start: now,
@@ -247,7 +261,15 @@ impl Keys {
     }
 
     pub(crate) fn lookup(&mut self, key: &KeyId, now: Instant) -> Lookup {
+        let unix_s = (self.unix_us(now) / 1_000_000) as i64;
         match self.peers.get(key) {
+            Some(KeyState::Good(p)) if unix_s > p.not_after() => {
+                // Expired since it was checked: its beacons are refused,
+                // and its participants leave when their leases end.
+                self.peers
+                    .insert(*key, KeyState::Bad(BadKey::Expired, now + BAD_KEY_HOLD));
+                Lookup::Bad(BadKey::Expired)
+            }
             Some(KeyState::Good(p)) => Lookup::Good(p.clone()),
             Some(KeyState::Bad(why, until)) if now < *until => Lookup::Bad(*why),
             Some(KeyState::Bad(..)) => {
@@ -272,6 +294,7 @@ impl Keys {
     pub(crate) fn take_chunk(
         &mut self,
         key: KeyId,
+        from: SocketAddr,
         offset: u16,
         total: u16,
         chunk: &[u8],
@@ -284,7 +307,8 @@ impl Keys {
         if total > MAX_CREDENTIAL {
             return None;
         }
-        if !self.creds.contains_key(&key) && self.creds.len() >= MAX_ASSEMBLIES {
+        let slot = (key, from);
+        if !self.creds.contains_key(&slot) && self.creds.len() >= MAX_ASSEMBLIES {
             // Forget the oldest half-assembled certificate.
             if let Some(old) = self
                 .creds
@@ -296,7 +320,7 @@ impl Keys {
             }
         }
         let chunks = total.div_ceil(ferry_wire::beacon::CREDENTIAL_CHUNK);
-        let asm = self.creds.entry(key).or_insert_with(|| CredAsm {
+        let asm = self.creds.entry(slot).or_insert_with(|| CredAsm {
             total,
             bytes: vec![0; total],
             got: vec![false; chunks],
@@ -316,24 +340,30 @@ impl Keys {
         if !asm.got.iter().all(|g| *g) {
             return None;
         }
-        let asm = self.creds.remove(&key).expect("just assembled");
+        let asm = self.creds.remove(&slot).expect("just assembled");
+        if ferry_security::key_id(&asm.bytes) != key {
+            // Not that key's certificate: anyone can claim a key id, so
+            // nothing is remembered against the key (its owner's own
+            // certificate must still be taken).
+            return Some(Err((
+                BadKey::ForeignCa,
+                "certificate does not hash to the key id it claims".to_string(),
+            )));
+        }
+        if !self.spend_verify(now) {
+            return None; // over budget: its owner sends it again
+        }
         if self.peers.len() >= MAX_KEYS {
             // Good keys each took a certificate of our CA: few. Refused
             // ones are what a flood leaves behind.
             self.peers.retain(|_, s| matches!(s, KeyState::Good(_)));
         }
-        let checked = if ferry_security::key_id(&asm.bytes) != key {
-            Err((
-                BadKey::ForeignCa,
-                "certificate does not hash to the key id that signed it".to_string(),
-            ))
-        } else {
-            self.auth
-                .identity
-                .verify_peer(&asm.bytes, self.domain)
-                .map(Arc::new)
-                .map_err(|e| (BadKey::from(&e), e.to_string()))
-        };
+        let checked = self
+            .auth
+            .identity
+            .verify_peer(&asm.bytes, self.domain)
+            .map(Arc::new)
+            .map_err(|e| (BadKey::from(&e), e.to_string()));
         match &checked {
             Ok(p) => self.peers.insert(key, KeyState::Good(p.clone())),
             Err((why, _)) => self
@@ -349,7 +379,15 @@ impl Keys {
         if self.challenges.len() >= MAX_KEYS {
             self.challenges.retain(|_, c| now < c.made + CHALLENGE_LIFE);
             if self.challenges.len() >= MAX_KEYS {
-                self.challenges.clear();
+                // A flood of ids: the oldest goes, not everyone's.
+                if let Some(old) = self
+                    .challenges
+                    .iter()
+                    .min_by_key(|(_, c)| c.asked)
+                    .map(|(id, _)| *id)
+                {
+                    self.challenges.remove(&old);
+                }
             }
         }
         let c = self.challenges.entry(id).or_insert_with(|| Challenge {
@@ -383,6 +421,38 @@ impl Keys {
                 .challenges
                 .get(&id)
                 .is_some_and(|c| c.nonce == nonce && now < c.made + CHALLENGE_LIFE)
+    }
+
+    /// A challenge answered is used up: a recording of the answer cannot
+    /// prove again.
+    pub(crate) fn used(&mut self, id: ParticipantId) {
+        self.challenges.remove(&id);
+    }
+
+    /// `id` left with `newest` as its newest stamp.
+    pub(crate) fn forget(&mut self, id: ParticipantId, newest: u64) {
+        let now = self.now;
+        if self.forgotten.len() >= MAX_KEYS {
+            self.forgotten.retain(|_, (_, t)| now < *t + FORGOTTEN_HOLD);
+            if self.forgotten.len() >= MAX_KEYS {
+                if let Some(old) = self
+                    .forgotten
+                    .iter()
+                    .min_by_key(|(_, (_, t))| *t)
+                    .map(|(id, _)| *id)
+                {
+                    self.forgotten.remove(&old);
+                }
+            }
+        }
+        self.forgotten.insert(id, (newest, now));
+    }
+
+    /// Whether `stamp` is no newer than what `id` sent before it left.
+    pub(crate) fn sent_before_it_left(&self, id: ParticipantId, stamp: u64) -> bool {
+        self.forgotten
+            .get(&id)
+            .is_some_and(|(newest, t)| stamp <= *newest && self.now < *t + FORGOTTEN_HOLD)
     }
 
     /// Through the broker: whether `stamp` is near our clock.

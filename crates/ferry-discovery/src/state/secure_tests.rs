@@ -329,3 +329,76 @@ fn another_identity_cannot_speak_for_a_known_participant() {
     let b = net.nodes[0].participant_info(ParticipantId(101)).unwrap();
     assert!(b.endpoints.contains_key(&1), "/b's records were replaced");
 }
+
+#[test]
+fn a_forged_certificate_chunk_does_not_block_the_real_one() {
+    let (_d, ks) = keystore("disc-chunk");
+    let now = Instant::now();
+    let b = Identity::load(&ks, "/b").unwrap();
+    let mut net = secure_net(&ks, &["/a", "/b"], 0, 6);
+    // Before anyone met, a stranger sends a one-byte "certificate" claiming
+    // /b's key id, from another address.
+    let forged = Beacon {
+        domain: 0,
+        participant: ParticipantId(999),
+        body: BeaconBody::Credential {
+            offset: 0,
+            total: 1,
+            bytes: vec![0],
+        },
+    }
+    .encode();
+    let forged = ferry_wire::beacon::seal(forged, 0, b.key_id(), 1, 0, |_| [0; 64]);
+    let r = net.nodes[0].handle_datagram(now, addr(7), Via::Multicast, &forged);
+    assert!(r.is_err());
+    net.run(Duration::from_millis(500));
+    assert!(net.all_know_all(), "the forged chunk kept /b's key out");
+}
+
+#[test]
+fn a_recording_replayed_after_a_goodbye_does_not_bring_the_participant_back() {
+    let (_d, ks) = keystore("disc-bye");
+    let mut net = pair(&ks);
+    net.nodes[1].leave();
+    net.run(Duration::from_millis(5));
+    assert!(!net.knows(0, 1), "the goodbye was not taken");
+    net.alive[1] = false;
+    let recording = sent_by(&net, 1);
+    let mut now = net.now;
+    for _ in 0..10 {
+        for t in &recording {
+            let _ = net.nodes[0].handle_datagram(now, addr(1), Via::Multicast, &t.bytes);
+        }
+        now += Duration::from_millis(300);
+        net.nodes[0].handle_timeout(now);
+        while net.nodes[0].poll_transmit().is_some() {}
+        assert!(!net.knows(0, 1), "a recording brought /b back");
+    }
+    assert!(net.nodes[0].stats().security.replayed > 0);
+}
+
+#[test]
+fn two_keys_racing_for_a_new_id_are_both_held_off_until_one_proves_it() {
+    let (_d, ks) = keystore("disc-race");
+    let now = Instant::now();
+    let mut a = node(Some((&ks, "/a")), 0, true, now);
+    // /c claims id 101 first, then /b (the real 101) is heard.
+    let mut forger = node(Some((&ks, "/c")), 1, true, now);
+    let mut real = node(Some((&ks, "/b")), 1, true, now);
+    for d in [&mut forger, &mut real] {
+        d.handle_timeout(now);
+        while let Some(t) = d.poll_transmit() {
+            let _ = a.handle_datagram(now, addr(1), Via::Multicast, &t.bytes);
+        }
+    }
+    assert!(a.participant_info(ParticipantId(101)).is_none());
+    assert!(a.stats().not_owner > 0, "the second key was not noticed");
+    // The forger goes quiet; after the contest the real one is learned.
+    let mut net = Net::with(vec![a, real], now, 0, 8);
+    net.strict = false;
+    net.run(CONTESTED + Duration::from_secs(3));
+    assert!(
+        net.all_know_all(),
+        "the real participant was not learned after the contest"
+    );
+}

@@ -63,7 +63,7 @@ impl Discovery {
             } => {
                 self.spend(from, via, now)?;
                 let keys = self.keys.as_mut().expect("checked above");
-                return match keys.take_chunk(t.key_id, *offset, *total, bytes, now) {
+                return match keys.take_chunk(t.key_id, from, *offset, *total, bytes, now) {
                     Some(Err((why, _))) => {
                         self.count_bad(why);
                         Err(DatagramError::BadCredential { from, why })
@@ -114,7 +114,14 @@ impl Discovery {
             }
         };
         self.spend(from, via, now)?;
-        if !self.keys.as_mut().is_some_and(|k| k.spend_verify(now)) {
+        // A participant proven by this key is bounded by its source's
+        // budget alone: a flood of forgeries naming it cannot starve the
+        // checks of everyone else. Others draw on the global budget too.
+        let proven = self
+            .table
+            .get(&id)
+            .is_some_and(|e| e.proven && e.key == Some(t.key_id));
+        if !proven && !self.keys.as_mut().is_some_and(|k| k.spend_verify(now)) {
             self.stats.refused += 1;
             return Err(DatagramError::Throttled(from.ip()));
         }
@@ -122,7 +129,19 @@ impl Discovery {
             self.stats.security.bad_signature += 1;
             return Err(DatagramError::BadSignature(from));
         }
-        if let Some(e) = self.table.get(&id) {
+        if !self.table.contains_key(&id)
+            && self
+                .keys
+                .as_ref()
+                .is_some_and(|k| k.sent_before_it_left(id, t.stamp))
+        {
+            // A recording of a participant that left.
+            self.stats.security.replayed += 1;
+            return Err(DatagramError::Replayed(id));
+        }
+        // The stamps of the key that owns the id (another key's beacon is
+        // judged by the owner check that follows).
+        if let Some(e) = self.table.get(&id).filter(|e| e.key == Some(t.key_id)) {
             match e.replay.check(t.stamp) {
                 Freshness::Fresh => {}
                 Freshness::Duplicate => {
@@ -179,6 +198,9 @@ impl Discovery {
         e.verified_at = Some(now);
         if s.proves && !e.proven {
             e.proven = true;
+            if let Some(k) = &mut self.keys {
+                k.used(id);
+            }
             if let Some(asm) = e.ready.take() {
                 self.complete(now, id, asm);
             }

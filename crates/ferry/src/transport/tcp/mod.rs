@@ -573,7 +573,7 @@ pub(crate) fn dispatch(conn: &Arc<TcpConn>, frame: RawFrame, ctx: &mut DispatchC
                 );
                 return false;
             };
-            if !writer_may(conn, &hello, reader.name(), ctx) {
+            if !writer_may(conn, &hello, reader.as_ref(), ctx) {
                 return false;
             }
             let replier = (hello.from_kind == ferry_wire::EndpointKind::Client)
@@ -649,10 +649,21 @@ pub(crate) fn dispatch(conn: &Arc<TcpConn>, frame: RawFrame, ctx: &mut DispatchC
 /// Security on: whether the writer at the other end of `conn` may write
 /// `name` (its certificate, proven by the TLS handshake, and its grants).
 /// A plain connection passes only under `permissive`.
-fn writer_may(conn: &TcpConn, hello: &Hello, name: &str, ctx: &DispatchCtx<'_>) -> bool {
+fn writer_may(conn: &TcpConn, hello: &Hello, reader: &dyn Inbox, ctx: &DispatchCtx<'_>) -> bool {
     let Some(sec) = ctx.security else {
         return true;
     };
+    // What the reader takes in decides the grant, not what the writer says
+    // it is (a Hello naming itself a client must not carry samples past a
+    // `call` grant): and a Hello that does not fit the reader is refused.
+    use ferry_security::Action;
+    use ferry_wire::EndpointKind;
+    let (kind, action) = match reader.carries() {
+        super::Carries::Samples => (EndpointKind::Publisher, Action::Publish),
+        super::Carries::Requests => (EndpointKind::Client, Action::Call),
+        super::Carries::Replies => (EndpointKind::Service, Action::Serve),
+    };
+    let name = reader.name();
     let count =
         |c: fn(&ferry_transport::stats::ListenerCounters) -> &std::sync::atomic::AtomicU64| {
             if let Some(k) = ctx.counters {
@@ -675,11 +686,7 @@ fn writer_may(conn: &TcpConn, hello: &Hello, name: &str, ctx: &DispatchCtx<'_>) 
             return false;
         }
     };
-    let action = match hello.from_kind {
-        ferry_wire::EndpointKind::Client => ferry_security::Action::Call,
-        _ => ferry_security::Action::Publish,
-    };
-    if !peer.allows(action, name) {
+    if hello.from_kind != kind || !peer.allows(action, name) {
         tracing::warn!(
             "closing connection from {}: identity {} may not {action} `{name}`",
             conn.peer,

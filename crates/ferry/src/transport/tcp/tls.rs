@@ -36,8 +36,6 @@ pub(crate) struct TlsState {
     pub conn: rustls::Connection,
     /// The peer, once its certificate was checked (after the handshake).
     pub peer: Option<Arc<PeerIdentity>>,
-    /// Records read from the socket, not yet handed to rustls.
-    rx: Vec<u8>,
 }
 
 impl TlsState {
@@ -49,7 +47,6 @@ impl TlsState {
         Ok(TlsState {
             conn: conn.into(),
             peer: None,
-            rx: Vec::new(),
         })
     }
 }
@@ -99,11 +96,26 @@ pub(crate) fn read(
     stream: &mio::net::TcpStream,
     fill: &mut dyn FnMut(usize, &mut dyn io::Read) -> io::Result<()>,
 ) -> io::Result<usize> {
+    RX.with_borrow_mut(|rx| read_with(tls, stream, rx, fill))
+}
+
+thread_local! {
+    /// The I/O thread's read buffer for TLS connections (one per thread,
+    /// not per connection: a stranger's connection must not cost 256 KiB).
+    static RX: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn read_with(
+    tls: &Mutex<TlsState>,
+    stream: &mio::net::TcpStream,
+    rx: &mut Vec<u8>,
+    fill: &mut dyn FnMut(usize, &mut dyn io::Read) -> io::Result<()>,
+) -> io::Result<usize> {
     let mut guard = tls.lock();
     let t = &mut *guard;
-    t.rx.resize(READ_CHUNK, 0);
+    rx.resize(READ_CHUNK, 0);
     let (raw, eof) = loop {
-        match (&mut &*stream).read(&mut t.rx) {
+        match (&mut &*stream).read(rx) {
             Ok(0) => break (0, true),
             Ok(n) => break (n, false),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break (0, false),
@@ -113,11 +125,13 @@ pub(crate) fn read(
     };
     // rustls takes about a record at a time: feed it, decrypt, hand the
     // plaintext on, until the chunk is used up.
-    let mut records = &t.rx[..raw];
+    let mut records = &rx[..raw];
     let mut plain = 0;
-    loop {
-        if !records.is_empty() {
-            t.conn.read_tls(&mut records)?;
+    let closed = loop {
+        // rustls takes nothing more once the peer closed (close_notify):
+        // what follows is ignored, not fed again and again.
+        if !records.is_empty() && t.conn.read_tls(&mut records)? == 0 {
+            records = &[];
         }
         let state = match t.conn.process_new_packets() {
             Ok(s) => s,
@@ -127,18 +141,19 @@ pub(crate) fn read(
                 return Err(io::Error::new(io::ErrorKind::InvalidData, e));
             }
         };
+        let closed = state.peer_has_closed();
         let n = state.plaintext_bytes_to_read();
         if n > 0 {
             fill(n, &mut t.conn.reader())?;
             plain += n;
         }
         if records.is_empty() {
-            break;
+            break closed;
         }
-    }
+    };
     // The handshake or a key update may have something to say.
     push_records(&mut t.conn, stream)?;
-    if eof && plain == 0 {
+    if (eof || closed) && plain == 0 {
         return Err(io::ErrorKind::UnexpectedEof.into());
     }
     Ok(raw.max(usize::from(plain > 0)))
@@ -181,7 +196,6 @@ pub(crate) fn client_handshake(
     Ok(TlsState {
         conn: conn.into(),
         peer: Some(Arc::new(peer)),
-        rx: Vec::new(),
     })
 }
 
