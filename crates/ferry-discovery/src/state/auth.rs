@@ -310,14 +310,7 @@ impl Keys {
         let slot = (key, from);
         if !self.creds.contains_key(&slot) && self.creds.len() >= MAX_ASSEMBLIES {
             // Forget the oldest half-assembled certificate.
-            if let Some(old) = self
-                .creds
-                .iter()
-                .min_by_key(|(_, a)| a.started)
-                .map(|(k, _)| *k)
-            {
-                self.creds.remove(&old);
-            }
+            remove_oldest(&mut self.creds, |a| a.started);
         }
         let chunks = total.div_ceil(ferry_wire::beacon::CREDENTIAL_CHUNK);
         let asm = self.creds.entry(slot).or_insert_with(|| CredAsm {
@@ -380,14 +373,7 @@ impl Keys {
             self.challenges.retain(|_, c| now < c.made + CHALLENGE_LIFE);
             if self.challenges.len() >= MAX_KEYS {
                 // A flood of ids: the oldest goes, not everyone's.
-                if let Some(old) = self
-                    .challenges
-                    .iter()
-                    .min_by_key(|(_, c)| c.asked)
-                    .map(|(id, _)| *id)
-                {
-                    self.challenges.remove(&old);
-                }
+                remove_oldest(&mut self.challenges, |c| c.asked);
             }
         }
         let c = self.challenges.entry(id).or_insert_with(|| Challenge {
@@ -435,14 +421,7 @@ impl Keys {
         if self.forgotten.len() >= MAX_KEYS {
             self.forgotten.retain(|_, (_, t)| now < *t + FORGOTTEN_HOLD);
             if self.forgotten.len() >= MAX_KEYS {
-                if let Some(old) = self
-                    .forgotten
-                    .iter()
-                    .min_by_key(|(_, (_, t))| *t)
-                    .map(|(id, _)| *id)
-                {
-                    self.forgotten.remove(&old);
-                }
+                remove_oldest(&mut self.forgotten, |(_, t)| *t);
             }
         }
         self.forgotten.insert(id, (newest, now));
@@ -458,6 +437,16 @@ impl Keys {
     /// Through the broker: whether `stamp` is near our clock.
     pub(crate) fn near_now(&self, stamp: u64, now: Instant) -> bool {
         self.unix_us(now).abs_diff(stamp) <= BROKER_SKEW_US
+    }
+}
+
+/// Removes the entry whose `age` is least (the oldest) from a full map.
+fn remove_oldest<K: Copy + Eq + std::hash::Hash, V>(
+    map: &mut HashMap<K, V>,
+    age: impl Fn(&V) -> Instant,
+) {
+    if let Some(old) = map.iter().min_by_key(|(_, v)| age(v)).map(|(k, _)| *k) {
+        map.remove(&old);
     }
 }
 
