@@ -172,17 +172,29 @@ pub(crate) fn client_handshake(
         rustls::ClientConnection::new(sec.tls.client.clone(), ferry_security::tls::server_name())
             .map_err(|e| e.to_string())?;
     conn.set_buffer_limit(Some(TLS_BUFFER));
+    // Step by step, each socket call bounded by what is left of the
+    // deadline: a server trickling a byte at a time cannot hold this
+    // thread past it.
     let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
-    stream
-        .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
-        .and_then(|_| stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
-        .map_err(|e| e.to_string())?;
     let mut s = stream;
-    while conn.is_handshaking() {
-        if Instant::now() > deadline {
+    let step = |e: io::Error| format!("TLS handshake: {e}");
+    while conn.is_handshaking() || conn.wants_write() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
             return Err(format!("TLS handshake took over {HANDSHAKE_TIMEOUT:?}"));
         }
-        conn.complete_io(&mut s)
+        stream
+            .set_read_timeout(Some(left))
+            .and_then(|_| stream.set_write_timeout(Some(left)))
+            .map_err(step)?;
+        if conn.wants_write() {
+            conn.write_tls(&mut s).map_err(step)?;
+            continue;
+        }
+        if conn.read_tls(&mut s).map_err(step)? == 0 {
+            return Err("TLS handshake: the peer closed the connection".into());
+        }
+        conn.process_new_packets()
             .map_err(|e| format!("TLS handshake: {e}"))?;
     }
     let peer = ferry_security::tls::peer_identity(&conn, &sec.identity, sec.domain)
@@ -241,4 +253,49 @@ pub(crate) fn take_plaintext(
         buf.truncate(old);
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_security::create::{create_identity, create_keystore, Validity};
+    use ferry_security::Identity;
+
+    #[test]
+    fn a_server_trickling_bytes_cannot_hold_the_handshake_past_its_bound() {
+        let d = ferry_testkit::TempDir::new("tls-trickle");
+        let ks = create_keystore(d.path(), Validity::days(1)).unwrap();
+        create_identity(&ks, "/a", Validity::days(1)).unwrap();
+        let identity = Arc::new(Identity::load(&ks, "/a").unwrap());
+        let sec = TransportSecurity {
+            tls: identity.tls_configs().unwrap(),
+            identity,
+            enforce: true,
+            domain: 0,
+        };
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            // A handshake record announcing 16 KiB, then a byte a second.
+            let _ = c.write_all(&[0x16, 0x03, 0x03, 0x40, 0x00]);
+            for _ in 0..6 {
+                std::thread::sleep(Duration::from_secs(1));
+                if c.write_all(&[0]).is_err() {
+                    break;
+                }
+            }
+        });
+        let s = std::net::TcpStream::connect(addr).unwrap();
+        let t = Instant::now();
+        let r = client_handshake(&sec, &s, ferry_security::Action::Subscribe, "/x");
+        assert!(r.is_err(), "a trickle completed a handshake");
+        assert!(
+            t.elapsed() < HANDSHAKE_TIMEOUT + Duration::from_millis(500),
+            "held {:?}",
+            t.elapsed()
+        );
+        drop(s);
+        let _ = server.join();
+    }
 }
