@@ -23,6 +23,8 @@ use ferry_security::{Identity, KeyId, PeerError, PeerIdentity};
 use ferry_wire::beacon::{seal, Beacon, FLAG_PLAIN_OK, MAX_CREDENTIAL};
 use ferry_wire::ParticipantId;
 
+use super::guard::Bucket;
+
 /// Security settings of discovery.
 #[derive(Clone)]
 pub struct Auth {
@@ -190,9 +192,8 @@ pub(crate) struct Keys {
     start: Instant,
     pub(crate) now: Instant,
     domain: u16,
-    /// Tokens of [`VERIFY_RATE`], and when they were last refilled.
-    verify_tokens: f64,
-    refilled: Instant,
+    /// The global budget of [`VERIFY_RATE`] checks a second.
+    verify: Bucket,
 }
 
 impl fmt::Debug for Keys {
@@ -228,22 +229,13 @@ impl Keys {
             start: now,
             now,
             domain,
-            verify_tokens: VERIFY_RATE,
-            refilled: now,
+            verify: Bucket::full(VERIFY_RATE, now),
         }
     }
 
     /// One signature check out of the global budget; false when spent.
     pub(crate) fn spend_verify(&mut self, now: Instant) -> bool {
-        let dt = now.saturating_duration_since(self.refilled).as_secs_f64();
-        self.verify_tokens = (self.verify_tokens + dt * VERIFY_RATE).min(VERIFY_RATE);
-        self.refilled = now;
-        if self.verify_tokens >= 1.0 {
-            self.verify_tokens -= 1.0;
-            true
-        } else {
-            false
-        }
+        self.verify.take(now, VERIFY_RATE, VERIFY_RATE)
     }
 
     /// Our clock, µs since the Unix epoch.

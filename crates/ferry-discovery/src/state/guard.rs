@@ -113,8 +113,38 @@ pub const SOURCE_BURST: f64 = 4000.0;
 struct Use {
     participants: usize,
     records: usize,
+    bucket: Bucket,
+}
+
+/// A token bucket: `rate` tokens a second, at most `burst` held.
+#[derive(Debug, Clone)]
+pub(crate) struct Bucket {
     tokens: f64,
     refilled: Instant,
+}
+
+impl Bucket {
+    /// A full bucket of `burst` tokens.
+    pub(crate) fn full(burst: f64, now: Instant) -> Bucket {
+        Bucket {
+            tokens: burst,
+            refilled: now,
+        }
+    }
+
+    /// Refills for the time passed, then takes one token; false when none
+    /// is left.
+    pub(crate) fn take(&mut self, now: Instant, rate: f64, burst: f64) -> bool {
+        let dt = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.tokens = (self.tokens + dt * rate).min(burst);
+        self.refilled = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 /// Per-source accounting.
@@ -128,30 +158,23 @@ impl Sources {
         if self.by_ip.len() > 8192 {
             // Sources that hold nothing are only rate state: forget them.
             self.by_ip.retain(|_, u| {
-                u.participants > 0 || now.duration_since(u.refilled) < Duration::from_secs(10)
+                u.participants > 0
+                    || now.duration_since(u.bucket.refilled) < Duration::from_secs(10)
             });
         }
         self.by_ip.entry(ip).or_insert(Use {
             participants: 0,
             records: 0,
-            tokens: SOURCE_BURST,
-            refilled: now,
+            bucket: Bucket::full(SOURCE_BURST, now),
         })
     }
 
     /// Spends one token of `ip`'s budget; false when it is exhausted.
     pub(crate) fn spend(&mut self, ip: Option<IpAddr>, now: Instant) -> bool {
         let Some(ip) = ip else { return true };
-        let u = self.entry(ip, now);
-        let dt = now.saturating_duration_since(u.refilled).as_secs_f64();
-        u.tokens = (u.tokens + dt * SOURCE_RATE).min(SOURCE_BURST);
-        u.refilled = now;
-        if u.tokens >= 1.0 {
-            u.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
+        self.entry(ip, now)
+            .bucket
+            .take(now, SOURCE_RATE, SOURCE_BURST)
     }
 
     pub(crate) fn participants(&self, ip: Option<IpAddr>) -> usize {
