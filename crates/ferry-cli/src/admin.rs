@@ -132,7 +132,7 @@ pub fn run(a: AdminArgs, spin: Duration) -> Result<(), String> {
             out!(
                 "incoming connections: accepted {}  no Hello in time {}  bad Hello {}  \
                  evicted {}  refused {}  out of file descriptors {}  TLS refused {}  \
-                 denied by grants {}",
+                 denied by grants {}  admin requests denied {}",
                 k.accepted,
                 k.no_hello,
                 k.bad_hello,
@@ -140,7 +140,8 @@ pub fn run(a: AdminArgs, spin: Duration) -> Result<(), String> {
                 k.refused,
                 k.fd_exhausted,
                 k.tls_refused,
-                k.denied
+                k.denied,
+                k.admin_denied
             );
         }
         AdminCmd::Set { .. } => {

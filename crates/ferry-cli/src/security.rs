@@ -110,6 +110,9 @@ fn grant_lines(g: &ferry_security::Grants) -> Vec<String> {
     out
 }
 
+/// `ferry doctor` warns when the identity's certificate expires sooner.
+const EXPIRY_WARNING_DAYS: i64 = 30;
+
 /// The `security:` line of `ferry doctor`: the mode, and the identity a
 /// runtime here would load (or why it would not).
 pub fn doctor_line(cfg: &ferry::config::security::SecurityConfig) -> String {
@@ -131,12 +134,21 @@ pub fn doctor_line(cfg: &ferry::config::security::SecurityConfig) -> String {
     let mut line = match Identity::load(&ks, &enclave) {
         Ok(id) => {
             let (allow, deny) = id.grants().counts();
-            format!(
+            let not_after = id.validity().1;
+            let mut l = format!(
                 "security: {mode} · enclave {enclave} · CA {}… · certificate {} expires {} · {allow} allow / {deny} deny rules",
                 &id.ca_fingerprint()[..16],
                 id.serial().chars().take(12).collect::<String>(),
-                expiry(id.validity().1)
-            )
+                expiry(not_after)
+            );
+            let days = (not_after - unix_now()).div_euclid(86_400);
+            if days < EXPIRY_WARNING_DAYS {
+                l.push_str(&format!(
+                    "\nsecurity: warning: the certificate of {enclave} expires in {days} d; peers refuse it \
+                     from then on: re-issue it with `ferry security create-permissions KEYSTORE POLICY --days N`"
+                ));
+            }
+            l
         }
         Err(e) => format!("security: {mode}: {e}"),
     };

@@ -605,6 +605,8 @@ impl Broker {
                 replier: replier(),
                 same_clock,
                 seqs: Default::default(),
+                // Anyone the broker let in: nothing proves who wrote.
+                identity: None,
             });
             inbox.attach(conn.clone());
             conn

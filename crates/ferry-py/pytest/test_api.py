@@ -424,6 +424,7 @@ def test_connection_counters_count_a_stranger_without_a_hello():
             "fd_exhausted",
             "tls_refused",
             "denied",
+            "admin_denied",
         }
         ports = _own_tcp_listeners()
         assert ports, "no TCP listener found"

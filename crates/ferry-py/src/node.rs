@@ -308,6 +308,7 @@ impl Node {
             ("fd_exhausted", s.fd_exhausted),
             ("tls_refused", s.tls_refused),
             ("denied", s.denied),
+            ("admin_denied", s.admin_denied),
         ] {
             d.set_item(k, v)?;
         }

@@ -33,7 +33,10 @@ use std::str::FromStr;
 pub use enclave::{check_enclave, EnclaveError};
 pub use grants::{Action, Effect, Grants, GrantsError, Pattern, PatternError, Rule};
 pub use keystore::{Identity, IdentityError, Keystore, KeystoreError, OutsideValidity, Summary};
-pub use peer::{is_internal, key_id, random_u64, KeyId, PeerError, PeerIdentity};
+pub use peer::{
+    admin_service_node, is_internal, key_id, random_u64, KeyId, PeerError, PeerIdentity,
+    ADMIN_PREFIX,
+};
 pub use policy::{Policy, PolicyError};
 /// The TLS library the configurations are for (one version for all users).
 pub use rustls;

@@ -47,6 +47,17 @@ pub fn is_internal(name: &str) -> bool {
             .is_some_and(|r| r.starts_with('/'))
 }
 
+/// Prefix of the admin service names: a node `/robot1/cam` serves
+/// `/_ferry/admin/robot1/cam`.
+pub const ADMIN_PREFIX: &str = "/_ferry/admin";
+
+/// The node whose admin service `name` is (`/_ferry/admin/robot1/cam` →
+/// `/robot1/cam`), if it is one.
+pub fn admin_service_node(name: &str) -> Option<&str> {
+    name.strip_prefix(ADMIN_PREFIX)
+        .filter(|n| n.starts_with('/'))
+}
+
 /// Why a peer's certificate is not accepted.
 #[derive(Debug, Clone, Error, PartialEq, Eq)]
 pub enum PeerError {

@@ -24,6 +24,7 @@ pub mod message;
 pub mod priority;
 pub mod reactor;
 pub mod room;
+pub mod secure;
 pub mod stats;
 pub mod transport;
 

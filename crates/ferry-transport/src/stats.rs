@@ -341,6 +341,9 @@ pub struct ListenerCounters {
     /// Closed because the writer's grants do not allow writing the reader's
     /// topic (or calling its service).
     pub denied: AtomicU64,
+    /// Admin requests refused because the caller's identity lacks the
+    /// `admin` (changes) or `monitor` (reads) grant on the node.
+    pub admin_denied: AtomicU64,
 }
 
 impl ListenerCounters {
@@ -359,6 +362,7 @@ impl ListenerCounters {
             fd_exhausted: self.fd_exhausted.load(Relaxed),
             tls_refused: self.tls_refused.load(Relaxed),
             denied: self.denied.load(Relaxed),
+            admin_denied: self.admin_denied.load(Relaxed),
         }
     }
 }
@@ -385,4 +389,7 @@ pub struct ConnectionStats {
     /// Closed because the writer's grants do not allow it.
     #[serde(default)]
     pub denied: u64,
+    /// Admin requests refused for want of the `admin`/`monitor` grant.
+    #[serde(default)]
+    pub admin_denied: u64,
 }

@@ -209,28 +209,7 @@ pub trait Transport: Send + Sync {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
 
-/// What transports need of the runtime's identity (security `permissive`
-/// or `enforce`).
-pub struct TransportSecurity {
-    /// The identity: its CA checks peers' certificates.
-    pub identity: Arc<ferry_security::Identity>,
-    /// TLS configurations built from it (TCP).
-    pub tls: ferry_security::tls::TlsConfigs,
-    /// Plain connections refused (`enforce`), or taken from plain peers
-    /// (`permissive`).
-    pub enforce: bool,
-    /// The domain (a peer's grants must cover it).
-    pub domain: u16,
-}
-
-impl std::fmt::Debug for TransportSecurity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TransportSecurity")
-            .field("enclave", &self.identity.enclave())
-            .field("enforce", &self.enforce)
-            .finish()
-    }
-}
+pub use crate::secure::{ProvenPeer, ProvenPeers, TransportSecurity};
 
 /// What a transport gets to start in a runtime.
 pub struct StartContext<'a> {
@@ -426,6 +405,11 @@ pub struct InboundConn {
     /// Which samples it delivered, for the hand-over between the broker and
     /// a direct path from the same writer.
     pub seqs: SeqMarks,
+    /// Who the writer is, as the channel proved it (security on): its TLS
+    /// certificate, or the identity discovery proved for the participant
+    /// whose process attached by shared memory. `None`: no proof (security
+    /// off, a plain peer under `permissive`, this process, the broker).
+    pub identity: Option<Arc<ferry_security::PeerIdentity>>,
 }
 
 /// What a connection delivered, as far as a hand-over between paths needs.

@@ -61,6 +61,10 @@ pub enum RefuseReason {
     /// The writer's segments belong to another user (permission denied):
     /// shared memory will never work between these two processes.
     Denied = 5,
+    /// Security on: the attaching process is not the participant signed
+    /// discovery proved (or not yet), or its grants do not allow writing
+    /// the reader's name.
+    NotPermitted = 6,
 }
 
 impl RefuseReason {
@@ -71,6 +75,7 @@ impl RefuseReason {
             3 => Self::Segment,
             4 => Self::Malformed,
             5 => Self::Denied,
+            6 => Self::NotPermitted,
             _ => {
                 return Err(WireError::InvalidValue {
                     field: "shm.refuse_reason",

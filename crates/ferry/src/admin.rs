@@ -6,11 +6,18 @@
 //! `local` (default) answers reads from anyone in the domain but changes
 //! only from processes on this host, `open` accepts changes from anywhere.
 //! "On this host" is decided by the transport that carried the request
-//! ([`Origin`]): this process, shared memory, or a TCP/UDP source address
+//! ([`crate::transport::Origin`]): this process, shared memory, or a TCP/UDP source address
 //! that is loopback or one of this host's — never by the participant or
 //! host id the caller declares.
+//!
+//! With security on, the caller's identity as its channel proved it (TLS
+//! certificate, or the signed participant that attached by shared memory)
+//! must also hold `monitor` (or `admin`) on the node for `connections` and
+//! `counters`, and `admin` for `set`; this process passes, a request with
+//! no proven identity (a plain peer, the broker) does not.
 
-use crate::transport::Origin;
+use crate::transport::InboundConn;
+use ferry_security::Action;
 use serde::{Deserialize, Serialize};
 
 use crate::config::AdminAccess;
@@ -19,7 +26,7 @@ use crate::runtime::Shared;
 use crate::stats::ConnectionInfo;
 
 /// Prefix of admin service names; the node's full name follows.
-pub const ADMIN_PREFIX: &str = "/_ferry/admin";
+pub use ferry_security::ADMIN_PREFIX;
 
 /// The admin service name of a node (`/robot1/cam` → `/_ferry/admin/robot1/cam`).
 pub fn service_name(node_fqn: &str) -> String {
@@ -98,11 +105,27 @@ pub fn parse_connections(reply: &AdminReply) -> Result<Vec<ConnectionInfo>, serd
 /// Serves one admin request for node `node` (the admin service's handler).
 pub(crate) fn handle(
     shared: &Shared,
-    node: u32,
+    (node, node_name): (u32, &str),
     access: AdminAccess,
     req: &AdminRequest,
-    origin: Origin,
+    caller: &InboundConn,
 ) -> Result<AdminReply, String> {
+    let origin = caller.origin;
+    // Security on: reads need `monitor` (or `admin`), changes `admin`, on
+    // this node, by the identity the channel proved.
+    let grant = match req.command.as_str() {
+        "connections" | "counters" => Some(Action::Monitor),
+        "set" => Some(Action::Admin),
+        _ => None,
+    };
+    if let (Some(sec), Some(action)) = (&shared.security, grant) {
+        sec.check_admin(
+            caller,
+            action,
+            node_name,
+            &shared.listener_counters.admin_denied,
+        )?;
+    }
     match req.command.as_str() {
         "connections" => json(&shared.node_connections(node)),
         // A peer that lacks a type's files asks for its definition (a

@@ -77,13 +77,13 @@ impl NodeBuilder {
             AdminAccess::Off => None,
             _ => {
                 let shared = Arc::downgrade(&inner.rt.shared);
-                let admin_name =
-                    crate::admin::service_name(&full_name(&inner.namespace, &inner.name));
+                let node_name = full_name(&inner.namespace, &inner.name);
+                let admin_name = crate::admin::service_name(&node_name);
                 let handler = move |req: &AdminRequest, caller: &crate::transport::InboundConn| {
                     let Some(shared) = shared.upgrade() else {
                         return Err("runtime is shutting down".into());
                     };
-                    crate::admin::handle(&shared, node_id, access, req, caller.origin)
+                    crate::admin::handle(&shared, (node_id, &node_name), access, req, caller)
                 };
                 Some(Arc::new(
                     ServiceBuilder::<AdminRequest, AdminReply>::new(

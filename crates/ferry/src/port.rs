@@ -142,6 +142,7 @@ mod tests {
             replier: None,
             same_clock: false,
             seqs: Default::default(),
+            identity: None,
         })
     }
 

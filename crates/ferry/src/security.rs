@@ -87,7 +87,50 @@ impl Security {
             tls,
             enforce: self.mode == Mode::Enforce,
             domain,
+            peers: Default::default(),
         }))
+    }
+
+    /// Whether `caller` may `action` (admin or monitor) node `node` (its
+    /// full name) through the admin plane: by the identity the channel
+    /// proved, never by what the request declares. This process is one
+    /// trust boundary and passes; a request with no proven identity (a
+    /// plain peer, the broker) does not. `permissive` logs and counts what
+    /// `enforce` refuses, and allows it.
+    pub fn check_admin(
+        &self,
+        caller: &crate::transport::InboundConn,
+        action: ferry_security::Action,
+        node: &str,
+        denied: &AtomicU64,
+    ) -> Result<(), String> {
+        use ferry_security::Action;
+        if caller.origin == crate::transport::Origin::SameProcess {
+            return Ok(());
+        }
+        let allowed = caller.identity.as_ref().is_some_and(|p| {
+            p.grants().allows(action, node)
+                || (action == Action::Monitor && p.grants().allows(Action::Admin, node))
+        });
+        if allowed {
+            return Ok(());
+        }
+        let who = caller.identity.as_ref().map_or_else(
+            || "a caller with no proven identity".to_string(),
+            |p| format!("identity {}", p.enclave()),
+        );
+        if self.mode == Mode::Enforce {
+            denied.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("admin request refused: {who} may not {action} {node}");
+            return Err(format!(
+                "permission denied: {who} may not {action} {node} (grant `{action}` on {node} in the policy, then `ferry security create-permissions`)"
+            ));
+        }
+        self.would_deny.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            "security permissive: {who} may not {action} {node}; allowed anyway (enforce would refuse)"
+        );
+        Ok(())
     }
 
     /// What signed discovery needs: this identity, and whether plain

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ferry_wire::beacon::{Announce, EndpointRecord, Record};
+use ferry_wire::beacon::{Announce, EndpointRecord, NodeRecord, Record};
 use ferry_wire::ParticipantId;
 
 use super::auth::action_of;
@@ -131,22 +131,28 @@ impl Discovery {
             unicast: e.unicast,
             direct,
             enclave: None,
+            identity: None,
         });
         k.enclave = peer.as_ref().map(|p| p.enclave().to_string());
+        k.identity = peer.clone();
         k.info = info;
         k.direct = direct;
         let mut nodes = BTreeMap::new();
         let mut endpoints = BTreeMap::new();
-        for rec in asm.records {
+        let (node_recs, endpoint_recs): (Vec<_>, Vec<_>) = asm
+            .records
+            .into_iter()
+            .partition(|r| matches!(r, Record::Node(_)));
+        for rec in node_recs.into_iter().chain(endpoint_recs) {
             match rec {
                 Record::Node(n) => {
                     nodes.insert(n.id, n);
                 }
                 Record::Endpoint(ep) => {
-                    if peer
-                        .as_ref()
-                        .is_some_and(|p| !p.allows(action_of(ep.kind), &ep.topic))
-                    {
+                    if peer.as_ref().is_some_and(|p| {
+                        !p.allows(action_of(ep.kind), &ep.topic)
+                            || !serves_only_its_own_admin(&ep, &nodes)
+                    }) {
                         self.stats.security.denied += 1;
                         continue;
                     }
@@ -183,4 +189,25 @@ impl Discovery {
         }
         self.sources.set_records(ip, old, new);
     }
+}
+
+/// A signed participant may serve only its own nodes' admin services: a
+/// `/_ferry/admin/robot1/cam` service record from a runtime without a node
+/// `/robot1/cam` is an identity with no grants posing as another's admin
+/// plane (internal names need no grant, so this is their check).
+fn serves_only_its_own_admin(ep: &EndpointRecord, nodes: &BTreeMap<u32, NodeRecord>) -> bool {
+    let Some(node) = ferry_security::admin_service_node(&ep.topic) else {
+        return true;
+    };
+    if ep.kind != ferry_wire::EndpointKind::Service {
+        return true;
+    }
+    nodes.get(&ep.node).is_some_and(|n| {
+        let full = if n.namespace == "/" {
+            format!("/{}", n.name)
+        } else {
+            format!("{}/{}", n.namespace, n.name)
+        };
+        full == node
+    })
 }

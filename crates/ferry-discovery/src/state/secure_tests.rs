@@ -9,7 +9,8 @@ use ferry_testkit::TempDir;
 
 use super::tests::{addr, endpoint, info, Net};
 use super::*;
-use ferry_wire::beacon::{FLAG_PLAIN_OK, TRAILER_LEN};
+use ferry_wire::beacon::{EndpointRecord, FLAG_PLAIN_OK, TRAILER_LEN};
+use ferry_wire::EndpointKind;
 
 /// `/a`, `/b`, `/c` may publish `/topic*`; `/b` may also publish `/b/**`
 /// but not `/b/secret`.
@@ -400,5 +401,51 @@ fn two_keys_racing_for_a_new_id_are_both_held_off_until_one_proves_it() {
     assert!(
         net.all_know_all(),
         "the real participant was not learned after the contest"
+    );
+}
+
+#[test]
+fn a_runtime_may_serve_the_admin_plane_of_its_own_nodes_only() {
+    let (_d, ks) = keystore("disc-admin");
+    let mut net = secure_net(&ks, &["/a", "/c"], 0, 5);
+    let now = net.now;
+    let service = |entity: u32, node: u32, name: &str| {
+        Record::Endpoint(EndpointRecord {
+            entity,
+            node,
+            kind: EndpointKind::Service,
+            topic: name.into(),
+            type_name: "ferry_msgs/srv/Admin".into(),
+            type_hash: ferry_wire::TypeHash([2; 32]),
+            qos: ferry_wire::Qos::default(),
+        })
+    };
+    let node_rec = |id: u32, ns: &str, name: &str| {
+        Record::Node(ferry_wire::beacon::NodeRecord {
+            id,
+            name: name.into(),
+            namespace: ns.into(),
+        })
+    };
+    // `/c` (no grant beyond publishing /topic*) runs node /robot1/arm and
+    // serves its admin plane, and also poses as /robot1/cam's.
+    net.nodes[1].set_records(
+        vec![
+            node_rec(7, "/robot1", "arm"),
+            service(1, 7, "/_ferry/admin/robot1/arm"),
+            service(2, 7, "/_ferry/admin/robot1/cam"),
+            service(3, 9, "/_ferry/admin/robot1/ghost"),
+        ],
+        now,
+    );
+    net.run(Duration::from_millis(500));
+    let c = net.nodes[0].participant_info(ParticipantId(101)).unwrap();
+    let names: Vec<&str> = c.endpoints.values().map(|e| e.topic.as_str()).collect();
+    assert_eq!(names, ["/_ferry/admin/robot1/arm"]);
+    assert_eq!(net.nodes[0].stats().security.denied, 2);
+    assert_eq!(
+        c.identity.as_ref().map(|p| p.enclave()),
+        Some("/c"),
+        "the proven identity is kept with the participant"
     );
 }

@@ -321,4 +321,7 @@ pub struct RemoteParticipant {
     /// The enclave its signed beacons proved (security on), or `None` for
     /// a plain participant.
     pub enclave: Option<String>,
+    /// The identity its signed beacons proved: its certificate's key and
+    /// grants (security on), or `None` for a plain participant.
+    pub identity: Option<std::sync::Arc<ferry_security::PeerIdentity>>,
 }

@@ -450,8 +450,9 @@ class Node:
         (``bad_hello``), ``evicted`` to make room for newer ones,
         ``refused`` at the caps, ``fd_exhausted`` (``accept`` out of
         file descriptors), and with security on ``tls_refused`` (a failed
-        TLS handshake) and ``denied`` (the writer's grants do not allow
-        it)."""
+        TLS handshake), ``denied`` (the writer's grants do not allow
+        it) and ``admin_denied`` (an admin request without the ``admin``
+        or ``monitor`` grant)."""
         return dict(self._native.connection_stats())
 
     # -- ports --------------------------------------------------------------

@@ -70,6 +70,9 @@ pub(crate) struct Shared {
     pub cfg: Config,
     /// This runtime's identity (security mode `permissive` or `enforce`).
     pub security: Option<Arc<crate::security::Security>>,
+    /// What the transports see of it, with the remote runtimes discovery
+    /// proved (kept current here as participants join and leave).
+    pub transport_security: Option<Arc<crate::transport::TransportSecurity>>,
     pub local: PeerInfo,
     pub core: Mutex<Core>,
     transports: Vec<Arc<dyn Transport>>,
@@ -236,6 +239,7 @@ impl Runtime {
             id,
             cfg,
             security,
+            transport_security,
             local,
             core: Mutex::new(Core {
                 discovery,
@@ -430,6 +434,20 @@ impl Shared {
         self.drive();
     }
 
+    /// Tells the transports what signed discovery proved about `rp`.
+    fn note_proven(&self, rp: &ferry_discovery::RemoteParticipant) {
+        if let (Some(s), Some(identity)) = (&self.transport_security, &rp.identity) {
+            s.peers.insert(
+                rp.id,
+                crate::transport::ProvenPeer {
+                    pid: rp.info.pid,
+                    host_id: rp.info.host_id,
+                    identity: identity.clone(),
+                },
+            );
+        }
+    }
+
     /// Called by the I/O thread with new discovery events and on each tick.
     pub fn on_discovery(self: &Arc<Self>, events: Vec<DiscEvent>, housekeeping: bool) {
         let lost: Vec<_> = self.transports.iter().flat_map(|t| t.take_lost()).collect();
@@ -454,6 +472,7 @@ impl Shared {
                     DiscEvent::ParticipantJoined(id) => {
                         tracing::debug!("participant {id} joined");
                         if let Some(rp) = core.discovery.participant_info(id) {
+                            self.note_proven(rp);
                             core.table.peer_up(peer_info(rp), now);
                         }
                     }
@@ -471,6 +490,9 @@ impl Shared {
                         if let Some(b) = &self.mqtt {
                             b.forget(id);
                         }
+                        if let Some(s) = &self.transport_security {
+                            s.peers.remove(id);
+                        }
                         core.table.peer_left(id, reason, now);
                     }
                     DiscEvent::EndpointJoined {
@@ -479,6 +501,7 @@ impl Shared {
                     } => {
                         if core.table.peer(participant).is_none() {
                             if let Some(rp) = core.discovery.participant_info(participant) {
+                                self.note_proven(rp);
                                 core.table.peer_up(peer_info(rp), now);
                             }
                         }

@@ -74,6 +74,8 @@ impl Transport for IntraTransport {
             replier,
             same_clock: true,
             seqs: Default::default(),
+            // One process is one trust boundary.
+            identity: None,
         });
         reader.attach(conn.clone());
         let block = (req.qos.reliability == Reliability::Reliable

@@ -177,6 +177,8 @@ impl ShmTransport {
         wake: Wake,
         budget: usize,
         keep_all_block: Duration,
+        security: Option<Arc<crate::transport::TransportSecurity>>,
+        counters: Arc<ferry_transport::stats::ListenerCounters>,
     ) -> Result<Arc<ShmTransport>, ferry_shm::ShmError> {
         let swept = ferry_shm::sweep_stale();
         if !swept.removed.is_empty() {
@@ -206,6 +208,8 @@ impl ShmTransport {
                 stop: AtomicBool::new(false),
                 policy: Default::default(),
                 transport: me.clone(),
+                security,
+                counters,
             }),
             thread: Mutex::new(None),
             writers: Mutex::new(HashMap::new()),
@@ -296,6 +300,8 @@ pub(crate) fn start(
         Wake::of(ctx.cfg),
         (ctx.cfg.shm_pool_mb as usize) << 20,
         Duration::from_millis(ctx.cfg.keep_all_block_ms),
+        ctx.security.cloned(),
+        ctx.listener_counters.clone(),
     ) {
         Ok(t) => Ok(Some(t)),
         Err(e) => {

@@ -61,6 +61,11 @@ pub(super) struct Receiving {
     pub(super) policy: crate::priority::PolicyCell,
     /// The transport, to open reply connections to clients.
     pub(super) transport: Weak<ShmTransport>,
+    /// Security on: attaching processes must be proven participants whose
+    /// grants allow writing.
+    pub(super) security: Option<Arc<crate::transport::TransportSecurity>>,
+    /// Where refusals by grant are counted.
+    pub(super) counters: Arc<ferry_transport::stats::ListenerCounters>,
 }
 
 /// How the delivery thread waits for samples.
@@ -134,18 +139,63 @@ impl SpinWindow {
 }
 
 impl Receiving {
+    /// Security on: who the attaching `writer` is. Its participant must be
+    /// one signed discovery proved, running in the process at the other end
+    /// of the socket (the kernel's `pid`, against the pid its signed
+    /// announcement states), and its grants must allow writing the reader's
+    /// name. A plain participant passes only under `permissive`.
+    fn writer_identity(
+        &self,
+        writer: ferry_wire::EndpointId,
+        pid: u32,
+        reader: &dyn crate::transport::Inbox,
+    ) -> Result<Option<Arc<ferry_security::PeerIdentity>>, (RefuseReason, String)> {
+        let Some(sec) = &self.security else {
+            return Ok(None);
+        };
+        let refuse = |why: String| {
+            ferry_transport::stats::ListenerCounters::count(&self.counters.denied);
+            tracing::warn!("shared-memory attach of {writer} refused: {why}");
+            Err((RefuseReason::NotPermitted, why))
+        };
+        let Some(proven) = sec.peers.get(writer.participant) else {
+            if sec.enforce {
+                return refuse(format!(
+                    "participant {} is not (yet) proven by signed discovery",
+                    writer.participant
+                ));
+            }
+            return Ok(None);
+        };
+        if proven.pid != pid {
+            return refuse(format!(
+                "the attaching process (pid {pid}) is not participant {}, whose signed pid is {}",
+                writer.participant, proven.pid
+            ));
+        }
+        let (_, action) = ferry_transport::secure::writer_grant(reader.carries());
+        let name = reader.name();
+        if !proven.identity.allows(action, name) {
+            return refuse(format!(
+                "identity {} may not {action} `{name}`",
+                proven.identity.enclave()
+            ));
+        }
+        Ok(Some(proven.identity))
+    }
+
     fn accept(&self, local: ParticipantId, list: &mut Vec<Inbound>) {
         while let Ok((stream, _)) = self.listener.accept() {
             // The socket is 0600, but between its bind and its chmod
             // anyone could connect: only this user (or root) gets in, so a
             // shared-memory origin means this user on this host.
-            if !same_user(&stream) {
+            let Some(pid) = peer_pid_of_same_user(&stream) else {
                 tracing::debug!("shared-memory connection from another user refused");
                 continue;
-            }
+            };
             let _ = stream.set_nonblocking(false);
             let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-            match self.attach(local, &stream) {
+            match self.attach(local, &stream, pid) {
                 Ok(inb) => {
                     let _ = (&stream).write_all(&Control::Accepted.encode());
                     inb.reader.attach(inb.inbound.clone());
@@ -163,6 +213,7 @@ impl Receiving {
         &self,
         local: ParticipantId,
         stream: &UnixStream,
+        pid: u32,
     ) -> Result<Inbound, (RefuseReason, String)> {
         let malformed = |e: WireError| (RefuseReason::Malformed, e.to_string());
         let msg = read_message(|buf| {
@@ -192,6 +243,7 @@ impl Receiving {
         }
         let reader = crate::transport::intra::lookup_reader(reader_id)
             .ok_or_else(|| (RefuseReason::NoReader, format!("no reader {reader_id}")))?;
+        let identity = self.writer_identity(writer, pid, reader.as_ref())?;
         let locator = format!("shm/{conn}");
         let conn = ReaderConn::open(&conn, &prefix).map_err(|e| match e {
             ferry_shm::ShmError::Denied { .. } => (RefuseReason::Denied, e.to_string()),
@@ -217,6 +269,7 @@ impl Receiving {
             replier,
             same_clock: true,
             seqs: Default::default(),
+            identity,
         });
         Ok(Inbound {
             conn,
@@ -451,9 +504,9 @@ impl Dry {
 /// long without one yields again.
 const SHARED_CPU: Duration = Duration::from_micros(2);
 
-/// Whether the process at the other end of `stream` runs as this user or
-/// as root (`SO_PEERCRED`).
-fn same_user(stream: &UnixStream) -> bool {
+/// The pid of the process at the other end of `stream` if it runs as this
+/// user or as root (`SO_PEERCRED`).
+fn peer_pid_of_same_user(stream: &UnixStream) -> Option<u32> {
     use std::os::fd::AsRawFd;
     let mut cred = libc::ucred {
         pid: 0,
@@ -472,7 +525,8 @@ fn same_user(stream: &UnixStream) -> bool {
         )
     };
     // SAFETY: geteuid has no preconditions.
-    r == 0 && (cred.uid == 0 || cred.uid == unsafe { libc::geteuid() })
+    let same = r == 0 && (cred.uid == 0 || cred.uid == unsafe { libc::geteuid() });
+    same.then_some(cred.pid as u32)
 }
 
 #[cfg(test)]

@@ -587,6 +587,7 @@ pub(crate) fn dispatch(conn: &Arc<TcpConn>, frame: RawFrame, ctx: &mut DispatchC
                 replier,
                 same_clock: same_clock(hello.from),
                 seqs: Default::default(),
+                identity: conn.tls.get().and_then(|t| t.lock().peer.clone()),
             });
             reader.attach(inbound.clone());
             *bound.lock() = Some((reader, inbound));
@@ -656,13 +657,7 @@ fn writer_may(conn: &TcpConn, hello: &Hello, reader: &dyn Inbox, ctx: &DispatchC
     // What the reader takes in decides the grant, not what the writer says
     // it is (a Hello naming itself a client must not carry samples past a
     // `call` grant): and a Hello that does not fit the reader is refused.
-    use ferry_security::Action;
-    use ferry_wire::EndpointKind;
-    let (kind, action) = match reader.carries() {
-        super::Carries::Samples => (EndpointKind::Publisher, Action::Publish),
-        super::Carries::Requests => (EndpointKind::Client, Action::Call),
-        super::Carries::Replies => (EndpointKind::Service, Action::Serve),
-    };
+    let (kind, action) = ferry_transport::secure::writer_grant(reader.carries());
     let name = reader.name();
     let count =
         |c: fn(&ferry_transport::stats::ListenerCounters) -> &std::sync::atomic::AtomicU64| {
@@ -693,6 +688,16 @@ fn writer_may(conn: &TcpConn, hello: &Hello, reader: &dyn Inbox, ctx: &DispatchC
             peer.enclave()
         );
         count(|k| &k.denied);
+        return false;
+    }
+    if !sec.speaks_for(hello.from.participant, &peer) {
+        tracing::warn!(
+            "closing connection from {}: its certificate ({}) is not the one participant {} proved in discovery",
+            conn.peer,
+            peer.enclave(),
+            hello.from.participant
+        );
+        count(|k| &k.tls_refused);
         return false;
     }
     t.peer = Some(Arc::new(peer));
@@ -909,7 +914,13 @@ impl Transport for TcpTransport {
                             ferry_wire::EndpointKind::Client => ferry_security::Action::Serve,
                             _ => ferry_security::Action::Subscribe,
                         };
-                        match tls::client_handshake(sec, &s, action, &req.topic) {
+                        match tls::client_handshake(
+                            sec,
+                            &s,
+                            action,
+                            &req.topic,
+                            req.reader.participant,
+                        ) {
                             Ok(t) => tls = Some(t),
                             Err(cause) if cause.contains("may not") => {
                                 return Err(ConnectError::Refused {

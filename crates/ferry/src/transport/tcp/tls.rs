@@ -167,6 +167,7 @@ pub(crate) fn client_handshake(
     stream: &std::net::TcpStream,
     action: ferry_security::Action,
     name: &str,
+    reader: ferry_wire::ParticipantId,
 ) -> Result<TlsState, String> {
     let mut conn =
         rustls::ClientConnection::new(sec.tls.client.clone(), ferry_security::tls::server_name())
@@ -202,6 +203,12 @@ pub(crate) fn client_handshake(
     if !peer.allows(action, name) {
         return Err(format!(
             "the peer's identity {} may not {action} `{name}`",
+            peer.enclave()
+        ));
+    }
+    if !sec.speaks_for(reader, &peer) {
+        return Err(format!(
+            "the peer's certificate ({}) is not the one participant {reader} proved in discovery",
             peer.enclave()
         ));
     }
@@ -272,6 +279,7 @@ mod tests {
             identity,
             enforce: true,
             domain: 0,
+            peers: Default::default(),
         };
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
@@ -288,7 +296,13 @@ mod tests {
         });
         let s = std::net::TcpStream::connect(addr).unwrap();
         let t = Instant::now();
-        let r = client_handshake(&sec, &s, ferry_security::Action::Subscribe, "/x");
+        let r = client_handshake(
+            &sec,
+            &s,
+            ferry_security::Action::Subscribe,
+            "/x",
+            ferry_wire::ParticipantId(1),
+        );
         assert!(r.is_err(), "a trickle completed a handshake");
         assert!(
             t.elapsed() < HANDSHAKE_TIMEOUT + Duration::from_millis(500),

@@ -547,6 +547,8 @@ impl UdpShared {
                 || self.local_ips.contains(&ip)
                 || same_host(inc.hello.from.participant),
             seqs: Default::default(),
+            // UDP carries no proof of identity yet (off under enforce).
+            identity: None,
         });
         reader.attach(conn.clone());
         self.rx.lock().insert(
