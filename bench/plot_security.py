@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""What signed discovery costs (issue 22): bars from `ferry-sec-micro --out`
-JSON.  Usage: plot_security.py RESULT.json OUT.png"""
+"""What security costs (issue 22): signed discovery, TLS on TCP, AEAD on UDP;
+bars from `ferry-sec-micro --out` JSON.  Usage: plot_security.py RESULT.json OUT.png"""
 import json
 import sys
 
@@ -13,7 +13,7 @@ src, out = sys.argv[1:3]
 data = json.load(open(src))
 rows = data["domains"]
 sizes = sorted({r["runtimes"] for r in rows})
-fig, ax = plt.subplots(1, 3, figsize=(16, 3.8))
+fig, ax = plt.subplots(1, 4, figsize=(21, 3.8))
 width = 0.38
 for k, (key, title, unit) in enumerate([
     ("cpu_pct_of_core_per_runtime", "CPU per runtime at rest\n(% of one core)", "%"),
@@ -32,16 +32,19 @@ for k, (key, title, unit) in enumerate([
     a.set_xticklabels([f"{n} runtimes" for n in sizes])
     a.set_title(title, fontsize=10)
     a.legend(fontsize=8)
-tcp = data.get("tcp", [])
-if tcp:
-    a = ax[2]
+for k, (path, word) in enumerate([("tcp", "TLS on TCP"), ("udp", "AEAD on UDP")]):
+    rows_p = data.get(path, [])
+    if not rows_p:
+        continue
+    a = ax[2 + k]
     labels = [(f"{r['size'] >> 20} MiB" if r["size"] >= 1 << 20 else
-               f"{r['size'] >> 10} KiB" if r["size"] >= 1024 else f"{r['size']} B") for r in tcp]
-    rtt = [r["tls_rtt_us"]["p50"] / r["plain_rtt_us"]["p50"] for r in tcp]
-    tp = [(r["tls_mb_s"] / r["plain_mb_s"]) if r.get("plain_mb_s") else 0 for r in tcp]
-    xs = range(len(tcp))
-    a.bar([x - 0.2 for x in xs], rtt, 0.4, label="round trip p50 (TLS / plain)", color="#d95f02")
-    a.bar([x + 0.2 for x in xs], tp, 0.4, label="throughput (TLS / plain)", color="#1b9e77")
+               f"{r['size'] >> 10} KiB" if r["size"] >= 1024 else f"{r['size']} B") for r in rows_p]
+    prot = lambda r, key: r.get("protected_" + key, r.get("tls_" + key))  # noqa: E731
+    rtt = [prot(r, "rtt_us")["p50"] / r["plain_rtt_us"]["p50"] for r in rows_p]
+    tp = [(prot(r, "mb_s") / r["plain_mb_s"]) if r.get("plain_mb_s") else 0 for r in rows_p]
+    xs = range(len(rows_p))
+    a.bar([x - 0.2 for x in xs], rtt, 0.4, label="round trip p50 (protected / plain)", color="#d95f02")
+    a.bar([x + 0.2 for x in xs], tp, 0.4, label="throughput (protected / plain)", color="#1b9e77")
     for x, v in zip(xs, rtt):
         a.text(x - 0.2, v, f"{v:.2f}", ha="center", va="bottom", fontsize=8)
     for x, v in zip(xs, tp):
@@ -50,7 +53,7 @@ if tcp:
     a.axhline(1.0, color="#888888", lw=0.8)
     a.set_xticks(list(xs))
     a.set_xticklabels(labels)
-    a.set_title("TLS on TCP over loopback, relative to plain", fontsize=10)
+    a.set_title(f"{word} over loopback, relative to plain", fontsize=10)
     a.legend(fontsize=8)
 m = data["micro"]
 fig.suptitle(

@@ -143,6 +143,22 @@ pub fn run(a: AdminArgs, spin: Duration) -> Result<(), String> {
                 k.denied,
                 k.admin_denied
             );
+            let u = k.udp;
+            if u != Default::default() {
+                out!(
+                    "protected UDP: sessions {}  handshakes started {}  refused {}  replayed {}  \
+                     datagrams failing authentication {}  replayed {}  plain refused {}  \
+                     for no session {}",
+                    u.sessions,
+                    u.shakes_started,
+                    u.shake_refused,
+                    u.shake_replayed,
+                    u.aead_failed,
+                    u.replayed,
+                    u.plaintext_refused,
+                    u.unknown_session
+                );
+            }
         }
         AdminCmd::Set { .. } => {
             let out = ferry::admin::parse_set(&reply).map_err(|e| e.to_string())?;

@@ -425,6 +425,11 @@ def test_connection_counters_count_a_stranger_without_a_hello():
             "tls_refused",
             "denied",
             "admin_denied",
+            "udp_sessions",
+            "udp_shake_refused",
+            "udp_aead_failed",
+            "udp_replayed",
+            "udp_plaintext_refused",
         }
         ports = _own_tcp_listeners()
         assert ports, "no TCP listener found"

@@ -309,6 +309,11 @@ impl Node {
             ("tls_refused", s.tls_refused),
             ("denied", s.denied),
             ("admin_denied", s.admin_denied),
+            ("udp_sessions", s.udp.sessions),
+            ("udp_shake_refused", s.udp.shake_refused),
+            ("udp_aead_failed", s.udp.aead_failed),
+            ("udp_replayed", s.udp.replayed),
+            ("udp_plaintext_refused", s.udp.plaintext_refused),
         ] {
             d.set_item(k, v)?;
         }

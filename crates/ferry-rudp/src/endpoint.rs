@@ -456,6 +456,27 @@ impl Endpoint {
         }
     }
 
+    /// A writer stream's unanswered HELLO goes now rather than at its next
+    /// repeat (the driver knows its path just became usable: a protected
+    /// session with the peer was established).
+    pub fn hello_now(&mut self, now: Instant, h: StreamHandle) {
+        if let Some(Entry {
+            side:
+                Side::Writer {
+                    next_hello: Some(t),
+                    ..
+                },
+            ..
+        }) = self.streams.get_mut(&h)
+        {
+            if *t > now {
+                self.hellos.remove(&(*t, h));
+                *t = now;
+                self.hellos.insert((now, h));
+            }
+        }
+    }
+
     /// True while a writer stream's HELLO is unanswered.
     pub fn is_opening(&self, h: StreamHandle) -> bool {
         matches!(

@@ -114,6 +114,15 @@ fn hellos_repeat_until_answered_and_again_after_reopen() {
     assert_eq!(sent, 10, "one HELLO per 100 ms");
     a.reopen(now, w); // still opening: no change
     assert!(a.is_opening(w));
+    // The path just became usable: the next HELLO goes now, once, and the
+    // repeats resume 100 ms later.
+    assert!(a.poll_transmit(now, &mut buf).is_some(), "due at 1000 ms");
+    let soon = now + Duration::from_millis(30);
+    assert!(a.poll_transmit(soon, &mut buf).is_none());
+    a.hello_now(soon, w);
+    assert!(a.poll_transmit(soon, &mut buf).is_some());
+    assert!(a.poll_transmit(soon, &mut buf).is_none());
+    assert_eq!(a.poll_timeout(), Some(soon + Duration::from_millis(100)));
     a.close(w);
     assert!(a
         .poll_transmit(now + Duration::from_secs(1), &mut buf)

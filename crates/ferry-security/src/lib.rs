@@ -23,6 +23,7 @@ pub mod keystore;
 pub mod peer;
 pub mod policy;
 pub mod tls;
+pub mod udp;
 
 #[cfg(feature = "keygen")]
 pub mod create;

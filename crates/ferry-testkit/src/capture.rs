@@ -34,6 +34,15 @@ impl Capture {
                 libc::close(fd);
                 return None;
             }
+            // Room for bursts while other tests share the interface.
+            let rcvbuf: libc::c_int = 8 << 20;
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                &rcvbuf as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as u32,
+            );
             let tv = libc::timeval {
                 tv_sec: 0,
                 tv_usec: 50_000,

@@ -72,6 +72,8 @@ pub struct ProvenPeer {
     pub pid: u32,
     /// Its host id, as signed.
     pub host_id: u64,
+    /// The X25519 static key its signed UDP locator names (protected UDP).
+    pub udp_key: Option<[u8; 32]>,
     /// Its certificate's identity: key and grants.
     pub identity: Arc<PeerIdentity>,
 }

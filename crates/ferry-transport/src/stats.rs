@@ -344,6 +344,8 @@ pub struct ListenerCounters {
     /// Admin requests refused because the caller's identity lacks the
     /// `admin` (changes) or `monitor` (reads) grant on the node.
     pub admin_denied: AtomicU64,
+    /// Protected UDP's sessions (security on), for its counters.
+    pub udp: std::sync::OnceLock<std::sync::Arc<ferry_security::udp::UdpSecurity>>,
 }
 
 impl ListenerCounters {
@@ -363,6 +365,7 @@ impl ListenerCounters {
             tls_refused: self.tls_refused.load(Relaxed),
             denied: self.denied.load(Relaxed),
             admin_denied: self.admin_denied.load(Relaxed),
+            udp: self.udp.get().map(|u| u.stats()).unwrap_or_default(),
         }
     }
 }
@@ -392,4 +395,9 @@ pub struct ConnectionStats {
     /// Admin requests refused for want of the `admin`/`monitor` grant.
     #[serde(default)]
     pub admin_denied: u64,
+    /// Protected UDP (security on): sessions, refused handshakes, sealed
+    /// datagrams that failed authentication or were replayed, plain ones
+    /// refused.
+    #[serde(default)]
+    pub udp: ferry_security::udp::UdpSecurityStats,
 }

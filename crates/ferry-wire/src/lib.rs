@@ -10,6 +10,7 @@ pub mod beacon;
 pub mod codec;
 pub mod frame;
 pub mod rudp;
+pub mod seal;
 pub mod shm;
 pub mod types;
 

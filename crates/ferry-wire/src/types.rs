@@ -269,6 +269,11 @@ pub struct LocatorParams {
     /// Largest datagram the receiver takes at this address, bytes (UDP):
     /// a writer sends no larger ones.
     pub mtu: Option<u16>,
+    /// The receiver's X25519 static key for protected UDP (security on,
+    /// `?key=` 64 hex digits): the Noise IK handshake needs it up front,
+    /// and the signed announcement that carries it binds it to the
+    /// runtime's certificate.
+    pub key: Option<[u8; 32]>,
 }
 
 /// Smallest and largest `mtu` parameter (IPv4 minimum reassembly buffer
@@ -323,11 +328,31 @@ impl fmt::Display for Address {
 impl fmt::Display for Locator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.transport, self.address)?;
+        let mut sep = '?';
         if let Some(m) = self.params.mtu {
-            write!(f, "?mtu={m}")?;
+            write!(f, "{sep}mtu={m}")?;
+            sep = '&';
+        }
+        if let Some(k) = &self.params.key {
+            write!(f, "{sep}key=")?;
+            for b in k {
+                write!(f, "{b:02x}")?;
+            }
         }
         Ok(())
     }
+}
+
+/// 32 bytes from 64 hex digits.
+fn parse_key(v: &str) -> Option<[u8; 32]> {
+    if v.len() != 64 || !v.is_ascii() {
+        return None;
+    }
+    let mut k = [0u8; 32];
+    for (i, b) in k.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&v[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(k)
 }
 
 /// Error for a malformed locator string.
@@ -415,7 +440,13 @@ impl FromStr for Locator {
                     }
                     params.mtu = Some(m);
                 }
-                _ => return Err(param("unknown (known: mtu)")),
+                Some(("key", v)) => {
+                    if transport != TransportKind::Udp {
+                        return Err(param("only UDP locators take a key"));
+                    }
+                    params.key = Some(parse_key(v).ok_or_else(|| param("not 64 hex digits"))?);
+                }
+                _ => return Err(param("unknown (known: mtu, key)")),
             }
         }
         Ok(Locator {
@@ -649,6 +680,17 @@ mod tests {
         }
         let u: Locator = "udp/10.0.0.2:7411?mtu=1400".parse().unwrap();
         assert_eq!(u.params.mtu, Some(1400));
+        let key = format!("udp/10.0.0.2:7411?mtu=1400&key={}", "0a".repeat(32));
+        let k: Locator = key.parse().unwrap();
+        assert_eq!(k.params.key, Some([10; 32]));
+        assert_eq!(k.to_string(), key);
+        for bad in [
+            format!("udp/10.0.0.2:7411?key={}", "0a".repeat(31)),
+            format!("udp/10.0.0.2:7411?key={}", "zz".repeat(32)),
+            format!("tcp/10.0.0.2:7411?key={}", "0a".repeat(32)),
+        ] {
+            assert!(bad.parse::<Locator>().is_err(), "{bad}");
+        }
         assert_eq!(u.socket_addr(), Some("10.0.0.2:7411".parse().unwrap()));
         for bad in [
             "tcp/10.0.0.2",               // no port

@@ -451,8 +451,10 @@ class Node:
         ``refused`` at the caps, ``fd_exhausted`` (``accept`` out of
         file descriptors), and with security on ``tls_refused`` (a failed
         TLS handshake), ``denied`` (the writer's grants do not allow
-        it) and ``admin_denied`` (an admin request without the ``admin``
-        or ``monitor`` grant)."""
+        it), ``admin_denied`` (an admin request without the ``admin``
+        or ``monitor`` grant) and protected UDP's ``udp_sessions``,
+        ``udp_shake_refused``, ``udp_aead_failed``, ``udp_replayed`` and
+        ``udp_plaintext_refused``."""
         return dict(self._native.connection_stats())
 
     # -- ports --------------------------------------------------------------

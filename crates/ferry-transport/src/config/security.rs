@@ -7,6 +7,7 @@
 //! mode = "enforce"              # off (default) | permissive | enforce
 //! keystore = "/etc/ferry/ks"    # made by `ferry security create-keystore`
 //! enclave = "/robot1/talker"    # default: the keystore's only enclave
+//! udp_rekey_s = 120             # protected UDP: a new handshake this often
 //! ```
 
 use std::path::PathBuf;
@@ -30,6 +31,9 @@ pub struct SecurityConfig {
     /// This runtime's enclave (`FERRY_ENCLAVE`); default: the keystore's
     /// only one.
     pub enclave: Option<String>,
+    /// Protected UDP renews each session's keys with a new handshake this
+    /// often, seconds (1–3600; default 120, as WireGuard).
+    pub udp_rekey_s: Option<u32>,
 }
 
 impl SecurityConfig {
@@ -64,6 +68,12 @@ impl SecurityConfig {
                 key: "security.enclave",
                 why: e.to_string(),
             })?;
+        }
+        if self.udp_rekey_s.is_some_and(|s| !(1..=3600).contains(&s)) {
+            return Err(ConfigError::Invalid {
+                key: "security.udp_rekey_s",
+                why: "between 1 and 3600 seconds".into(),
+            });
         }
         Ok(())
     }

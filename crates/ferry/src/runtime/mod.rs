@@ -442,6 +442,12 @@ impl Shared {
                 crate::transport::ProvenPeer {
                     pid: rp.info.pid,
                     host_id: rp.info.host_id,
+                    udp_key: rp
+                        .info
+                        .locators
+                        .iter()
+                        .filter(|l| l.transport == ferry_wire::TransportKind::Udp)
+                        .find_map(|l| l.params.key),
                     identity: identity.clone(),
                 },
             );

@@ -44,7 +44,15 @@ impl UdpShared {
     ) -> UdpLink {
         let s = self.settings;
         let mut cfg = SenderConfig::new(random_stream());
-        cfg.mtu = (self.mtu_for)(peer.ip()).min(remote_mtu.map_or(usize::MAX, usize::from));
+        if let Some(p) = &self.guard.protection {
+            if p.can_protect(reader.participant) {
+                p.expect(peer, reader.participant);
+            }
+        }
+        // Sealed datagrams carry their header and tag within the same MTU:
+        // no IP fragmentation added.
+        cfg.mtu = (self.mtu_for)(peer.ip()).min(remote_mtu.map_or(usize::MAX, usize::from))
+            - self.seal_overhead(peer);
         cfg.rate = s.rate;
         cfg.history_bytes = s.history_bytes;
         cfg.reliable = qos.reliability == Reliability::Reliable;
@@ -110,6 +118,13 @@ impl Link for UdpLink {
     }
     fn locator(&self) -> String {
         format!("udp/{}", self.tx.peer)
+    }
+    fn protection(&self) -> String {
+        if self.shared.seal_overhead(self.tx.peer) > 0 {
+            format!("aead ({})", ferry_security::udp::NOISE)
+        } else {
+            "none".into()
+        }
     }
     fn send(&self, frame: &OutFrame<'_>) -> Result<(), SendError> {
         if self.tx.closed.load(Ordering::Relaxed) {
@@ -321,6 +336,17 @@ impl Transport for UdpTransport {
             last: "no udp locator".into(),
         })?;
         let peer = best.socket_addr().expect("ranked locators are IP locators");
+        if let Some(p) = &self.shared.guard.protection {
+            if p.enforcing() && !p.can_protect(req.reader.participant) {
+                return Err(ConnectError::Refused {
+                    peer: req.remote.participant,
+                    transport: TransportKind::Udp,
+                    cause: "under enforce UDP goes only to runtimes whose signed announcement \
+                            names a UDP key"
+                        .into(),
+                });
+            }
+        }
         Ok(Arc::new(self.shared.open_link(
             peer,
             best.params.mtu,

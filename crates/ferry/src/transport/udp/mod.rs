@@ -37,7 +37,13 @@ pub use link::UdpTransport;
 use reply::UdpReplier;
 pub(crate) use source::UdpSource;
 
+use ferry_security::udp::{Opened, Outcome, ProvenUdp, Tuning, UdpSecurity};
+
 use super::udp_sys;
+
+/// The session a datagram came sealed under: its participant and proven
+/// identity (security on).
+type Proof<'a> = Option<(ParticipantId, &'a Arc<ferry_security::PeerIdentity>)>;
 use super::{Carries, InboundConn, Inbox, Replier};
 use crate::host::Interface;
 use crate::priority::{Lane, PacketClass, Priority};
@@ -51,13 +57,40 @@ pub(crate) fn start(
     ctx: &super::StartContext<'_>,
 ) -> Result<Option<Arc<dyn super::Transport>>, crate::error::BuildError> {
     let cfg = ctx.cfg;
-    if ctx.security.is_some_and(|s| s.enforce) {
-        // Its per-datagram AEAD is not built yet (docs/SECURITY.md): under
-        // `enforce` network traffic takes TCP with TLS instead of a plain
-        // UDP path an attacker could read or inject into.
-        tracing::info!("UDP is off under FERRY_SECURITY=enforce until its encryption lands: network paths use TCP with TLS");
-        return Ok(None);
-    }
+    // Security on: sessions with proven peers (Noise IK, AEAD per datagram).
+    let protection = ctx
+        .security
+        .map(|sec| {
+            let s = sec.clone();
+            UdpSecurity::new(
+                ctx.id,
+                sec.domain,
+                sec.enforce,
+                Box::new(move |p| {
+                    let proven = s.peers.get(p)?;
+                    Some(ProvenUdp {
+                        key: proven.udp_key?,
+                        identity: proven.identity,
+                    })
+                }),
+                Tuning {
+                    rekey_after: ctx
+                        .cfg
+                        .security
+                        .udp_rekey_s
+                        .map_or(Tuning::default().rekey_after, |s| {
+                            Duration::from_secs(u64::from(s))
+                        }),
+                    ..Tuning::default()
+                },
+            )
+            .map(Arc::new)
+            .map_err(|e| crate::error::BuildError::Io {
+                what: "protected UDP".into(),
+                source: std::io::Error::other(e.to_string()),
+            })
+        })
+        .transpose()?;
     let link = cfg.udp_link_mbps * 1_000_000 / 8;
     let settings = UdpSettings {
         mtu: cfg.udp_mtu as usize,
@@ -79,6 +112,10 @@ pub(crate) fn start(
             IpAddr::V6(_) => cfg.udp_mtu as usize,
         })
     };
+    let key = protection.as_ref().map(|p| p.public_key());
+    if let Some(p) = &protection {
+        let _ = ctx.listener_counters.udp.set(p.clone());
+    }
     let (shared, port) = UdpShared::open(
         ctx.bind_ip,
         ctx.id,
@@ -86,6 +123,10 @@ pub(crate) fn start(
         ctx.io.clone(),
         ctx.ifaces,
         mtu_for,
+        Guard {
+            protection,
+            counters: ctx.listener_counters.clone(),
+        },
     )
     .map_err(|source| crate::error::BuildError::Io {
         what: "UDP socket".into(),
@@ -102,6 +143,7 @@ pub(crate) fn start(
             l.params.mtu = u16::try_from(crate::host::udp_payload_for(*ip, ctx.ifaces, cfg))
                 .ok()
                 .filter(|m| ferry_wire::LOCATOR_MTU.contains(m));
+            l.params.key = key;
             l
         })
         .collect();
@@ -213,6 +255,21 @@ pub(crate) struct UdpShared {
     refused: AtomicU64,
     /// Largest datagram towards a peer address (per interface, ≤ its MTU).
     mtu_for: Box<dyn Fn(IpAddr) -> usize + Send + Sync>,
+    /// Security on: sealing, opening, and where refusals are counted.
+    guard: Guard,
+}
+
+/// What security adds to the UDP socket.
+pub(crate) struct Guard {
+    /// Sessions with proven peers (security on).
+    protection: Option<Arc<UdpSecurity>>,
+    /// Where refused streams are counted.
+    counters: Arc<ferry_transport::stats::ListenerCounters>,
+}
+
+thread_local! {
+    /// Where this thread seals datagrams (one copy of ≤ one datagram).
+    static SEALED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 fn since(epoch: Instant, t: Instant) -> u64 {
@@ -227,6 +284,7 @@ impl UdpShared {
         io: IoHandle,
         ifaces: &[Interface],
         mtu_for: Box<dyn Fn(IpAddr) -> usize + Send + Sync>,
+        guard: Guard,
     ) -> Arc<Self> {
         udp_sys::enable_rx_timestamps(&socket);
         Arc::new_cyclic(|me| UdpShared {
@@ -249,23 +307,51 @@ impl UdpShared {
             io,
             local_ips: ifaces.iter().map(|i| IpAddr::V4(i.addr)).collect(),
             refused: AtomicU64::new(0),
+            guard,
         })
     }
 
     fn send(&self, bytes: &[u8], to: SocketAddr) {
-        // A full socket buffer is a lost datagram: the protocol repairs it.
-        let _ = self.socket.send_to(bytes, to);
+        self.send_tos(bytes, to, None)
     }
 
     /// Sends with a TOS byte of its own (an `IP_TOS` control message: the
     /// socket is shared by every stream; the kernel derives the datagram's
-    /// socket priority, hence its `pfifo_fast` band, from it).
+    /// socket priority, hence its `pfifo_fast` band, from it). Security
+    /// on: sealed for the peer's session, or held while its handshake runs
+    /// (the protocol repeats what it sends), never plain to a protected
+    /// peer.
     fn send_tos(&self, bytes: &[u8], to: SocketAddr, class: Option<PacketClass>) {
-        match class {
-            None => self.send(bytes, to),
-            Some(c) => {
-                let _ = udp_sys::send_with_class(&self.socket, bytes, to, c);
+        let Some(p) = &self.guard.protection else {
+            return self.emit(bytes, to, class);
+        };
+        SEALED.with(|out| {
+            let mut out = out.borrow_mut();
+            let s = p.seal(Instant::now(), to, bytes, &mut out);
+            if let Some(shake) = s.shake {
+                self.emit(&shake, to, class);
             }
+            match s.outcome {
+                Outcome::Sealed => self.emit(&out, to, class),
+                Outcome::Plain => self.emit(bytes, to, class),
+                Outcome::Held | Outcome::Refused => {}
+            }
+        });
+    }
+
+    fn emit(&self, bytes: &[u8], to: SocketAddr, class: Option<PacketClass>) {
+        // A full socket buffer is a lost datagram: the protocol repairs it.
+        let _ = match class {
+            None => self.socket.send_to(bytes, to),
+            Some(c) => udp_sys::send_with_class(&self.socket, bytes, to, c),
+        };
+    }
+
+    /// Whether datagrams to `peer` are sealed (they carry less).
+    fn seal_overhead(&self, peer: SocketAddr) -> usize {
+        match &self.guard.protection {
+            Some(p) if p.protects(peer) => ferry_wire::seal::SEAL_OVERHEAD,
+            _ => 0,
         }
     }
 
@@ -353,6 +439,7 @@ impl UdpShared {
         io: IoHandle,
         ifaces: &[Interface],
         mtu_for: Box<dyn Fn(IpAddr) -> usize + Send + Sync>,
+        guard: Guard,
     ) -> std::io::Result<(Arc<Self>, u16)> {
         use socket2::{Domain, Protocol, Socket, Type};
         let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
@@ -364,7 +451,7 @@ impl UdpShared {
         let socket = mio::net::UdpSocket::from_std(s.into());
         let port = socket.local_addr()?.port();
         Ok((
-            Self::new(socket, local, settings, io, ifaces, mtu_for),
+            Self::new(socket, local, settings, io, ifaces, mtu_for, guard),
             port,
         ))
     }
@@ -373,6 +460,7 @@ impl UdpShared {
     /// participants the datagrams prove alive.
     pub fn on_readable(&self, ctx: &mut dyn crate::reactor::LoopContext) {
         let mut buf = [0u8; 65536];
+        let mut opened = Vec::new();
         for _ in 0..4096 {
             let Ok((n, from, stamp)) = udp_sys::recv_stamped(&self.socket, &mut buf) else {
                 break;
@@ -380,10 +468,50 @@ impl UdpShared {
             let clock = udp_sys::RxClock::now();
             let arrived = clock.arrival(stamp);
             let same_host = |p| ctx.same_clock(p);
-            if let Some(p) = self.on_datagram(clock.mono(), arrived, from, &buf[..n], &same_host) {
+            let (bytes, proof) = match &self.guard.protection {
+                None => (&buf[..n], None),
+                Some(p) => match p.open(clock.mono(), from, &buf[..n], &mut opened) {
+                    Opened::Data {
+                        len,
+                        peer,
+                        identity,
+                    } => (&opened[..len], Some((peer, identity))),
+                    Opened::Plain => (&buf[..n], None),
+                    Opened::Reply(answer) => {
+                        self.emit(&answer, from, None);
+                        continue;
+                    }
+                    Opened::Done => {
+                        self.session_ready(clock.mono(), from);
+                        continue;
+                    }
+                    Opened::Dropped(_) => continue,
+                },
+            };
+            let proof = proof.as_ref().map(|(p, i)| (*p, i));
+            if let Some(p) = self.on_datagram(clock.mono(), arrived, from, bytes, &same_host, proof)
+            {
                 ctx.alive(p);
             }
         }
+    }
+
+    /// A protected session with `peer` was just established: the HELLOs
+    /// held for it go now, not at their next repeat.
+    fn session_ready(&self, now: Instant, peer: SocketAddr) {
+        let handles: Vec<StreamHandle> = self
+            .tx
+            .lock()
+            .values()
+            .filter(|t| t.peer == peer)
+            .map(|t| t.handle)
+            .collect();
+        let mut e = self.endpoint.lock();
+        for h in handles {
+            e.endpoint.hello_now(now, h);
+        }
+        drop(e);
+        self.io.kick();
     }
 
     /// Handles one datagram; returns the participant it proves alive.
@@ -394,6 +522,7 @@ impl UdpShared {
         from: SocketAddr,
         bytes: &[u8],
         same_host: &dyn Fn(ParticipantId) -> bool,
+        proof: Proof<'_>,
     ) -> Option<ParticipantId> {
         let routed = self.endpoint.lock().endpoint.handle(now, from, bytes);
         if !matches!(routed, Routed::Dropped(_)) && self.any_silent.load(Ordering::Acquire) {
@@ -409,7 +538,7 @@ impl UdpShared {
             }
             Routed::Dropped(_) => None,
             Routed::Incoming(inc) => {
-                self.on_incoming(now, inc, same_host);
+                self.on_incoming(now, inc, same_host, proof);
                 None
             }
             Routed::HelloAgain(h) => {
@@ -500,8 +629,17 @@ impl UdpShared {
 
     /// A HELLO for a new stream: accepted if the reader is ours and the
     /// endpoint's bounds allow.
-    fn on_incoming(&self, now: Instant, inc: Incoming, same_host: &dyn Fn(ParticipantId) -> bool) {
+    fn on_incoming(
+        &self,
+        now: Instant,
+        inc: Incoming,
+        same_host: &dyn Fn(ParticipantId) -> bool,
+        proof: Proof<'_>,
+    ) {
         let Some(reader) = super::intra::lookup_reader(inc.hello.to) else {
+            return;
+        };
+        let Ok(identity) = self.writer_may(&inc, reader.as_ref(), proof) else {
             return;
         };
         let accepted = {
@@ -524,7 +662,8 @@ impl UdpShared {
         };
         let mut cfg = ReceiverConfig::new(inc.stream);
         cfg.reliable = inc.hello.reliable;
-        cfg.mtu = (self.mtu_for)(inc.peer.ip());
+        cfg.mtu =
+            (self.mtu_for)(inc.peer.ip()) - proof.map_or(0, |_| ferry_wire::seal::SEAL_OVERHEAD);
         let ip = inc.peer.ip();
         // A client's requests: the replies go back on a stream of their own
         // to where the requests came from, opened at the first reply.
@@ -547,8 +686,7 @@ impl UdpShared {
                 || self.local_ips.contains(&ip)
                 || same_host(inc.hello.from.participant),
             seqs: Default::default(),
-            // UDP carries no proof of identity yet (off under enforce).
-            identity: None,
+            identity,
         });
         reader.attach(conn.clone());
         self.rx.lock().insert(
@@ -562,6 +700,47 @@ impl UdpShared {
             },
         );
         self.with_rx(h, |s| s.receiver.acknowledge(now));
+    }
+
+    /// Security on: whether the writer of a new stream may write into
+    /// `reader` — its HELLO came sealed under a session of the participant
+    /// it names, whose grants allow it (a plain HELLO only under
+    /// `permissive`). Refusals are counted in `denied`.
+    fn writer_may(
+        &self,
+        inc: &Incoming,
+        reader: &dyn Inbox,
+        proof: Proof<'_>,
+    ) -> Result<Option<Arc<ferry_security::PeerIdentity>>, ()> {
+        let Some(p) = &self.guard.protection else {
+            return Ok(None);
+        };
+        let refuse = |why: String| {
+            ferry_transport::stats::ListenerCounters::count(&self.guard.counters.denied);
+            tracing::warn!("UDP stream from {} refused: {why}", inc.peer);
+            Err(())
+        };
+        let Some((participant, identity)) = proof else {
+            if p.enforcing() {
+                return refuse("a plain HELLO under enforce".into());
+            }
+            return Ok(None);
+        };
+        if participant != inc.hello.from.participant {
+            return refuse(format!(
+                "its session is participant {participant}'s, its HELLO claims {}",
+                inc.hello.from.participant
+            ));
+        }
+        let (_, action) = ferry_transport::secure::writer_grant(reader.carries());
+        let name = reader.name();
+        if !identity.allows(action, name) {
+            return refuse(format!(
+                "identity {} may not {action} `{name}`",
+                identity.enclave()
+            ));
+        }
+        Ok(Some(identity.clone()))
     }
 
     /// Reader streams the endpoint closed (idle, or evicted to make room).
@@ -612,6 +791,9 @@ impl UdpShared {
             st.sender.handle_timeout(now);
             self.sender_events(now, &tx, &mut st);
             min(self.pump_tx(&tx, &mut st, now));
+        }
+        if let Some(p) = &self.guard.protection {
+            p.handle_timeout(now);
         }
         // The endpoint: HELLOs due, idle reader streams.
         let (hellos, closed) = {

@@ -1,7 +1,8 @@
-//! TLS on TCP against plain TCP: two runtimes of this process, pinned to
-//! TCP over loopback, security `off` against `enforce`, alternating in
-//! rounds (the machine's load drifts). Round trip (ping → pong) per size,
-//! and reliable keep_all throughput.
+//! A protected network path against the same path plain (TLS on TCP, and
+//! Noise with AEAD on UDP): two runtimes of this process, pinned to the path
+//! over loopback, security `off` against `enforce`, alternating in rounds
+//! (the machine's load drifts). Round trip (ping → pong) per size, and
+//! reliable keep_all throughput.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -40,12 +41,9 @@ fn config(domain: u16, mode: Mode, ks: &Path, side: u32) -> Config {
     c
 }
 
-fn qos() -> Qos {
-    Qos::default().keep_all().transport(TransportKind::Tcp)
-}
-
 impl Pair {
-    fn new(domain: u16, mode: Mode, ks: &Path) -> Pair {
+    fn new(domain: u16, mode: Mode, ks: &Path, kind: TransportKind) -> Pair {
+        let qos = || Qos::default().keep_all().transport(kind);
         let node = |name: &str, side| {
             Node::builder()
                 .name(name)
@@ -105,9 +103,13 @@ impl Pair {
         }
         std::thread::sleep(Duration::from_millis(100));
         while pong.try_recv().is_some() {}
-        let want = if mode == Mode::Off { "none" } else { "tls" };
+        let want = match (mode, kind) {
+            (Mode::Off, _) => "none",
+            (_, TransportKind::Tcp) => "tls",
+            _ => "aead",
+        };
         for c in ping.connections().iter().chain(&tput.connections()) {
-            assert_eq!(c.transport, TransportKind::Tcp);
+            assert_eq!(c.transport, kind);
             assert!(c.protection.starts_with(want), "{:?}", c.protection);
         }
         Pair {
@@ -168,20 +170,31 @@ fn pct(v: &[f64], p: f64) -> f64 {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
-/// The TCP rows: per size, p50/p99 round trip and (from 64 KiB) throughput,
-/// plain and TLS, and TLS's ratio to plain.
-pub fn run(ks: &Path, quick: bool) -> (String, serde_json::Value) {
+/// The rows of one path (`Tcp`: TLS, `Udp`: AEAD; domains `domain` and
+/// `domain + 1`): per size, p50/p99 round trip and (from 64 KiB)
+/// throughput, plain and protected, and the protected one's ratio to plain.
+pub fn run(
+    ks: &Path,
+    quick: bool,
+    kind: TransportKind,
+    domain: u16,
+) -> (String, serde_json::Value) {
     let sizes: &[usize] = &[64, 1024, 64 * 1024, 1 << 20, 4 << 20];
     let (pings, secs, rounds) = if quick { (40, 0.3, 1) } else { (400, 2.0, 3) };
     let modes = [Mode::Off, Mode::Enforce];
     let pairs: Vec<Pair> = modes
         .iter()
         .enumerate()
-        .map(|(i, m)| Pair::new(96 + i as u16, *m, ks))
+        .map(|(i, m)| Pair::new(domain + i as u16, *m, ks, kind))
         .collect();
     let mut rows = Vec::new();
-    let mut md = String::from(
-        "| size | plain RTT p50 / p99 (µs) | TLS RTT p50 / p99 (µs) | TLS/plain p50 | plain MB/s | TLS MB/s | TLS/plain |\n|---|---|---|---|---|---|---|\n",
+    let p = if kind == TransportKind::Tcp {
+        "TLS"
+    } else {
+        "AEAD"
+    };
+    let mut md = format!(
+        "| size | plain RTT p50 / p99 (µs) | {p} RTT p50 / p99 (µs) | {p}/plain p50 | plain MB/s | {p} MB/s | {p}/plain |\n|---|---|---|---|---|---|---|\n",
     );
     for &size in sizes {
         let n = if size >= 1 << 20 { pings / 4 } else { pings };
@@ -224,9 +237,9 @@ pub fn run(ks: &Path, quick: bool) -> (String, serde_json::Value) {
         rows.push(json!({
             "size": size,
             "plain_rtt_us": {"p50": p50[0], "p99": p99[0]},
-            "tls_rtt_us": {"p50": p50[1], "p99": p99[1]},
+            "protected_rtt_us": {"p50": p50[1], "p99": p99[1]},
             "plain_mb_s": (size >= 64 * 1024).then_some(tputs[0]),
-            "tls_mb_s": (size >= 64 * 1024).then_some(tputs[1]),
+            "protected_mb_s": (size >= 64 * 1024).then_some(tputs[1]),
         }));
     }
     for p in pairs {

@@ -1,0 +1,869 @@
+//! Protected UDP (security on): a Noise IK handshake between two runtimes
+//! (snow), then every datagram sealed with AES-256-GCM under the session's
+//! keys, a 64-bit counter as nonce, a replay window, and a fresh handshake
+//! every two minutes (new keys, forward secrecy, certificates checked
+//! again). Sans-IO: the UDP driver hands in `now`, datagrams and addresses,
+//! and sends what comes back.
+//!
+//! Each runtime draws an X25519 static key at start (never on disk) and
+//! announces it in its UDP locator (`?key=…`), inside its *signed*
+//! discovery announcement: the certificate that signs the announcement
+//! binds the key to the enclave. The initiator knows the responder's key
+//! from there (IK), the responder checks that the key the initiator reveals
+//! is the one that participant announced. Wire format:
+//! `ferry_wire::seal`.
+//!
+//! Sessions are per remote address (one UDP socket per runtime) and carry
+//! every stream between the two runtimes, in both directions. A session is
+//! used for sending once it is confirmed: at once by its initiator, by the
+//! responder after the first datagram the initiator sealed under it. Old
+//! sessions keep opening stragglers until three newer ones exist.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferry_wire::seal::{self as wire, SealView};
+use ferry_wire::ParticipantId;
+use parking_lot::RwLock;
+use snow::{HandshakeState, StatelessTransportState};
+
+use crate::PeerIdentity;
+
+/// The Noise protocol of ferry's UDP sessions.
+pub const NOISE: &str = "Noise_IK_25519_AESGCM_SHA256";
+/// Bound into every handshake with the domain and both participants.
+const PROLOGUE: &[u8] = b"ferry/udp/1";
+/// Bytes of an X25519 public key.
+pub const KEY_LEN: usize = 32;
+
+/// What discovery proved about a remote runtime, as UDP needs it.
+#[derive(Debug, Clone)]
+pub struct ProvenUdp {
+    /// The X25519 static key its signed announcement names.
+    pub key: [u8; KEY_LEN],
+    /// Its certificate's identity.
+    pub identity: Arc<PeerIdentity>,
+}
+
+/// Looks up what discovery proved about a participant.
+pub type Lookup = Box<dyn Fn(ParticipantId) -> Option<ProvenUdp> + Send + Sync>;
+
+/// Timers and limits (the defaults; tests shorten them).
+#[derive(Debug, Clone, Copy)]
+pub struct Tuning {
+    /// A session this old is replaced by a new handshake.
+    pub rekey_after: Duration,
+    /// … or after this many datagrams sealed under it.
+    pub rekey_datagrams: u64,
+    /// A session never seals more than this (AES-GCM's limit is 2²³).
+    pub max_datagrams: u64,
+    /// A SHAKE1 without answer is repeated this often …
+    pub shake_repeat: Duration,
+    /// … and given up after this long (the next datagram starts anew).
+    pub shake_give_up: Duration,
+    /// SHAKE1s answered per second at most (each costs two X25519).
+    pub shakes_per_s: u32,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            rekey_after: Duration::from_secs(120),
+            rekey_datagrams: 1 << 21,
+            max_datagrams: 1 << 23,
+            shake_repeat: Duration::from_millis(100),
+            shake_give_up: Duration::from_secs(5),
+            shakes_per_s: 200,
+        }
+    }
+}
+
+/// Sessions kept per remote address (the newest; older ones are dropped).
+const SESSIONS_PER_PEER: usize = 4;
+
+/// What [`UdpSecurity::seal`] did with a datagram.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Sealed into the output buffer: send that.
+    Sealed,
+    /// The peer is a plain one (`permissive`): send the datagram as it is.
+    Plain,
+    /// No session yet: dropped (the protocol repeats it); a handshake is
+    /// under way.
+    Held,
+    /// Not sent: `enforce` and the peer proved no UDP key.
+    Refused,
+}
+
+/// The result of [`UdpSecurity::seal`]: the outcome, and a handshake
+/// datagram to send to the same address first, when one is due.
+#[derive(Debug)]
+pub struct Sealing {
+    /// What happened to the datagram.
+    pub outcome: Outcome,
+    /// A SHAKE1 to send too.
+    pub shake: Option<Vec<u8>>,
+}
+
+/// What [`UdpSecurity::open`] made of a datagram.
+#[derive(Debug)]
+pub enum Opened {
+    /// A sealed datagram, opened: its inner bytes are `out[..len]`.
+    Data {
+        /// Inner length.
+        len: usize,
+        /// The participant of the session.
+        peer: ParticipantId,
+        /// Its proven identity.
+        identity: Arc<PeerIdentity>,
+    },
+    /// A plain datagram a `permissive` runtime may take as it is.
+    Plain,
+    /// A handshake datagram to send back to the source.
+    Reply(Vec<u8>),
+    /// Consumed (a handshake completed, or nothing to do).
+    Done,
+    /// Dropped and counted: why.
+    Dropped(&'static str),
+}
+
+/// What protected UDP counted (cumulative).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct UdpSecurityStats {
+    /// Handshakes completed (either side).
+    pub sessions: u64,
+    /// Handshakes started as initiator (new sessions and rekeys).
+    pub shakes_started: u64,
+    /// SHAKE1/SHAKE2 refused: unknown or unproven initiator, wrong key,
+    /// failed Noise message, over the rate cap.
+    pub shake_refused: u64,
+    /// SHAKE1s older than the newest from that initiator.
+    pub shake_replayed: u64,
+    /// Sealed datagrams that failed authentication (tampered, wrong key).
+    pub aead_failed: u64,
+    /// Sealed datagrams seen before or below the replay window.
+    pub replayed: u64,
+    /// Plain datagrams dropped under `enforce`.
+    pub plaintext_refused: u64,
+    /// Sealed datagrams for no known session (old or forged index).
+    pub unknown_session: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    sessions: AtomicU64,
+    shakes_started: AtomicU64,
+    shake_refused: AtomicU64,
+    shake_replayed: AtomicU64,
+    aead_failed: AtomicU64,
+    replayed: AtomicU64,
+    plaintext_refused: AtomicU64,
+    unknown_session: AtomicU64,
+}
+
+fn count(c: &AtomicU64) {
+    c.fetch_add(1, Relaxed);
+}
+
+/// One session: keys for both directions between this runtime and one
+/// remote runtime at one address.
+struct Session {
+    peer: ParticipantId,
+    identity: Arc<PeerIdentity>,
+    addr: SocketAddr,
+    /// Ours: the peer seals to us under it.
+    local_index: u32,
+    /// Theirs: we seal to the peer under it.
+    remote_index: u32,
+    initiator: bool,
+    created: Instant,
+    keys: StatelessTransportState,
+    /// Next counter to seal with.
+    sent: AtomicU64,
+    /// The peer sealed under it at least once (a responder sends only then).
+    confirmed: std::sync::atomic::AtomicBool,
+    window: parking_lot::Mutex<Window>,
+}
+
+/// A handshake this runtime started.
+struct Pending {
+    hs: HandshakeState,
+    peer: ParticipantId,
+    addr: SocketAddr,
+    started: Instant,
+    last_sent: Instant,
+    datagram: Vec<u8>,
+}
+
+/// The last SHAKE1 accepted from an initiator, and the answer (repeated if
+/// its SHAKE2 was lost and the same SHAKE1 comes again).
+struct Answered {
+    seq: u64,
+    from: SocketAddr,
+    shake1: Vec<u8>,
+    reply: Vec<u8>,
+}
+
+#[derive(Default)]
+struct State {
+    /// By our index.
+    sessions: HashMap<u32, Arc<Session>>,
+    /// The sessions with each address, oldest first.
+    by_addr: HashMap<SocketAddr, Vec<Arc<Session>>>,
+    /// By our index.
+    pending: HashMap<u32, Pending>,
+    /// Who is at an address a writer connects to.
+    expected: HashMap<SocketAddr, ParticipantId>,
+    /// Per initiator participant.
+    answered: HashMap<ParticipantId, Answered>,
+    /// Token bucket for SHAKE1s: tokens, last refill.
+    bucket: (f64, Option<Instant>),
+}
+
+/// Protected UDP for one runtime: its static key and its sessions.
+pub struct UdpSecurity {
+    local: ParticipantId,
+    domain: u16,
+    enforce: bool,
+    private: Vec<u8>,
+    public: [u8; KEY_LEN],
+    lookup: Lookup,
+    tuning: Tuning,
+    next_seq: AtomicU64,
+    state: RwLock<State>,
+    counters: Counters,
+    housekept: parking_lot::Mutex<Option<Instant>>,
+}
+
+impl std::fmt::Debug for UdpSecurity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UdpSecurity")
+            .field("local", &self.local)
+            .field("enforce", &self.enforce)
+            .finish()
+    }
+}
+
+/// Why protected UDP could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("protected UDP: {0}")]
+pub struct UdpSecurityError(String);
+
+fn params() -> snow::params::NoiseParams {
+    NOISE.parse().expect("a valid Noise pattern name")
+}
+
+impl UdpSecurity {
+    /// Protected UDP for runtime `local` in `domain`; `lookup` tells what
+    /// discovery proved about a participant. `enforce`: plain datagrams are
+    /// dropped and nothing is sent plain.
+    pub fn new(
+        local: ParticipantId,
+        domain: u16,
+        enforce: bool,
+        lookup: Lookup,
+        tuning: Tuning,
+    ) -> Result<Self, UdpSecurityError> {
+        let kp = snow::Builder::new(params())
+            .generate_keypair()
+            .map_err(|e| UdpSecurityError(format!("no X25519 key pair: {e}")))?;
+        let public: [u8; KEY_LEN] = kp
+            .public
+            .as_slice()
+            .try_into()
+            .map_err(|_| UdpSecurityError("X25519 public key of the wrong size".into()))?;
+        Ok(UdpSecurity {
+            local,
+            domain,
+            enforce,
+            private: kp.private,
+            public,
+            lookup,
+            tuning,
+            next_seq: AtomicU64::new(1),
+            state: RwLock::new(State::default()),
+            counters: Counters::default(),
+            housekept: Default::default(),
+        })
+    }
+
+    /// This runtime's X25519 static public key (announced in its locator).
+    pub fn public_key(&self) -> [u8; KEY_LEN] {
+        self.public
+    }
+
+    /// Whether plain peers are refused.
+    pub fn enforcing(&self) -> bool {
+        self.enforce
+    }
+
+    /// A writer connects to `participant` at `addr`: datagrams to `addr`
+    /// are sealed, after a handshake this side starts.
+    pub fn expect(&self, addr: SocketAddr, participant: ParticipantId) {
+        self.state.write().expected.insert(addr, participant);
+    }
+
+    /// Whether discovery proved `participant` with a UDP key (a session
+    /// with it can be made).
+    pub fn can_protect(&self, participant: ParticipantId) -> bool {
+        (self.lookup)(participant).is_some()
+    }
+
+    /// Whether datagrams to `addr` are (or will be) sealed.
+    pub fn protects(&self, addr: SocketAddr) -> bool {
+        let st = self.state.read();
+        st.expected.contains_key(&addr) || st.by_addr.contains_key(&addr)
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> UdpSecurityStats {
+        let c = &self.counters;
+        UdpSecurityStats {
+            sessions: c.sessions.load(Relaxed),
+            shakes_started: c.shakes_started.load(Relaxed),
+            shake_refused: c.shake_refused.load(Relaxed),
+            shake_replayed: c.shake_replayed.load(Relaxed),
+            aead_failed: c.aead_failed.load(Relaxed),
+            replayed: c.replayed.load(Relaxed),
+            plaintext_refused: c.plaintext_refused.load(Relaxed),
+            unknown_session: c.unknown_session.load(Relaxed),
+        }
+    }
+
+    fn prologue(&self, initiator: ParticipantId, responder: ParticipantId) -> Vec<u8> {
+        let mut p = PROLOGUE.to_vec();
+        p.extend_from_slice(&self.domain.to_le_bytes());
+        p.extend_from_slice(&initiator.0.to_le_bytes());
+        p.extend_from_slice(&responder.0.to_le_bytes());
+        p
+    }
+
+    /// Seals `inner` for `to` into `out`. Sends nothing itself: the caller
+    /// sends `out` (or `inner` when [`Outcome::Plain`]) and any SHAKE1.
+    pub fn seal(&self, now: Instant, to: SocketAddr, inner: &[u8], out: &mut Vec<u8>) -> Sealing {
+        let (session, unconfirmed, expected) = {
+            let st = self.state.read();
+            let list = st.by_addr.get(&to);
+            (
+                list.and_then(|v| pick(v)).cloned(),
+                list.is_some(),
+                st.expected.get(&to).copied(),
+            )
+        };
+        let Some(s) = session else {
+            if unconfirmed && expected.is_none() {
+                // Answered a handshake; the initiator's first datagram
+                // under it confirms it.
+                return Sealing {
+                    outcome: Outcome::Held,
+                    shake: None,
+                };
+            }
+            let Some(peer) = expected else {
+                return Sealing {
+                    outcome: if self.enforce {
+                        Outcome::Refused
+                    } else {
+                        Outcome::Plain
+                    },
+                    shake: None,
+                };
+            };
+            return Sealing {
+                outcome: Outcome::Held,
+                shake: self.start(now, to, peer),
+            };
+        };
+        let counter = s.sent.fetch_add(1, Relaxed);
+        let old = now.saturating_duration_since(s.created) >= self.tuning.rekey_after
+            || counter >= self.tuning.rekey_datagrams;
+        // The side that started the session renews it; either side does
+        // once it is well overdue (its initiator may be gone quiet).
+        let shake = (old
+            && (s.initiator
+                || now.saturating_duration_since(s.created) >= self.tuning.rekey_after * 3 / 2))
+            .then(|| self.start(now, to, s.peer))
+            .flatten();
+        if counter >= self.tuning.max_datagrams {
+            return Sealing {
+                outcome: Outcome::Held,
+                shake,
+            };
+        }
+        out.clear();
+        out.extend_from_slice(&wire::sealed_header(s.remote_index, false, counter));
+        out.resize(wire::SEALED_HEADER + inner.len() + wire::TAG, 0);
+        match s
+            .keys
+            .write_message(counter, inner, &mut out[wire::SEALED_HEADER..])
+        {
+            Ok(n) => {
+                out.truncate(wire::SEALED_HEADER + n);
+                Sealing {
+                    outcome: Outcome::Sealed,
+                    shake,
+                }
+            }
+            Err(_) => Sealing {
+                outcome: Outcome::Held,
+                shake,
+            },
+        }
+    }
+
+    /// Starts (or repeats, when due) a handshake with `peer` at `to`.
+    fn start(&self, now: Instant, to: SocketAddr, peer: ParticipantId) -> Option<Vec<u8>> {
+        let mut st = self.state.write();
+        let t = self.tuning;
+        st.pending
+            .retain(|_, p| now.saturating_duration_since(p.started) < t.shake_give_up);
+        if let Some(p) = st.pending.values_mut().find(|p| p.addr == to) {
+            if now.saturating_duration_since(p.last_sent) < t.shake_repeat {
+                return None;
+            }
+            p.last_sent = now;
+            return Some(p.datagram.clone());
+        }
+        let proven = (self.lookup)(peer)?;
+        let prologue = self.prologue(self.local, peer);
+        let mut hs = snow::Builder::new(params())
+            .local_private_key(&self.private)
+            .and_then(|b| b.remote_public_key(&proven.key))
+            .and_then(|b| b.prologue(&prologue))
+            .and_then(|b| b.build_initiator())
+            .ok()?;
+        let seq = self.next_seq.fetch_add(1, Relaxed);
+        let mut msg = [0u8; wire::MAX_NOISE];
+        let n = hs.write_message(&seq.to_le_bytes(), &mut msg).ok()?;
+        let index = fresh_index(&st);
+        let datagram = wire::shake1(index, self.local, peer, &msg[..n]);
+        count(&self.counters.shakes_started);
+        st.pending.insert(
+            index,
+            Pending {
+                hs,
+                peer,
+                addr: to,
+                started: now,
+                last_sent: now,
+                datagram: datagram.clone(),
+            },
+        );
+        Some(datagram)
+    }
+
+    /// Opens a datagram from `from`. Sealed data lands in `out`.
+    pub fn open(&self, now: Instant, from: SocketAddr, bytes: &[u8], out: &mut Vec<u8>) -> Opened {
+        if !wire::is_protected(bytes) {
+            if self.enforce {
+                count(&self.counters.plaintext_refused);
+                return Opened::Dropped("plain datagram under enforce");
+            }
+            // A peer we hold a session with speaks sealed: a plain datagram
+            // claiming its address is refused.
+            if self.state.read().by_addr.contains_key(&from) {
+                count(&self.counters.plaintext_refused);
+                return Opened::Dropped("plain datagram from a protected peer");
+            }
+            return Opened::Plain;
+        }
+        match SealView::parse(bytes) {
+            Err(_) => {
+                count(&self.counters.shake_refused);
+                Opened::Dropped("malformed protected datagram")
+            }
+            Ok(SealView::Sealed {
+                receiver_index,
+                counter,
+                sealed,
+                ..
+            }) => self.open_sealed(from, receiver_index, counter, sealed, out),
+            Ok(SealView::Shake1 {
+                sender_index,
+                initiator,
+                responder,
+                noise,
+            }) => self.on_shake1(now, from, bytes, sender_index, initiator, responder, noise),
+            Ok(SealView::Shake2 {
+                sender_index,
+                receiver_index,
+                noise,
+            }) => self.on_shake2(now, from, sender_index, receiver_index, noise),
+        }
+    }
+
+    fn open_sealed(
+        &self,
+        from: SocketAddr,
+        index: u32,
+        counter: u64,
+        sealed: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Opened {
+        let Some(s) = self.state.read().sessions.get(&index).cloned() else {
+            count(&self.counters.unknown_session);
+            return Opened::Dropped("no such session");
+        };
+        if s.addr != from {
+            count(&self.counters.unknown_session);
+            return Opened::Dropped("session of another address");
+        }
+        if !s.window.lock().fresh(counter) {
+            count(&self.counters.replayed);
+            return Opened::Dropped("replayed");
+        }
+        out.resize(sealed.len(), 0);
+        let Ok(n) = s.keys.read_message(counter, sealed, out) else {
+            count(&self.counters.aead_failed);
+            return Opened::Dropped("authentication failed");
+        };
+        // Only an authentic datagram moves the window (a forged one must
+        // not shift genuine ones out of it).
+        if !s.window.lock().mark(counter) {
+            count(&self.counters.replayed);
+            return Opened::Dropped("replayed");
+        }
+        s.confirmed.store(true, Relaxed);
+        Opened::Data {
+            len: n,
+            peer: s.peer,
+            identity: s.identity.clone(),
+        }
+    }
+
+    fn refuse(&self, why: &'static str) -> Opened {
+        count(&self.counters.shake_refused);
+        Opened::Dropped(why)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_shake1(
+        &self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+        sender_index: u32,
+        initiator: ParticipantId,
+        responder: ParticipantId,
+        noise: &[u8],
+    ) -> Opened {
+        if responder != self.local {
+            return self.refuse("SHAKE1 for another runtime");
+        }
+        if let Some(a) = self.state.read().answered.get(&initiator) {
+            // The same SHAKE1 again from the same address (our SHAKE2 was
+            // lost): the same answer, without new work.
+            if a.from == from && a.shake1 == datagram {
+                return Opened::Reply(a.reply.clone());
+            }
+        }
+        if !self.spend_shake(now) {
+            return self.refuse("SHAKE1 over the rate cap");
+        }
+        // Only a participant signed discovery proved (no crypto before).
+        let Some(proven) = (self.lookup)(initiator) else {
+            return self.refuse("SHAKE1 from an unproven participant");
+        };
+        let prologue = self.prologue(initiator, self.local);
+        let Ok(mut hs) = snow::Builder::new(params())
+            .local_private_key(&self.private)
+            .and_then(|b| b.prologue(&prologue))
+            .and_then(|b| b.build_responder())
+        else {
+            return self.refuse("no responder state");
+        };
+        let mut payload = [0u8; wire::MAX_NOISE];
+        let Ok(n) = hs.read_message(noise, &mut payload) else {
+            return self.refuse("SHAKE1 failed authentication");
+        };
+        if hs.get_remote_static() != Some(&proven.key[..]) {
+            return self.refuse("SHAKE1 static key is not the one its participant announced");
+        }
+        let Ok(seq_bytes) = <[u8; 8]>::try_from(&payload[..n]) else {
+            return self.refuse("SHAKE1 payload of the wrong size");
+        };
+        let seq = u64::from_le_bytes(seq_bytes);
+        if self
+            .state
+            .read()
+            .answered
+            .get(&initiator)
+            .is_some_and(|a| seq <= a.seq)
+        {
+            count(&self.counters.shake_replayed);
+            return Opened::Dropped("replayed SHAKE1");
+        }
+        let mut msg = [0u8; wire::MAX_NOISE];
+        let Ok(m) = hs.write_message(&[], &mut msg) else {
+            return self.refuse("no SHAKE2");
+        };
+        let Ok(keys) = hs.into_stateless_transport_mode() else {
+            return self.refuse("no session keys");
+        };
+        let mut st = self.state.write();
+        let index = fresh_index(&st);
+        let reply = wire::shake2(index, sender_index, &msg[..m]);
+        st.answered.insert(
+            initiator,
+            Answered {
+                seq,
+                from,
+                shake1: datagram.to_vec(),
+                reply: reply.clone(),
+            },
+        );
+        self.install(
+            &mut st,
+            Session {
+                peer: initiator,
+                identity: proven.identity,
+                addr: from,
+                local_index: index,
+                remote_index: sender_index,
+                initiator: false,
+                created: now,
+                keys,
+                sent: AtomicU64::new(0),
+                confirmed: false.into(),
+                window: Default::default(),
+            },
+        );
+        Opened::Reply(reply)
+    }
+
+    fn on_shake2(
+        &self,
+        now: Instant,
+        from: SocketAddr,
+        sender_index: u32,
+        receiver_index: u32,
+        noise: &[u8],
+    ) -> Opened {
+        let mut st = self.state.write();
+        let Some(mut p) = st.pending.remove(&receiver_index) else {
+            drop(st);
+            return self.refuse("SHAKE2 for no handshake of ours");
+        };
+        if p.addr != from {
+            st.pending.insert(receiver_index, p);
+            drop(st);
+            return self.refuse("SHAKE2 from another address");
+        }
+        let mut payload = [0u8; wire::MAX_NOISE];
+        if p.hs.read_message(noise, &mut payload).is_err() {
+            // The handshake is spent; the next datagram starts another.
+            drop(st);
+            return self.refuse("SHAKE2 failed authentication");
+        }
+        let Some(proven) = (self.lookup)(p.peer) else {
+            drop(st);
+            return self.refuse("SHAKE2 from a participant no longer proven");
+        };
+        let Ok(keys) = p.hs.into_stateless_transport_mode() else {
+            drop(st);
+            return self.refuse("no session keys");
+        };
+        self.install(
+            &mut st,
+            Session {
+                peer: p.peer,
+                identity: proven.identity,
+                addr: from,
+                local_index: receiver_index,
+                remote_index: sender_index,
+                initiator: true,
+                created: now,
+                keys,
+                sent: AtomicU64::new(0),
+                confirmed: true.into(),
+                window: Default::default(),
+            },
+        );
+        Opened::Done
+    }
+
+    fn install(&self, st: &mut State, s: Session) {
+        count(&self.counters.sessions);
+        let s = Arc::new(s);
+        st.sessions.insert(s.local_index, s.clone());
+        let list = st.by_addr.entry(s.addr).or_default();
+        list.push(s);
+        while list.len() > SESSIONS_PER_PEER {
+            let old = list.remove(0);
+            st.sessions.remove(&old.local_index);
+        }
+    }
+
+    fn spend_shake(&self, now: Instant) -> bool {
+        let mut st = self.state.write();
+        let cap = f64::from(self.tuning.shakes_per_s);
+        let (tokens, last) = st.bucket;
+        let refill = last.map_or(cap, |l| {
+            now.saturating_duration_since(l).as_secs_f64() * cap
+        });
+        let tokens = (tokens + refill).min(cap);
+        if tokens < 1.0 {
+            st.bucket = (tokens, Some(now));
+            return false;
+        }
+        st.bucket = (tokens - 1.0, Some(now));
+        true
+    }
+
+    /// Housekeeping (about once a second): sessions and expectations of
+    /// participants discovery no longer vouches for (gone, or another key)
+    /// are dropped, and so are handshakes given up.
+    pub fn handle_timeout(&self, now: Instant) {
+        {
+            let mut last = self.housekept.lock();
+            if last.is_some_and(|l| now.saturating_duration_since(l) < Duration::from_secs(1)) {
+                return;
+            }
+            *last = Some(now);
+        }
+        let mut st = self.state.write();
+        let give_up = self.tuning.shake_give_up;
+        st.pending
+            .retain(|_, p| now.saturating_duration_since(p.started) < give_up);
+        let lookup = &self.lookup;
+        let still = |peer: ParticipantId, identity: &PeerIdentity| {
+            lookup(peer).is_some_and(|p| p.identity.key_id() == identity.key_id())
+        };
+        let gone: Vec<u32> = st
+            .sessions
+            .values()
+            .filter(|s| !still(s.peer, &s.identity))
+            .map(|s| s.local_index)
+            .collect();
+        for i in gone {
+            st.sessions.remove(&i);
+        }
+        let State {
+            sessions,
+            by_addr,
+            expected,
+            answered,
+            ..
+        } = &mut *st;
+        by_addr.retain(|_, v| {
+            v.retain(|s| sessions.contains_key(&s.local_index));
+            !v.is_empty()
+        });
+        expected.retain(|_, p| lookup(*p).is_some());
+        answered.retain(|p, _| lookup(*p).is_some());
+    }
+}
+
+/// The session to seal with: the newest confirmed one.
+fn pick(list: &[Arc<Session>]) -> Option<&Arc<Session>> {
+    list.iter().rev().find(|s| s.confirmed.load(Relaxed))
+}
+
+fn fresh_index(st: &State) -> u32 {
+    loop {
+        let i = crate::random_u64() as u32;
+        if i != 0 && !st.sessions.contains_key(&i) && !st.pending.contains_key(&i) {
+            return i;
+        }
+    }
+}
+
+/// Blocks of the replay window.
+const BLOCKS: usize = 64;
+/// Counters this far below the highest seen are refused (WireGuard's
+/// construction: a ring of 64-bit blocks, one kept free).
+const WINDOW: u64 = ((BLOCKS - 1) * 64) as u64;
+
+/// Which counters were opened, near the highest.
+#[derive(Debug)]
+struct Window {
+    top: Option<u64>,
+    bits: [u64; BLOCKS],
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        Window {
+            top: None,
+            bits: [0; BLOCKS],
+        }
+    }
+}
+
+impl Window {
+    /// Whether `c` is neither seen nor below the window.
+    fn fresh(&self, c: u64) -> bool {
+        match self.top {
+            None => true,
+            Some(top) if c > top => true,
+            Some(top) if top - c >= WINDOW => false,
+            Some(_) => self.bits[block(c)] & bit(c) == 0,
+        }
+    }
+
+    /// Marks `c` seen; false if it was (or is below the window).
+    fn mark(&mut self, c: u64) -> bool {
+        if !self.fresh(c) {
+            return false;
+        }
+        match self.top {
+            Some(top) if c <= top => {}
+            Some(top) => {
+                let steps = (c / 64 - top / 64).min(BLOCKS as u64);
+                for i in 1..=steps {
+                    self.bits[block((top / 64 + i) * 64)] = 0;
+                }
+                self.top = Some(c);
+            }
+            None => {
+                self.bits = [0; BLOCKS];
+                self.top = Some(c);
+            }
+        }
+        self.bits[block(c)] |= bit(c);
+        true
+    }
+}
+
+fn block(c: u64) -> usize {
+    ((c / 64) % BLOCKS as u64) as usize
+}
+
+fn bit(c: u64) -> u64 {
+    1 << (c % 64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Window;
+
+    #[test]
+    fn the_window_takes_each_counter_once_and_refuses_far_below() {
+        let mut w = Window::default();
+        assert!(w.mark(5));
+        assert!(!w.mark(5) && !w.fresh(5));
+        assert!(w.mark(3), "reordered, within the window");
+        assert!(w.mark(10_000));
+        assert!(!w.fresh(5), "far below the top now");
+        assert!(w.mark(10_000 - 4000) && !w.mark(10_000 - 4000));
+        assert!(!w.fresh(10_000 - 4100));
+        // Each counter of a long run exactly once, with reordering.
+        let mut w = Window::default();
+        for c in 0..100_000u64 {
+            let c = if c % 7 == 3 {
+                c + 2
+            } else if c % 7 == 5 {
+                c - 2
+            } else {
+                c
+            };
+            assert!(w.mark(c), "{c} refused");
+            assert!(!w.mark(c), "{c} taken twice");
+        }
+        // A jump past the whole ring clears it.
+        assert!(w.mark(1 << 40) && w.mark((1 << 40) - 1));
+    }
+}
