@@ -83,6 +83,9 @@ impl Default for Tuning {
 
 /// Sessions kept per remote address (the newest; older ones are dropped).
 const SESSIONS_PER_PEER: usize = 4;
+/// Addresses one participant may hold sessions from at once (a peer with
+/// a valid identity handshaking from ever new ports must not grow memory).
+const ADDRESSES_PER_PARTICIPANT: usize = 8;
 
 /// What [`UdpSecurity::seal`] did with a datagram.
 #[derive(Debug, PartialEq, Eq)]
@@ -316,6 +319,11 @@ impl UdpSecurity {
     pub fn protects(&self, addr: SocketAddr) -> bool {
         let st = self.state.read();
         st.expected.contains_key(&addr) || st.by_addr.contains_key(&addr)
+    }
+
+    /// Sessions held now (every address, both roles).
+    pub fn live_sessions(&self) -> usize {
+        self.state.read().sessions.len()
     }
 
     /// Counters so far.
@@ -689,11 +697,31 @@ impl UdpSecurity {
         count(&self.counters.sessions);
         let s = Arc::new(s);
         st.sessions.insert(s.local_index, s.clone());
-        let list = st.by_addr.entry(s.addr).or_default();
+        let (peer, addr) = (s.peer, s.addr);
+        let list = st.by_addr.entry(addr).or_default();
         list.push(s);
+        let mut dropped: Vec<Arc<Session>> = Vec::new();
         while list.len() > SESSIONS_PER_PEER {
-            let old = list.remove(0);
-            st.sessions.remove(&old.local_index);
+            dropped.push(list.remove(0));
+        }
+        // Too many addresses for one participant: the one it used least
+        // recently (its newest session is the oldest) goes.
+        let mut addrs: Vec<(Instant, SocketAddr)> = st
+            .by_addr
+            .iter()
+            .filter_map(|(a, v)| {
+                let newest = v.last()?;
+                (newest.peer == peer).then_some((newest.created, *a))
+            })
+            .collect();
+        if addrs.len() > ADDRESSES_PER_PARTICIPANT {
+            addrs.sort();
+            for (_, a) in &addrs[..addrs.len() - ADDRESSES_PER_PARTICIPANT] {
+                dropped.extend(st.by_addr.remove(a).unwrap_or_default());
+            }
+        }
+        for d in dropped {
+            st.sessions.remove(&d.local_index);
         }
     }
 

@@ -362,3 +362,27 @@ fn keys_are_renewed_on_a_long_stream_without_losing_a_datagram() {
         );
     }
 }
+
+#[test]
+fn a_peer_handshaking_from_ever_new_addresses_holds_a_bounded_number_of_sessions() {
+    let (_d, mut net) = pair("udp-addresses", Tuning::default());
+    let b_addr = net.rts[1].addr;
+    let mut out = Vec::new();
+    for port in 0..40u16 {
+        // A fresh handshake of a's (the last one given up), arriving from
+        // a new source port each time.
+        net.step(Duration::from_secs(6));
+        let s = net.rts[0].udp.seal(net.now, b_addr, b"x", &mut out);
+        let shake1 = s.shake.expect("a new SHAKE1");
+        let from: SocketAddr = format!("10.0.0.1:{}", 20_000 + port).parse().unwrap();
+        let r = net.rts[1].udp.open(net.now, from, &shake1, &mut out);
+        assert!(matches!(r, Opened::Reply(_)), "{r:?}");
+    }
+    let b = &net.rts[1].udp;
+    assert_eq!(b.stats().sessions, 40);
+    assert!(
+        b.live_sessions() <= 8,
+        "{} sessions held",
+        b.live_sessions()
+    );
+}

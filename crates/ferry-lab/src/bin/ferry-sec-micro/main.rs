@@ -11,6 +11,7 @@
 //! with `--out`, writes PATH.md and PATH.json.
 
 mod path;
+mod seal;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -242,7 +243,9 @@ fn main() {
     let cert = per_call(n / 10, || {
         std::hint::black_box(identity.verify_peer(identity.cert_der(), 0).is_ok());
     });
+    let udp = seal::run(&identity, n * 4);
     let micro = json!({
+        "udp": udp,
         "seal_heartbeat_us": sign.as_secs_f64() * 1e6,
         "parse_verify_heartbeat_us": verify.as_secs_f64() * 1e6,
         "check_certificate_us": cert.as_secs_f64() * 1e6,
