@@ -41,6 +41,19 @@ pub enum SecurityCmd {
         #[arg(long, default_value_t = 365)]
         days: u32,
     },
+    /// Issue an MQTT broker's TLS certificate (Mosquitto, EMQX) signed by
+    /// the keystore's CA, for the names clients reach it by.
+    CreateBrokerCert {
+        /// The keystore.
+        keystore: PathBuf,
+        /// DNS names or IP addresses of the broker (the first names the
+        /// directory: `brokers/<name>/`).
+        #[arg(required = true)]
+        names: Vec<String>,
+        /// Days the certificate is valid.
+        #[arg(long, default_value_t = 365)]
+        days: u32,
+    },
     /// List the keystore's enclaves: serial, expiry, grants.
     List {
         /// The keystore.
@@ -173,6 +186,26 @@ pub fn run(cmd: SecurityCmd) -> Result<(), String> {
             out!(
                 "  CA key:         {} (keep it off robots: deploy the keystore without private/)",
                 keystore.join("private/ca.key.pem").display()
+            );
+        }
+        SecurityCmd::CreateBrokerCert {
+            keystore,
+            names,
+            days,
+        } => {
+            let ks = open(&keystore)?;
+            let dir = create::create_broker_certificate(&ks, &names, Validity::days(days))
+                .map_err(|e| e.to_string())?;
+            out!(
+                "created the broker certificate for {} in {}",
+                names.join(", "),
+                dir.display()
+            );
+            out!(
+                "  Mosquitto: certfile {0}/cert.pem, keyfile {0}/key.pem, cafile {1}, \
+                 require_certificate true, use_identity_as_username true",
+                dir.display(),
+                ks.ca_cert_path().display()
             );
         }
         SecurityCmd::CreateIdentity {

@@ -68,6 +68,27 @@ fn keystore_identities_and_permissions_from_the_command_line() {
     );
     let (ok, _, err) = ferry(&[], &["security", "check", ks, "/robot1/ghost"]);
     assert!(!ok && err.contains("create-identity"), "{err}");
+    // A broker's certificate from the same CA (Mosquitto with client
+    // certificates: crates/ferry/tests/mqtt_security.rs).
+    let (ok, out, err) = ferry(
+        &[],
+        &[
+            "security",
+            "create-broker-cert",
+            ks,
+            "localhost",
+            "127.0.0.1",
+        ],
+    );
+    assert!(ok && out.contains("require_certificate true"), "{out}{err}");
+    let key = std::path::Path::new(ks).join("brokers/localhost/key.pem");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let (ok, _, err) = ferry(&[], &["security", "create-broker-cert", ks, "../x"]);
+    assert!(!ok && err.contains("not a host name"), "{err}");
 
     // A real node process under enforce: its granted topic publishes, the
     // others are refused with the enclave and the remedy named.

@@ -245,14 +245,22 @@ impl Broker {
         me: ParticipantId,
         keep_all_block: Duration,
         discovery: bool,
+        security: Option<&ferry_transport::transport::TransportSecurity>,
     ) -> Result<Arc<Broker>, BuildError> {
+        if let Some(s) = security.filter(|s| s.enforce) {
+            plain_refused(cfg, s)?;
+        }
         let (host, port) = match &cfg.broker {
             BrokerUrl::Embedded { port } => embedded(cfg, *port)?,
             BrokerUrl::Tcp { host, port } | BrokerUrl::Tls { host, port } => (host.clone(), *port),
         };
         let base = format!("{}/{}/", cfg.prefix, domain);
         let tls = match &cfg.broker {
-            BrokerUrl::Tls { .. } => Some(tls_config(cfg, &host)?),
+            BrokerUrl::Tls { .. } => Some(tls_config(
+                cfg,
+                &host,
+                security.map(|s| s.identity.as_ref()),
+            )?),
             _ => None,
         };
         let io = |source| BuildError::Io {
@@ -831,10 +839,45 @@ fn data_filter(topic: String) -> Filter {
     f
 }
 
+/// Under `enforce` nothing crosses the network in clear: a plain
+/// `mqtt://` broker must be on this host (the embedded one listening on
+/// loopback, or a local one), else the build fails and says how to fix it.
+fn plain_refused(
+    cfg: &MqttConfig,
+    _sec: &ferry_transport::transport::TransportSecurity,
+) -> Result<(), BuildError> {
+    let off_host = match &cfg.broker {
+        BrokerUrl::Tls { .. } => false,
+        BrokerUrl::Embedded { .. } => cfg.listen.is_some_and(|l| !l.ip().is_loopback()),
+        BrokerUrl::Tcp { host, .. } => {
+            !(host == "localhost"
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback()))
+        }
+    };
+    if off_host {
+        return Err(BuildError::Broker {
+            url: cfg.broker.to_string(),
+            why: "under FERRY_SECURITY=enforce a broker off this host needs TLS: use \
+                  mqtts://host:8883 (with a certificate from `ferry security \
+                  create-broker-cert`), or keep the embedded broker on loopback"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
 /// TLS to the broker: rustls (ring), trusting `ca_file` or the system's
-/// roots, the certificate checked against `host`.
+/// roots (and, with security on, the keystore's CA), the certificate
+/// checked against `host`. A client certificate from `cert_file`/`key_file`,
+/// else (security on) the enclave's own.
 #[cfg(feature = "tls")]
-fn tls_config(cfg: &MqttConfig, host: &str) -> Result<wire::Tls, BuildError> {
+fn tls_config(
+    cfg: &MqttConfig,
+    host: &str,
+    identity: Option<&ferry_security::Identity>,
+) -> Result<wire::Tls, BuildError> {
     let fail = |why: String| BuildError::Broker {
         url: cfg.broker.to_string(),
         why,
@@ -863,20 +906,70 @@ fn tls_config(cfg: &MqttConfig, host: &str) -> Result<wire::Tls, BuildError> {
             }
         }
     }
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+    if let Some(id) = identity {
+        roots
+            .add(rustls::pki_types::CertificateDer::from(
+                id.ca_der().to_vec(),
+            ))
+            .map_err(|e| fail(format!("the keystore's CA: {e}")))?;
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
     .map_err(|e| fail(e.to_string()))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    .with_root_certificates(roots);
+    let client_auth = match (&cfg.cert_file, &cfg.key_file) {
+        (Some(c), Some(k)) => Some(client_pem(c, k).map_err(fail)?),
+        _ => identity.map(|id| id.client_auth()),
+    };
+    let tls = match client_auth {
+        Some((chain, key)) => builder
+            .with_client_auth_cert(chain, key)
+            .map_err(|e| fail(format!("client certificate: {e}")))?,
+        None => builder.with_no_client_auth(),
+    };
     let name = rustls::pki_types::ServerName::try_from(host.to_string())
         .map_err(|e| fail(format!("`{host}` is not a TLS server name: {e}")))?;
     Ok((Arc::new(tls), name))
 }
 
+/// A client certificate chain and its key from PEM files.
+#[cfg(feature = "tls")]
+fn client_pem(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<
+    (
+        Vec<rustls::pki_types::CertificateDer<'static>>,
+        rustls::pki_types::PrivateKeyDer<'static>,
+    ),
+    String,
+> {
+    let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let pem = read(cert)?;
+    let chain = rustls_pemfile::certs(&mut &pem[..])
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("cert_file {}: {e}", cert.display()))?;
+    if chain.is_empty() {
+        return Err(format!(
+            "cert_file {}: no PEM certificate in it",
+            cert.display()
+        ));
+    }
+    let pem = read(key)?;
+    let key = rustls_pemfile::private_key(&mut &pem[..])
+        .map_err(|e| format!("key_file {}: {e}", key.display()))?
+        .ok_or_else(|| format!("key_file {}: no PEM private key in it", key.display()))?;
+    Ok((chain, key))
+}
+
 #[cfg(not(feature = "tls"))]
-fn tls_config(cfg: &MqttConfig, _host: &str) -> Result<wire::Tls, BuildError> {
+fn tls_config(
+    cfg: &MqttConfig,
+    _host: &str,
+    _identity: Option<&ferry_security::Identity>,
+) -> Result<wire::Tls, BuildError> {
     Err(BuildError::Broker {
         url: cfg.broker.to_string(),
         why: "ferry was built without the `mqtt-tls` feature".into(),
@@ -948,6 +1041,7 @@ pub fn start(
         ctx.id,
         Duration::from_millis(ctx.cfg.keep_all_block_ms),
         ctx.cfg.announces_through_broker(),
+        ctx.security.map(|s| s.as_ref()),
     )?;
     Ok(Some(Arc::new(MqttTransport(b))))
 }

@@ -169,6 +169,55 @@ pub fn create_keystore(root: &Path, validity: Validity) -> Result<Keystore, Crea
     Ok(Keystore::open(root)?)
 }
 
+/// The CA as an issuer (its key must be in this keystore).
+fn ca_issuer(ks: &Keystore) -> Result<Issuer<'static, KeyPair>, CreateError> {
+    let ca_key_path = ks.ca_key_path();
+    let ca_key = std::fs::read_to_string(&ca_key_path)
+        .map_err(|_| CreateError::NoCaKey(ca_key_path.display().to_string()))?;
+    let ca_key = KeyPair::from_pem(&ca_key).map_err(cert_err)?;
+    let ca_cert_path = ks.ca_cert_path();
+    let ca_cert = std::fs::read_to_string(&ca_cert_path).map_err(io(&ca_cert_path))?;
+    Issuer::from_ca_cert_pem(&ca_cert, ca_key).map_err(cert_err)
+}
+
+/// Issues a TLS server certificate for an MQTT broker (Mosquitto, EMQX)
+/// reachable as `names` (DNS names or IP addresses), signed by the
+/// keystore's CA, with an ECDSA P-256 key (what every broker's TLS library
+/// takes). Written to `brokers/<first name>/{cert,key}.pem` (the key
+/// 0600); the broker trusts `public/ca.cert.pem` for client certificates,
+/// and ferry runtimes with this keystore trust the broker. Returns the
+/// directory.
+pub fn create_broker_certificate(
+    ks: &Keystore,
+    names: &[String],
+    validity: Validity,
+) -> Result<PathBuf, CreateError> {
+    let first = names.first().ok_or_else(|| {
+        CreateError::Certificate("a broker certificate needs at least one name".into())
+    })?;
+    if first.is_empty() || first.contains(['/', '\\']) || first.starts_with('.') {
+        return Err(CreateError::Certificate(format!(
+            "`{first}` is not a host name or address"
+        )));
+    }
+    let issuer = ca_issuer(ks)?;
+    let dir = ks.root().join("brokers").join(first);
+    mkdir(&dir, 0o755)?;
+    let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(cert_err)?;
+    let mut p = CertificateParams::new(names.to_vec()).map_err(cert_err)?;
+    p.distinguished_name = name(first);
+    p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    p.use_authority_key_identifier_extension = true;
+    p.not_before = validity.not_before.into();
+    p.not_after = validity.not_after.into();
+    p.serial_number = Some(serial());
+    let cert = p.signed_by(&key, &issuer).map_err(cert_err)?;
+    write_file(&dir.join("key.pem"), &key.serialize_pem(), 0o600)?;
+    write_file(&dir.join("cert.pem"), &cert.pem(), 0o644)?;
+    Ok(dir)
+}
+
 /// Issues the certificate of `enclave` for `key` with `grants`.
 fn issue(
     ks: &Keystore,
@@ -177,13 +226,7 @@ fn issue(
     grants: &Grants,
     validity: Validity,
 ) -> Result<String, CreateError> {
-    let ca_key_path = ks.ca_key_path();
-    let ca_key = std::fs::read_to_string(&ca_key_path)
-        .map_err(|_| CreateError::NoCaKey(ca_key_path.display().to_string()))?;
-    let ca_key = KeyPair::from_pem(&ca_key).map_err(cert_err)?;
-    let ca_cert_path = ks.ca_cert_path();
-    let ca_cert = std::fs::read_to_string(&ca_cert_path).map_err(io(&ca_cert_path))?;
-    let issuer = Issuer::from_ca_cert_pem(&ca_cert, &ca_key).map_err(cert_err)?;
+    let issuer = ca_issuer(ks)?;
     let mut p = CertificateParams::default();
     p.distinguished_name = name(enclave);
     p.key_usages = vec![KeyUsagePurpose::DigitalSignature];

@@ -124,6 +124,15 @@ impl ServerCertVerifier for CaVerifier {
 }
 
 impl Identity {
+    /// This identity's certificate and key as a TLS client presents them
+    /// (to an MQTT broker that requires client certificates).
+    pub fn client_auth(&self) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
+        (
+            vec![CertificateDer::from(self.cert_der().to_vec())],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_pkcs8().to_vec())),
+        )
+    }
+
     /// This identity's TLS configurations: its certificate and key on both
     /// sides, the keystore's CA as the only trust anchor, client
     /// certificates required.

@@ -134,6 +134,14 @@ pub struct MqttConfig {
     /// default: the system's roots.
     #[serde(default)]
     pub ca_file: Option<std::path::PathBuf>,
+    /// Client certificate chain (PEM) for an `mqtts://` broker that
+    /// requires one (Mosquitto's `require_certificate`); with `key_file`.
+    /// Default with security on: the enclave's own certificate.
+    #[serde(default)]
+    pub cert_file: Option<std::path::PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[serde(default)]
+    pub key_file: Option<std::path::PathBuf>,
     /// First segment of every MQTT topic (`<prefix>/<domain>/<name>`).
     #[serde(default = "default_prefix")]
     pub prefix: String,
@@ -217,6 +225,8 @@ impl MqttConfig {
             user: None,
             password: None,
             ca_file: None,
+            cert_file: None,
+            key_file: None,
             prefix: default_prefix(),
             on_unreachable: OnUnreachable::default(),
             connect_timeout_ms: default_connect_ms(),
@@ -286,10 +296,26 @@ impl MqttConfig {
                 );
             }
         }
-        if let Some(p) = &self.ca_file {
-            if !p.is_file() {
-                return bad("mqtt.ca_file", format!("{} is not a file", p.display()));
+        for (key, file) in [
+            ("mqtt.ca_file", &self.ca_file),
+            ("mqtt.cert_file", &self.cert_file),
+            ("mqtt.key_file", &self.key_file),
+        ] {
+            if let Some(p) = file {
+                if !p.is_file() {
+                    return bad(key, format!("{} is not a file", p.display()));
+                }
             }
+        }
+        if self.cert_file.is_some() != self.key_file.is_some() {
+            return bad(
+                if self.cert_file.is_some() {
+                    "mqtt.key_file"
+                } else {
+                    "mqtt.cert_file"
+                },
+                "a client certificate needs both cert_file and key_file".into(),
+            );
         }
         Ok(())
     }

@@ -1,0 +1,212 @@
+//! MQTT with security on, against a real Mosquitto that requires client
+//! certificates: the keystore issues the broker's certificate
+//! (`create_broker_certificate`, what `ferry security create-broker-cert`
+//! runs), enforcing runtimes connect with their enclaves' certificates,
+//! trust the broker through the keystore's CA and exchange samples through
+//! it; a runtime without a client
+//! certificate, or with one from another keystore, is refused by the broker;
+//! under enforce a plain broker off this host is a build error.
+#![cfg(feature = "mqtt-tls")]
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use ferry::config::mqtt::{BrokerDiscovery, BrokerUrl, MqttConfig, OnUnreachable, Scope};
+use ferry::msgs::std_msgs;
+use ferry::{Config, DiscoveryRange, Node, TopicRule};
+use ferry_security::create::{
+    create_broker_certificate, create_identity, create_keystore, create_permissions, Validity,
+};
+use ferry_security::Mode;
+use ferry_testkit::{wait_listening, TempDir};
+
+const T: Duration = Duration::from_secs(10);
+const DOMAIN: u16 = 226;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A keystore with `/robot1/talker` (publish `/cloud/**`) and
+/// `/robot1/listener` (subscribe), and the broker's certificate for
+/// localhost.
+fn keystore(d: &TempDir, name: &str) -> std::path::PathBuf {
+    let root = d.path().join(name);
+    let ks = create_keystore(&root, Validity::days(1)).unwrap();
+    for e in ["/robot1/talker", "/robot1/listener"] {
+        create_identity(&ks, e, Validity::days(1)).unwrap();
+    }
+    let policy = d.path().join(format!("{name}-policy.yaml"));
+    std::fs::write(
+        &policy,
+        format!(
+            "version: 1\ndomains: [{DOMAIN}]\nidentities:\n  /robot1/talker: {{ allow: {{ publish: [\"/cloud/**\"] }} }}\n  /robot1/listener: {{ allow: {{ subscribe: [\"/cloud/**\"] }} }}\n"
+        ),
+    )
+    .unwrap();
+    create_permissions(&ks, &policy, Validity::days(1)).unwrap();
+    create_broker_certificate(
+        &ks,
+        &["localhost".to_string(), "127.0.0.1".to_string()],
+        Validity::days(1),
+    )
+    .unwrap();
+    root
+}
+
+fn config(broker: BrokerUrl, mode: Mode, ks: Option<&std::path::Path>) -> Config {
+    let mut c = config_as(broker, ks, "/robot1/talker");
+    c.security.mode = mode;
+    c
+}
+
+/// Enforcing as `enclave` (security off without a keystore), meeting
+/// others only through the broker.
+fn config_as(broker: BrokerUrl, ks: Option<&std::path::Path>, enclave: &str) -> Config {
+    let mut c = Config {
+        domain_id: DOMAIN,
+        discovery: DiscoveryRange::Off,
+        shared_memory: false,
+        topics: vec![TopicRule {
+            pattern: "/cloud/**".into(),
+            scope: Some(Scope::Cloud),
+            ..Default::default()
+        }],
+        mqtt: Some(MqttConfig {
+            on_unreachable: OnUnreachable::Fail,
+            connect_timeout_ms: 3000,
+            discovery: BrokerDiscovery::On,
+            ..MqttConfig::new(broker)
+        }),
+        ..Config::default()
+    };
+    if ks.is_some() {
+        c.security.mode = Mode::Enforce;
+    }
+    c.security.keystore = ks.map(|p| p.to_path_buf());
+    c.security.enclave = ks.map(|_| enclave.to_string());
+    c
+}
+
+#[test]
+fn an_enforcing_runtime_meets_a_broker_that_requires_client_certificates() {
+    let d = TempDir::new("mqtt-mtls");
+    let ks = keystore(&d, "ks");
+    let other = keystore(&d, "other");
+    let port = free_port();
+    let broker_dir = ks.join("brokers/localhost");
+    std::fs::write(
+        d.path().join("m.conf"),
+        format!(
+            "listener {port} 127.0.0.1\ncafile {ca}\ncertfile {b}/cert.pem\nkeyfile {b}/key.pem\n\
+             require_certificate true\nuse_identity_as_username true\ntls_version tlsv1.3\n\
+             allow_anonymous true\nuser root\n",
+            ca = ks.join("public/ca.cert.pem").display(),
+            b = broker_dir.display()
+        ),
+    )
+    .unwrap();
+    let mut mosq = Command::new("mosquitto")
+        .arg("-c")
+        .arg(d.path().join("m.conf"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("mosquitto is installed by scripts/setup.sh");
+    assert!(wait_listening(port, T), "mosquitto (mTLS) did not come up");
+    let tls = BrokerUrl::Tls {
+        host: "localhost".into(),
+        port,
+    };
+
+    // Enforce: the enclave's certificate for the broker, the keystore's CA
+    // for the broker's certificate; no file named in [mqtt].
+    let n = Node::builder()
+        .name("talker")
+        .config(config(tls.clone(), Mode::Enforce, Some(&ks)))
+        .build()
+        .expect("an enforcing runtime connects with its enclave certificate");
+    assert!(n.broker_state().unwrap().connected);
+    let p = n
+        .publisher::<std_msgs::String>("/cloud/mtls")
+        .build()
+        .unwrap();
+    // A reader in another enforcing runtime, through the broker only
+    // (discovery through the broker, signed).
+    let listener = Node::builder()
+        .name("listener")
+        .config(config_as(tls.clone(), Some(&ks), "/robot1/listener"))
+        .build()
+        .expect("the listener connects with its enclave certificate");
+    let s = listener
+        .subscriber::<std_msgs::String>("/cloud/mtls")
+        .build()
+        .unwrap();
+    assert!(
+        p.wait_for_subscribers(1, T),
+        "the two runtimes never met through the broker"
+    );
+    let msg = std_msgs::String {
+        data: "client certificate".into(),
+    };
+    p.publish(msg.clone()).unwrap();
+    let got = s.recv_timeout(T).expect("delivered through the broker");
+    assert_eq!(got.data, msg.data);
+    // (Two runtimes of one process also meet in process once the broker
+    // introduced them: the broker path is the first.)
+    let paths: Vec<_> = p.connections().iter().map(|c| c.transport).collect();
+    assert!(paths.contains(&ferry::TransportKind::Mqtt), "{paths:?}");
+
+    // No client certificate: the broker refuses the handshake.
+    let mut plain = config(tls.clone(), Mode::Off, None);
+    if let Some(m) = &mut plain.mqtt {
+        m.ca_file = Some(ks.join("public/ca.cert.pem"));
+    }
+    let Err(e) = Node::builder().name("anonymous").config(plain).build() else {
+        panic!("a client without a certificate must be refused");
+    };
+    assert!(e.to_string().contains("mqtts://localhost"), "{e}");
+    // A certificate of another keystore: refused too (and that runtime
+    // does not trust this broker's certificate either).
+    let mut foreign = config(tls, Mode::Off, None);
+    if let Some(m) = &mut foreign.mqtt {
+        m.ca_file = Some(ks.join("public/ca.cert.pem"));
+        m.cert_file = Some(other.join("enclaves/robot1/talker/cert.pem"));
+        m.key_file = Some(other.join("enclaves/robot1/talker/key.pem"));
+    }
+    assert!(
+        Node::builder()
+            .name("foreign")
+            .config(foreign)
+            .build()
+            .is_err(),
+        "a certificate of another CA must be refused"
+    );
+    let _ = mosq.kill();
+    let _ = mosq.wait();
+}
+
+#[test]
+fn under_enforce_a_plain_broker_off_this_host_is_a_build_error() {
+    let d = TempDir::new("mqtt-plain-enforce");
+    let ks = keystore(&d, "ks");
+    let remote = BrokerUrl::Tcp {
+        host: "192.0.2.7".into(),
+        port: 1883,
+    };
+    let Err(e) = Node::builder()
+        .name("talker")
+        .config(config(remote, Mode::Enforce, Some(&ks)))
+        .build()
+    else {
+        panic!("a plain remote broker under enforce must be refused");
+    };
+    assert!(
+        e.to_string().contains("needs TLS") && e.to_string().contains("mqtts://"),
+        "{e}"
+    );
+}
