@@ -15,6 +15,17 @@ trap 'rm -rf "$out"' EXIT
 echo "== ferry-sec-micro --quick (issue 22: Ed25519 per beacon; signed vs plain discovery converging and at rest)"
 # (It exits non-zero when a signed or plain domain does not converge.)
 ./target/release/ferry-sec-micro --quick
+echo "== ferry-wireless with FERRY_SECURITY=enforce (protected UDP on the Wi-Fi link: 20 % loss, and a 6 s outage past the 3 s discovery lease)"
+./target/release/ferry security create-keystore "$out/ks" > /dev/null
+./target/release/ferry security create-identity "$out/ks" / > /dev/null
+printf 'version: 1\nidentities:\n  /: { allow: { publish: ["/**"], subscribe: ["/**"] } }\n' > "$out/policy.yaml"
+./target/release/ferry security create-permissions "$out/ks" "$out/policy.yaml" > /dev/null
+FERRY_SECURITY=enforce FERRY_KEYSTORE="$out/ks" FERRY_ENCLAVE=/ ./target/release/ferry-wireless run \
+  --sizes 64 --conditions loss20,outage --count 300 --outage 3:9 | tee "$out/sec.txt"
+if [ "$(grep -cE '^\| (loss20|outage) \| 64 KB \| 300/300 ' "$out/sec.txt")" != 2 ]; then
+  echo "bench smoke: protected UDP lost samples (loss or outage)" >&2
+  exit 1
+fi
 echo "== ferry-lab check --quick"
 ./target/release/ferry-lab check --quick | tee "$out/lab.md"
 grep -q "wifi: 300 Mbit/s" "$out/lab.md"

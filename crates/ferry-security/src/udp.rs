@@ -30,7 +30,7 @@ use ferry_wire::ParticipantId;
 use parking_lot::RwLock;
 use snow::{HandshakeState, StatelessTransportState};
 
-use crate::PeerIdentity;
+use crate::{KeyId, PeerIdentity};
 
 /// The Noise protocol of ferry's UDP sessions.
 pub const NOISE: &str = "Noise_IK_25519_AESGCM_SHA256";
@@ -66,6 +66,10 @@ pub struct Tuning {
     pub shake_give_up: Duration,
     /// SHAKE1s answered per second at most (each costs two X25519).
     pub shakes_per_s: u32,
+    /// Sessions with a peer discovery no longer knows (silent past its
+    /// lease: an outage) are kept this long, so streams resume under them
+    /// when the link returns; a peer with another key loses them at once.
+    pub forget_after: Duration,
 }
 
 impl Default for Tuning {
@@ -77,6 +81,7 @@ impl Default for Tuning {
             shake_repeat: Duration::from_millis(100),
             shake_give_up: Duration::from_secs(5),
             shakes_per_s: 200,
+            forget_after: Duration::from_secs(600),
         }
     }
 }
@@ -222,6 +227,9 @@ struct State {
     expected: HashMap<SocketAddr, ParticipantId>,
     /// Per initiator participant.
     answered: HashMap<ParticipantId, Answered>,
+    /// Peers discovery stopped vouching for (silent past their lease), and
+    /// since when.
+    missing: HashMap<ParticipantId, Instant>,
     /// Token bucket for SHAKE1s: tokens, last refill.
     bucket: (f64, Option<Instant>),
 }
@@ -757,31 +765,50 @@ impl UdpSecurity {
         st.pending
             .retain(|_, p| now.saturating_duration_since(p.started) < give_up);
         let lookup = &self.lookup;
-        let still = |peer: ParticipantId, identity: &PeerIdentity| {
-            lookup(peer).is_some_and(|p| p.identity.key_id() == identity.key_id())
-        };
-        let gone: Vec<u32> = st
-            .sessions
-            .values()
-            .filter(|s| !still(s.peer, &s.identity))
-            .map(|s| s.local_index)
-            .collect();
-        for i in gone {
-            st.sessions.remove(&i);
-        }
+        let forget_after = self.tuning.forget_after;
         let State {
             sessions,
             by_addr,
             expected,
             answered,
+            missing,
             ..
         } = &mut *st;
+        // What discovery says of each peer we hold state for: the same key
+        // (keep), another key (drop now: a new certificate, or another
+        // runtime), or nothing — silent past its lease, as in an outage:
+        // keep for `forget_after`, so the streams of a link that comes back
+        // carry on under their sessions, as they do without security.
+        let mut known: HashMap<ParticipantId, Option<KeyId>> = HashMap::new();
+        let mut keep = |peer: ParticipantId, key: Option<KeyId>| {
+            let proven = *known
+                .entry(peer)
+                .or_insert_with(|| lookup(peer).map(|p| p.identity.key_id()));
+            match proven {
+                Some(k) => {
+                    missing.remove(&peer);
+                    key.is_none_or(|mine| mine == k)
+                }
+                None => {
+                    let since = *missing.entry(peer).or_insert(now);
+                    now.saturating_duration_since(since) < forget_after
+                }
+            }
+        };
+        sessions.retain(|_, s| keep(s.peer, Some(s.identity.key_id())));
         by_addr.retain(|_, v| {
             v.retain(|s| sessions.contains_key(&s.local_index));
             !v.is_empty()
         });
-        expected.retain(|_, p| lookup(*p).is_some());
-        answered.retain(|p, _| lookup(*p).is_some());
+        expected.retain(|_, p| keep(*p, None));
+        answered.retain(|p, _| keep(*p, None));
+        let live: std::collections::HashSet<ParticipantId> = sessions
+            .values()
+            .map(|s| s.peer)
+            .chain(expected.values().copied())
+            .chain(answered.keys().copied())
+            .collect();
+        missing.retain(|p, _| live.contains(p));
     }
 }
 

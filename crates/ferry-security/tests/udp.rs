@@ -386,3 +386,39 @@ fn a_peer_handshaking_from_ever_new_addresses_holds_a_bounded_number_of_sessions
         b.live_sessions()
     );
 }
+
+#[test]
+fn sessions_outlive_an_outage_that_outlasts_the_lease_and_end_with_a_new_key() {
+    let (_d, ks) = keystore("udp-outage");
+    let dir = Directory::default();
+    let t = Tuning::default();
+    let a = runtime(&ks, "/a", 1, 7400, &dir, true, t);
+    let b = runtime(&ks, "/b", 2, 7400, &dir, true, t);
+    a.udp.expect(b.addr, b.id);
+    let mut net = Net::new(vec![a, b]);
+    net.send(0, 1, b"x");
+    net.deliver();
+    assert_eq!(net.send(0, 1, b"before"), Outcome::Sealed);
+    net.deliver();
+    // A 20 s outage: each side's discovery lets the other expire.
+    let saved: Vec<(ParticipantId, ProvenUdp)> = dir.write().drain().collect();
+    for _ in 0..20 {
+        net.step(Duration::from_secs(1));
+    }
+    // The link is back before discovery has heard again: the streams carry
+    // on under the sessions they had (no handshake needed).
+    assert_eq!(net.send(0, 1, b"after"), Outcome::Sealed);
+    assert_eq!(net.send(1, 0, b"ack"), Outcome::Sealed);
+    net.deliver();
+    assert_eq!(net.got[1].last().map(Vec::as_slice), Some(&b"after"[..]));
+    assert_eq!(net.got[0].last().map(Vec::as_slice), Some(&b"ack"[..]));
+    // Discovery hears b again, with another certificate (re-issued): the
+    // old sessions end at once, and a new handshake follows.
+    dir.write().extend(saved);
+    let other = Identity::load(&ks, "/mallory").unwrap();
+    let new_b = Arc::new(other.verify_peer(other.cert_der(), 0).unwrap());
+    dir.write().get_mut(&ParticipantId(2)).unwrap().identity = new_b;
+    net.step(Duration::from_secs(1));
+    assert_eq!(net.rts[0].udp.live_sessions(), 0);
+    assert_eq!(net.send(0, 1, b"renewed"), Outcome::Held);
+}
