@@ -13,7 +13,7 @@ src, out = sys.argv[1:3]
 data = json.load(open(src))
 rows = data["domains"]
 sizes = sorted({r["runtimes"] for r in rows})
-fig, ax = plt.subplots(1, 4, figsize=(21, 3.8))
+fig, ax = plt.subplots(1, 5, figsize=(26, 3.8))
 width = 0.38
 for k, (key, title, unit) in enumerate([
     ("cpu_pct_of_core_per_runtime", "CPU per runtime at rest\n(% of one core)", "%"),
@@ -32,9 +32,11 @@ for k, (key, title, unit) in enumerate([
     a.set_xticklabels([f"{n} runtimes" for n in sizes])
     a.set_title(title, fontsize=10)
     a.legend(fontsize=8)
-for k, (path, word) in enumerate([("tcp", "TLS on TCP"), ("udp", "AEAD on UDP")]):
-    rows_p = data.get(path, [])
+for k, (path, word) in enumerate([("tcp", "TLS on TCP"), ("udp", "AEAD on UDP"),
+                                   ("mqtt", "MQTT: TLS + client certificates to Mosquitto")]):
+    rows_p = data.get(path) or []
     if not rows_p:
+        ax[2 + k].set_visible(False)
         continue
     a = ax[2 + k]
     labels = [(f"{r['size'] >> 20} MiB" if r["size"] >= 1 << 20 else

@@ -78,6 +78,15 @@ impl WriterLink {
     }
 }
 
+/// What protects the hop to the broker (the broker itself sees the bytes).
+fn protection_of(url: &str) -> String {
+    if url.starts_with("mqtts://") {
+        "tls (to the broker)".into()
+    } else {
+        "none".into()
+    }
+}
+
 impl Link for WriterLink {
     fn transport(&self) -> TransportKind {
         TransportKind::Mqtt
@@ -87,6 +96,9 @@ impl Link for WriterLink {
     }
     fn locator(&self) -> String {
         self.broker.url.clone()
+    }
+    fn protection(&self) -> String {
+        protection_of(&self.broker.url)
     }
     fn send(&self, frame: &OutFrame<'_>) -> Result<(), SendError> {
         if self.is_closed() {
@@ -186,6 +198,9 @@ impl Link for ReaderView {
     fn locator(&self) -> String {
         self.link.locator()
     }
+    fn protection(&self) -> String {
+        self.link.protection()
+    }
     fn send(&self, _frame: &OutFrame<'_>) -> Result<(), SendError> {
         if self.is_closed() {
             return Err(SendError::Closed);
@@ -269,6 +284,9 @@ impl Link for ClientLink {
     }
     fn locator(&self) -> String {
         self.broker.url.clone()
+    }
+    fn protection(&self) -> String {
+        protection_of(&self.broker.url)
     }
     fn send(&self, frame: &OutFrame<'_>) -> Result<(), SendError> {
         if self.is_closed() {

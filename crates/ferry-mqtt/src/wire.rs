@@ -136,6 +136,10 @@ impl Wire {
             Some((cfg, name)) => {
                 let mut c = rustls::ClientConnection::new(cfg.clone(), name.clone())
                     .map_err(|e| format!("TLS: {e}"))?;
+                // rustls' own 64 KiB cap would refuse a larger packet
+                // (`write_all` fails with WriteZero): what waits is bounded
+                // by the writers' high-water mark on `backlog` instead.
+                c.set_buffer_limit(None);
                 while c.is_handshaking() {
                     set_timeouts(&sock, left()?)?;
                     c.complete_io(&mut sock)

@@ -24,9 +24,36 @@ struct Pair {
     tput_sub: ferry::Subscriber<RawBytes>,
 }
 
+/// The path a pair is pinned to.
+#[derive(Debug, Clone, Copy)]
+pub enum Via {
+    /// TCP (TLS when protected).
+    Tcp,
+    /// UDP (Noise IK + AEAD when protected).
+    Udp,
+    /// Through Mosquitto: `plain` port, or `tls` (client certificates
+    /// required) when protected.
+    Mqtt {
+        /// Mosquitto without TLS.
+        plain: u16,
+        /// Mosquitto with TLS and `require_certificate`.
+        tls: u16,
+    },
+}
+
+impl Via {
+    fn kind(self) -> TransportKind {
+        match self {
+            Via::Tcp => TransportKind::Tcp,
+            Via::Udp => TransportKind::Udp,
+            Via::Mqtt { .. } => TransportKind::Mqtt,
+        }
+    }
+}
+
 /// Runtime `side` (0 or 1) of a pair: configs differ (the lease), or the
-/// two nodes would share one runtime and never cross TCP.
-fn config(domain: u16, mode: Mode, ks: &Path, side: u32) -> Config {
+/// two nodes would share one runtime and never cross the path.
+fn config(domain: u16, mode: Mode, ks: &Path, side: u32, via: Via) -> Config {
     let mut c = Config {
         domain_id: domain,
         discovery: DiscoveryRange::Localhost,
@@ -36,6 +63,33 @@ fn config(domain: u16, mode: Mode, ks: &Path, side: u32) -> Config {
         udp_link_mbps: 4000,
         ..Config::default()
     };
+    if let Via::Mqtt { plain, tls } = via {
+        use ferry::config::mqtt::{BrokerDiscovery, BrokerUrl, MqttConfig, Scope};
+        // They meet through the broker only, as a robot and the cloud do.
+        c.discovery = DiscoveryRange::Off;
+        c.shared_memory = false;
+        c.topics = vec![ferry::TopicRule {
+            pattern: "/sec/**".into(),
+            scope: Some(Scope::Cloud),
+            ..Default::default()
+        }];
+        let url = if mode == Mode::Off {
+            BrokerUrl::Tcp {
+                host: "127.0.0.1".into(),
+                port: plain,
+            }
+        } else {
+            BrokerUrl::Tls {
+                host: "localhost".into(),
+                port: tls,
+            }
+        };
+        c.mqtt = Some(MqttConfig {
+            discovery: BrokerDiscovery::On,
+            max_packet_bytes: 8 << 20,
+            ..MqttConfig::new(url)
+        });
+    }
     c.security.mode = mode;
     if mode != Mode::Off {
         c.security.keystore = Some(ks.to_path_buf());
@@ -45,12 +99,13 @@ fn config(domain: u16, mode: Mode, ks: &Path, side: u32) -> Config {
 }
 
 impl Pair {
-    fn new(domain: u16, mode: Mode, ks: &Path, kind: TransportKind) -> Pair {
+    fn new(domain: u16, mode: Mode, ks: &Path, via: Via) -> Pair {
+        let kind = via.kind();
         let qos = || Qos::default().keep_all().transport(kind);
         let node = |name: &str, side| {
             Node::builder()
                 .name(name)
-                .config(config(domain, mode, ks, side))
+                .config(config(domain, mode, ks, side, via))
                 .build()
                 .expect("node")
         };
@@ -108,8 +163,8 @@ impl Pair {
         while pong.try_recv().is_some() {}
         let want = match (mode, kind) {
             (Mode::Off, _) => "none",
-            (_, TransportKind::Tcp) => "tls",
-            _ => "aead",
+            (_, TransportKind::Udp) => "aead",
+            _ => "tls",
         };
         for c in ping.connections().iter().chain(&tput.connections()) {
             assert_eq!(c.transport, kind);
@@ -134,9 +189,12 @@ impl Pair {
         for _ in 0..n {
             let t = Instant::now();
             self.ping.publish(RawBytes(body.clone())).expect("ping");
-            self.pong
-                .recv_timeout(Duration::from_secs(5))
-                .expect("pong within 5 s");
+            if let Err(e) = self.pong.recv_timeout(Duration::from_secs(5)) {
+                panic!(
+                    "no pong of {size} B within 5 s ({e:?}): {:?}",
+                    self.ping.connections()
+                );
+            }
             out.push(t.elapsed().as_secs_f64() * 1e6);
         }
         out.sort_by(f64::total_cmp);
@@ -176,25 +234,20 @@ fn pct(v: &[f64], p: f64) -> f64 {
 /// The rows of one path (`Tcp`: TLS, `Udp`: AEAD; domains `domain` and
 /// `domain + 1`): per size, p50/p99 round trip and (from 64 KiB)
 /// throughput, plain and protected, and the protected one's ratio to plain.
-pub fn run(
-    ks: &Path,
-    quick: bool,
-    kind: TransportKind,
-    domain: u16,
-) -> (String, serde_json::Value) {
+pub fn run(ks: &Path, quick: bool, via: Via, domain: u16) -> (String, serde_json::Value) {
     let sizes: &[usize] = &[64, 1024, 64 * 1024, 1 << 20, 4 << 20];
     let (pings, secs, rounds) = if quick { (40, 0.3, 1) } else { (400, 2.0, 3) };
     let modes = [Mode::Off, Mode::Enforce];
     let pairs: Vec<Pair> = modes
         .iter()
         .enumerate()
-        .map(|(i, m)| Pair::new(domain + i as u16, *m, ks, kind))
+        .map(|(i, m)| Pair::new(domain + i as u16, *m, ks, via))
         .collect();
     let mut rows = Vec::new();
-    let p = if kind == TransportKind::Tcp {
-        "TLS"
-    } else {
+    let p = if matches!(via, Via::Udp) {
         "AEAD"
+    } else {
+        "TLS"
     };
     let mut md = format!(
         "| size | plain RTT p50 / p99 (µs) | {p} RTT p50 / p99 (µs) | {p}/plain p50 | plain MB/s | {p} MB/s | {p}/plain |\n|---|---|---|---|---|---|---|\n",
