@@ -5,7 +5,10 @@
 //! simulated network (the real `ferry_discovery` state machines, real
 //! keys and signatures; one virtual millisecond per step).
 //!
-//! Then TLS on TCP against plain TCP between two runtimes ([`tcp`]).
+//! Then each protected path against the same path plain between two
+//! runtimes ([`path`]): TLS on TCP, Noise IK + AEAD on UDP, and TLS with
+//! client certificates to a Mosquitto broker ([`broker`]); and sealing a
+//! UDP datagram alone ([`mod@seal`]).
 //!
 //! `ferry-sec-micro [--quick] [--out PATH]` prints Markdown tables and,
 //! with `--out`, writes PATH.md and PATH.json.
