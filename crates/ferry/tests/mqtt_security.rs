@@ -119,13 +119,15 @@ fn an_enforcing_runtime_meets_a_broker_that_requires_client_certificates() {
         ),
     )
     .unwrap();
-    let mut mosq = Command::new("mosquitto")
-        .arg("-c")
-        .arg(d.path().join("m.conf"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("mosquitto is installed by scripts/setup.sh");
+    let _mosq = Killed(
+        Command::new("mosquitto")
+            .arg("-c")
+            .arg(d.path().join("m.conf"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("mosquitto is installed by scripts/setup.sh"),
+    );
     assert!(wait_listening(port, T), "mosquitto (mTLS) did not come up");
     let tls = BrokerUrl::Tls {
         host: "localhost".into(),
@@ -207,8 +209,16 @@ fn an_enforcing_runtime_meets_a_broker_that_requires_client_certificates() {
             .is_err(),
         "a certificate of another CA must be refused"
     );
-    let _ = mosq.kill();
-    let _ = mosq.wait();
+}
+
+/// A child process killed when the test ends, failed or not.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 #[test]
