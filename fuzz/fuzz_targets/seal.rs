@@ -74,7 +74,6 @@ fn pair() -> &'static Pair {
             ));
         }
         let b_addr: SocketAddr = "10.0.0.2:7400".parse().unwrap();
-        a.expect(b_addr, ParticipantId(2));
         Pair {
             a,
             b,
@@ -118,7 +117,7 @@ fuzz_target!(|data: &[u8]| {
     let now = p.t0;
     // Keep a handshake of a's waiting for its SHAKE2.
     let mut out = Vec::new();
-    let _ = p.a.seal(now, p.b_addr, b"x", &mut out);
+    let _ = p.a.seal(now, p.b_addr, ParticipantId(2), b"x", &mut out);
     for (u, from) in [(&p.a, p.b_addr), (&p.b, p.a_addr)] {
         if let Opened::Data { .. } = u.open(now, from, data, &mut out) {
             panic!("bytes never sealed by the peer opened as data");

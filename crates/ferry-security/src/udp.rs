@@ -209,6 +209,7 @@ struct Pending {
 /// The last SHAKE1 accepted from an initiator, and the answer (repeated if
 /// its SHAKE2 was lost and the same SHAKE1 comes again).
 struct Answered {
+    at: Instant,
     seq: u64,
     from: SocketAddr,
     shake1: Vec<u8>,
@@ -219,12 +220,13 @@ struct Answered {
 struct State {
     /// By our index.
     sessions: HashMap<u32, Arc<Session>>,
-    /// The sessions with each address, oldest first.
-    by_addr: HashMap<SocketAddr, Vec<Arc<Session>>>,
+    /// The sessions with each runtime at each address, oldest first: a
+    /// session serves only the participant it was made with, so another
+    /// identity handshaking from (or spoofing) the same address can neither
+    /// read nor displace it.
+    by_peer: HashMap<(SocketAddr, ParticipantId), Vec<Arc<Session>>>,
     /// By our index.
     pending: HashMap<u32, Pending>,
-    /// Who is at an address a writer connects to.
-    expected: HashMap<SocketAddr, ParticipantId>,
     /// Per initiator participant.
     answered: HashMap<ParticipantId, Answered>,
     /// Peers discovery stopped vouching for (silent past their lease), and
@@ -232,6 +234,8 @@ struct State {
     missing: HashMap<ParticipantId, Instant>,
     /// Token bucket for SHAKE1s: tokens, last refill.
     bucket: (f64, Option<Instant>),
+    /// The same, per source address.
+    sources: HashMap<std::net::IpAddr, (f64, Option<Instant>)>,
 }
 
 /// Protected UDP for one runtime: its static key and its sessions.
@@ -311,22 +315,16 @@ impl UdpSecurity {
         self.enforce
     }
 
-    /// A writer connects to `participant` at `addr`: datagrams to `addr`
-    /// are sealed, after a handshake this side starts.
-    pub fn expect(&self, addr: SocketAddr, participant: ParticipantId) {
-        self.state.write().expected.insert(addr, participant);
-    }
-
-    /// Whether discovery proved `participant` with a UDP key (a session
-    /// with it can be made).
-    pub fn can_protect(&self, participant: ParticipantId) -> bool {
+    /// Whether datagrams to `participant` are (or will be) sealed:
+    /// discovery proved it with a UDP key, or a session with it exists.
+    pub fn protects(&self, participant: ParticipantId) -> bool {
         (self.lookup)(participant).is_some()
-    }
-
-    /// Whether datagrams to `addr` are (or will be) sealed.
-    pub fn protects(&self, addr: SocketAddr) -> bool {
-        let st = self.state.read();
-        st.expected.contains_key(&addr) || st.by_addr.contains_key(&addr)
+            || self
+                .state
+                .read()
+                .by_peer
+                .keys()
+                .any(|(_, p)| *p == participant)
     }
 
     /// Sessions held now (every address, both roles).
@@ -357,52 +355,63 @@ impl UdpSecurity {
         p
     }
 
-    /// Seals `inner` for `to` into `out`. Sends nothing itself: the caller
+    /// Seals `inner` for runtime `peer` at `to` into `out`, under a session
+    /// made with that very participant. Sends nothing itself: the caller
     /// sends `out` (or `inner` when [`Outcome::Plain`]) and any SHAKE1.
-    pub fn seal(&self, now: Instant, to: SocketAddr, inner: &[u8], out: &mut Vec<u8>) -> Sealing {
-        let (session, unconfirmed, expected) = {
+    /// A peer discovery proved with a UDP key is never sent anything plain.
+    pub fn seal(
+        &self,
+        now: Instant,
+        to: SocketAddr,
+        peer: ParticipantId,
+        inner: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Sealing {
+        let (session, unconfirmed) = {
             let st = self.state.read();
-            let list = st.by_addr.get(&to);
-            (
-                list.and_then(|v| pick(v)).cloned(),
-                list.is_some(),
-                st.expected.get(&to).copied(),
-            )
+            let list = st.by_peer.get(&(to, peer));
+            (list.and_then(|v| pick(v)).cloned(), list.is_some())
         };
         let Some(s) = session else {
-            if unconfirmed && expected.is_none() {
-                // Answered a handshake; the initiator's first datagram
-                // under it confirms it.
+            if unconfirmed
+                && !self
+                    .state
+                    .read()
+                    .pending
+                    .values()
+                    .any(|p| p.addr == to && p.peer == peer)
+            {
+                // Answered its handshake; its first datagram under the
+                // session confirms it.
                 return Sealing {
                     outcome: Outcome::Held,
                     shake: None,
                 };
             }
-            let Some(peer) = expected else {
+            if (self.lookup)(peer).is_some() {
                 return Sealing {
-                    outcome: if self.enforce {
-                        Outcome::Refused
-                    } else {
-                        Outcome::Plain
-                    },
-                    shake: None,
+                    outcome: Outcome::Held,
+                    shake: self.start(now, to, peer),
                 };
-            };
+            }
             return Sealing {
-                outcome: Outcome::Held,
-                shake: self.start(now, to, peer),
+                outcome: if self.enforce {
+                    Outcome::Refused
+                } else {
+                    Outcome::Plain
+                },
+                shake: None,
             };
         };
         let counter = s.sent.fetch_add(1, Relaxed);
-        let old = now.saturating_duration_since(s.created) >= self.tuning.rekey_after
+        let age = now.saturating_duration_since(s.created);
+        // The side that started the session renews it by time; either side
+        // once it is well overdue (its initiator may be gone quiet) or has
+        // sealed many datagrams (a busy responder: replies).
+        let renew = (age >= self.tuning.rekey_after && s.initiator)
+            || age >= self.tuning.rekey_after * 3 / 2
             || counter >= self.tuning.rekey_datagrams;
-        // The side that started the session renews it; either side does
-        // once it is well overdue (its initiator may be gone quiet).
-        let shake = (old
-            && (s.initiator
-                || now.saturating_duration_since(s.created) >= self.tuning.rekey_after * 3 / 2))
-            .then(|| self.start(now, to, s.peer))
-            .flatten();
+        let shake = renew.then(|| self.start(now, to, s.peer)).flatten();
         if counter >= self.tuning.max_datagrams {
             return Sealing {
                 outcome: Outcome::Held,
@@ -436,7 +445,11 @@ impl UdpSecurity {
         let t = self.tuning;
         st.pending
             .retain(|_, p| now.saturating_duration_since(p.started) < t.shake_give_up);
-        if let Some(p) = st.pending.values_mut().find(|p| p.addr == to) {
+        if let Some(p) = st
+            .pending
+            .values_mut()
+            .find(|p| p.addr == to && p.peer == peer)
+        {
             if now.saturating_duration_since(p.last_sent) < t.shake_repeat {
                 return None;
             }
@@ -478,9 +491,12 @@ impl UdpSecurity {
                 count(&self.counters.plaintext_refused);
                 return Opened::Dropped("plain datagram under enforce");
             }
-            // A peer we hold a session with speaks sealed: a plain datagram
-            // claiming its address is refused.
-            if self.state.read().by_addr.contains_key(&from) {
+            // A peer we hold (or are making) a session with speaks sealed:
+            // a plain datagram claiming its address is refused.
+            let st = self.state.read();
+            if st.by_peer.keys().any(|(a, _)| *a == from)
+                || st.pending.values().any(|p| p.addr == from)
+            {
                 count(&self.counters.plaintext_refused);
                 return Opened::Dropped("plain datagram from a protected peer");
             }
@@ -576,13 +592,14 @@ impl UdpSecurity {
                 return Opened::Reply(a.reply.clone());
             }
         }
-        if !self.spend_shake(now) {
-            return self.refuse("SHAKE1 over the rate cap");
-        }
-        // Only a participant signed discovery proved (no crypto before).
+        // Only a participant signed discovery proved (no crypto, no budget
+        // spent on the others), within its source's and the global budget.
         let Some(proven) = (self.lookup)(initiator) else {
             return self.refuse("SHAKE1 from an unproven participant");
         };
+        if !self.spend_shake(now, from.ip()) {
+            return self.refuse("SHAKE1 over the rate cap");
+        }
         let prologue = self.prologue(initiator, self.local);
         let Ok(mut hs) = snow::Builder::new(params())
             .local_private_key(&self.private)
@@ -625,6 +642,7 @@ impl UdpSecurity {
         st.answered.insert(
             initiator,
             Answered {
+                at: now,
                 seq,
                 from,
                 shake1: datagram.to_vec(),
@@ -670,7 +688,9 @@ impl UdpSecurity {
         }
         let mut payload = [0u8; wire::MAX_NOISE];
         if p.hs.read_message(noise, &mut payload).is_err() {
-            // The handshake is spent; the next datagram starts another.
+            // A forged SHAKE2 (the index is in clear) must not cancel the
+            // real one on its way: snow leaves the state as it was.
+            st.pending.insert(receiver_index, p);
             drop(st);
             return self.refuse("SHAKE2 failed authentication");
         }
@@ -706,26 +726,37 @@ impl UdpSecurity {
         let s = Arc::new(s);
         st.sessions.insert(s.local_index, s.clone());
         let (peer, addr) = (s.peer, s.addr);
-        let list = st.by_addr.entry(addr).or_default();
-        list.push(s);
+        let list = st.by_peer.entry((addr, peer)).or_default();
         let mut dropped: Vec<Arc<Session>> = Vec::new();
+        if !s.initiator {
+            // One unconfirmed answer per peer and address: replayed or
+            // repeated SHAKE1s cannot pile up answers.
+            list.retain(|o| {
+                let keep = o.initiator || o.confirmed.load(Relaxed);
+                if !keep {
+                    dropped.push(o.clone());
+                }
+                keep
+            });
+        }
+        list.push(s);
         while list.len() > SESSIONS_PER_PEER {
+            // The oldest goes (a new answer is about to be used by its
+            // initiator; answers cannot pile up, see above).
             dropped.push(list.remove(0));
         }
         // Too many addresses for one participant: the one it used least
         // recently (its newest session is the oldest) goes.
         let mut addrs: Vec<(Instant, SocketAddr)> = st
-            .by_addr
+            .by_peer
             .iter()
-            .filter_map(|(a, v)| {
-                let newest = v.last()?;
-                (newest.peer == peer).then_some((newest.created, *a))
-            })
+            .filter(|((_, p), _)| *p == peer)
+            .filter_map(|((a, _), v)| Some((v.last()?.created, *a)))
             .collect();
         if addrs.len() > ADDRESSES_PER_PARTICIPANT {
             addrs.sort();
             for (_, a) in &addrs[..addrs.len() - ADDRESSES_PER_PARTICIPANT] {
-                dropped.extend(st.by_addr.remove(a).unwrap_or_default());
+                dropped.extend(st.by_peer.remove(&(*a, peer)).unwrap_or_default());
             }
         }
         for d in dropped {
@@ -733,20 +764,23 @@ impl UdpSecurity {
         }
     }
 
-    fn spend_shake(&self, now: Instant) -> bool {
+    /// A SHAKE1 from `ip` may cost its two X25519: a tenth of the global
+    /// budget per source address (20/s by default), and the global one.
+    fn spend_shake(&self, now: Instant, ip: std::net::IpAddr) -> bool {
         let mut st = self.state.write();
         let cap = f64::from(self.tuning.shakes_per_s);
-        let (tokens, last) = st.bucket;
-        let refill = last.map_or(cap, |l| {
-            now.saturating_duration_since(l).as_secs_f64() * cap
-        });
-        let tokens = (tokens + refill).min(cap);
-        if tokens < 1.0 {
-            st.bucket = (tokens, Some(now));
+        if st.sources.len() >= SOURCES && !st.sources.contains_key(&ip) {
+            let oldest = st.sources.iter().min_by_key(|(_, b)| b.1).map(|(k, _)| *k);
+            if let Some(k) = oldest {
+                st.sources.remove(&k);
+            }
+        }
+        let per_source = (cap / 10.0).max(1.0);
+        let source = st.sources.entry(ip).or_insert((per_source, None));
+        if !take(source, per_source, now) {
             return false;
         }
-        st.bucket = (tokens - 1.0, Some(now));
-        true
+        take(&mut st.bucket, cap, now)
     }
 
     /// Housekeeping (about once a second): sessions and expectations of
@@ -768,8 +802,7 @@ impl UdpSecurity {
         let forget_after = self.tuning.forget_after;
         let State {
             sessions,
-            by_addr,
-            expected,
+            by_peer,
             answered,
             missing,
             ..
@@ -796,20 +829,48 @@ impl UdpSecurity {
             }
         };
         sessions.retain(|_, s| keep(s.peer, Some(s.identity.key_id())));
-        by_addr.retain(|_, v| {
+        by_peer.retain(|_, v| {
             v.retain(|s| sessions.contains_key(&s.local_index));
             !v.is_empty()
         });
-        expected.retain(|_, p| keep(*p, None));
-        answered.retain(|p, _| keep(*p, None));
-        let live: std::collections::HashSet<ParticipantId> = sessions
-            .values()
-            .map(|s| s.peer)
-            .chain(expected.values().copied())
-            .chain(answered.keys().copied())
-            .collect();
+        // The newest handshake counter of each initiator outlives its
+        // sessions (a SHAKE1 recorded long ago stays refused); the map is
+        // bounded, oldest answers first out.
+        if answered.len() > ANSWERED {
+            let mut by_age: Vec<(Instant, ParticipantId)> =
+                answered.iter().map(|(p, a)| (a.at, *p)).collect();
+            by_age.sort();
+            for (_, p) in &by_age[..answered.len() - ANSWERED] {
+                answered.remove(p);
+            }
+        }
+        let live: std::collections::HashSet<ParticipantId> =
+            sessions.values().map(|s| s.peer).collect();
         missing.retain(|p, _| live.contains(p));
     }
+}
+
+/// Initiators whose newest handshake counter is remembered.
+const ANSWERED: usize = 4096;
+
+/// Source addresses whose handshake budget is tracked (the least recently
+/// seen goes first).
+const SOURCES: usize = 1024;
+
+/// Takes a token from `bucket` (tokens, last refill), refilled at `rate`
+/// per second up to `rate`.
+fn take(bucket: &mut (f64, Option<Instant>), rate: f64, now: Instant) -> bool {
+    let (tokens, last) = *bucket;
+    let refill = last.map_or(rate, |l| {
+        now.saturating_duration_since(l).as_secs_f64() * rate
+    });
+    let tokens = (tokens + refill).min(rate);
+    if tokens < 1.0 {
+        *bucket = (tokens, Some(now));
+        return false;
+    }
+    *bucket = (tokens - 1.0, Some(now));
+    true
 }
 
 /// The session to seal with: the newest confirmed one.

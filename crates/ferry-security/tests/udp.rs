@@ -124,8 +124,10 @@ impl Net {
     /// `from` sends `inner` to `to` through its protection.
     fn send(&mut self, from: usize, to: usize, inner: &[u8]) -> Outcome {
         let mut out = Vec::new();
-        let addr = self.rts[to].addr;
-        let s = self.rts[from].udp.seal(self.now, addr, inner, &mut out);
+        let (addr, peer) = (self.rts[to].addr, self.rts[to].id);
+        let s = self.rts[from]
+            .udp
+            .seal(self.now, addr, peer, inner, &mut out);
         if let Some(shake) = s.shake {
             self.put(from, to, shake);
         }
@@ -175,7 +177,6 @@ fn pair(name: &str, tuning: Tuning) -> (ferry_testkit::TempDir, Net) {
     let dir = Directory::default();
     let a = runtime(&ks, "/a", 1, 7400, &dir, true, tuning);
     let b = runtime(&ks, "/b", 2, 7400, &dir, true, tuning);
-    a.udp.expect(b.addr, b.id);
     (d, Net::new(vec![a, b]))
 }
 
@@ -205,7 +206,7 @@ fn a_handshake_then_sealed_datagrams_both_ways() {
     let addr = net.rts[1].addr;
     net.rts[0]
         .udp
-        .seal(net.now, addr, b"SECRETSECRET", &mut out);
+        .seal(net.now, addr, ParticipantId(2), b"SECRETSECRET", &mut out);
     assert!(!out.windows(12).any(|w| w == b"SECRETSECRET"));
     assert_eq!(out.len(), 12 + ferry_wire::seal::SEAL_OVERHEAD);
 }
@@ -217,7 +218,9 @@ fn tampered_and_replayed_datagrams_are_dropped_and_counted() {
     net.deliver();
     let (to, from) = (net.rts[1].addr, net.rts[0].addr);
     let mut sealed = Vec::new();
-    net.rts[0].udp.seal(net.now, to, b"payload", &mut sealed);
+    net.rts[0]
+        .udp
+        .seal(net.now, to, ParticipantId(2), b"payload", &mut sealed);
     let b = &net.rts[1].udp;
     let mut out = Vec::new();
     for i in 0..sealed.len() {
@@ -265,7 +268,6 @@ fn a_runtime_that_is_not_who_it_claims_gets_no_session() {
     let m = runtime(&ks, "/mallory", 1, 7400, &other, true, Tuning::default());
     let b_proven = dir.read()[&b.id].clone();
     other.write().insert(b.id, b_proven);
-    m.udp.expect(b.addr, b.id);
     let mut net = Net::new(vec![a, b, m]);
     net.rts[2].addr = "10.0.0.3:7400".parse().unwrap();
     assert_eq!(net.send(2, 1, b"let me in"), Outcome::Held);
@@ -274,7 +276,6 @@ fn a_runtime_that_is_not_who_it_claims_gets_no_session() {
     assert_eq!(net.rts[1].udp.stats().shake_refused, 1);
     // And a participant discovery has not proved gets none either.
     dir.write().remove(&ParticipantId(1));
-    net.rts[0].udp.expect(net.rts[1].addr, net.rts[1].id);
     net.send(0, 1, b"unproven");
     net.deliver();
     assert_eq!(net.rts[1].udp.stats().sessions, 0);
@@ -372,7 +373,9 @@ fn a_peer_handshaking_from_ever_new_addresses_holds_a_bounded_number_of_sessions
         // A fresh handshake of a's (the last one given up), arriving from
         // a new source port each time.
         net.step(Duration::from_secs(6));
-        let s = net.rts[0].udp.seal(net.now, b_addr, b"x", &mut out);
+        let s = net.rts[0]
+            .udp
+            .seal(net.now, b_addr, ParticipantId(2), b"x", &mut out);
         let shake1 = s.shake.expect("a new SHAKE1");
         let from: SocketAddr = format!("10.0.0.1:{}", 20_000 + port).parse().unwrap();
         let r = net.rts[1].udp.open(net.now, from, &shake1, &mut out);
@@ -394,7 +397,6 @@ fn sessions_outlive_an_outage_that_outlasts_the_lease_and_end_with_a_new_key() {
     let t = Tuning::default();
     let a = runtime(&ks, "/a", 1, 7400, &dir, true, t);
     let b = runtime(&ks, "/b", 2, 7400, &dir, true, t);
-    a.udp.expect(b.addr, b.id);
     let mut net = Net::new(vec![a, b]);
     net.send(0, 1, b"x");
     net.deliver();
@@ -421,4 +423,70 @@ fn sessions_outlive_an_outage_that_outlasts_the_lease_and_end_with_a_new_key() {
     net.step(Duration::from_secs(1));
     assert_eq!(net.rts[0].udp.live_sessions(), 0);
     assert_eq!(net.send(0, 1, b"renewed"), Outcome::Held);
+}
+
+#[test]
+fn another_identity_at_the_same_address_neither_reads_nor_displaces_a_session() {
+    let (_d, ks) = keystore("udp-same-address");
+    let dir = Directory::default();
+    let t = Tuning::default();
+    let a = runtime(&ks, "/a", 1, 7400, &dir, true, t);
+    let b = runtime(&ks, "/b", 2, 7400, &dir, true, t);
+    // Mallory: a valid identity of the same CA, proven as participant 3.
+    let m = runtime(&ks, "/mallory", 3, 7400, &dir, true, t);
+    let mut net = Net::new(vec![a, b, m]);
+    net.send(0, 1, b"x");
+    net.deliver();
+    assert_eq!(net.send(0, 1, b"a to b"), Outcome::Sealed);
+    net.deliver();
+    let (a_addr, b_addr) = (net.rts[0].addr, net.rts[1].addr);
+    // Mallory's handshakes reach b with a's source address, many times.
+    let mut out = Vec::new();
+    for _ in 0..10 {
+        net.step(Duration::from_secs(6));
+        let s = net.rts[2]
+            .udp
+            .seal(net.now, b_addr, ParticipantId(2), b"m", &mut out);
+        let shake = s.shake.expect("a SHAKE1");
+        let r = net.rts[1].udp.open(net.now, a_addr, &shake, &mut out);
+        assert!(matches!(r, Opened::Reply(_)), "{r:?}");
+    }
+    // b still seals for a under a's own session, which a opens; nothing
+    // b sends to a is sealed under mallory's keys.
+    assert_eq!(net.send(1, 0, b"b to a"), Outcome::Sealed);
+    net.deliver();
+    assert_eq!(net.got[0].last().map(Vec::as_slice), Some(&b"b to a"[..]));
+    assert!(
+        net.rts[1].udp.live_sessions() <= 1 + 1,
+        "mallory's answers piled up"
+    );
+}
+
+#[test]
+fn a_forged_answer_does_not_cancel_a_handshake() {
+    let (_d, mut net) = pair("udp-forged-shake2", Tuning::default());
+    assert_eq!(net.send(0, 1, b"x"), Outcome::Held);
+    let shake1 = net.wire.pop().unwrap();
+    // The initiator's index is in clear (bytes 4..8): a forged SHAKE2 for
+    // it, from the responder's address, arrives first.
+    let index = u32::from_le_bytes(shake1.bytes[4..8].try_into().unwrap());
+    let forged = ferry_wire::seal::shake2(99, index, &[7u8; 48]);
+    let mut out = Vec::new();
+    let (a_addr, b_addr) = (net.rts[0].addr, net.rts[1].addr);
+    assert!(matches!(
+        net.rts[0].udp.open(net.now, b_addr, &forged, &mut out),
+        Opened::Dropped(_)
+    ));
+    // The real answer still completes it.
+    let Opened::Reply(shake2) = net.rts[1]
+        .udp
+        .open(net.now, a_addr, &shake1.bytes, &mut out)
+    else {
+        panic!("no answer");
+    };
+    assert!(matches!(
+        net.rts[0].udp.open(net.now, b_addr, &shake2, &mut out),
+        Opened::Done
+    ));
+    assert_eq!(net.send(0, 1, b"through"), Outcome::Sealed);
 }

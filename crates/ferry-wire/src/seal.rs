@@ -4,7 +4,7 @@
 //! [`SealView::parse`], after which the accessors cannot fail.
 //!
 //! ```text
-//! all     0 "FX" | 2 version 1 | 3 kind (low 7 bits) · key phase (bit 7, SEALED only)
+//! all     0 "FX" | 2 version 1 | 3 kind (low 7 bits) · bit 7 reserved (a key phase; must be 0)
 //! SHAKE1  4 sender index u32 | 8 initiator participant u64 | 16 responder participant u64 | 24 Noise message 1
 //! SHAKE2  4 sender index u32 | 8 receiver index u32 | 12 Noise message 2
 //! SEALED  4 receiver index u32 | 8 counter u64 | 16 AEAD(inner datagram) ‖ tag (16)
@@ -69,7 +69,8 @@ pub enum SealView<'a> {
     Sealed {
         /// The receiver's index of the session.
         receiver_index: u32,
-        /// Key phase (flips at each key update).
+        /// Key phase: reserved, always false (keys are renewed by new
+        /// handshakes; a datagram with it set does not parse).
         phase: bool,
         /// Per-direction counter: the nonce, and the replay check.
         counter: u64,
@@ -109,7 +110,7 @@ impl<'a> SealView<'a> {
                 receiver_index: r.u32()?,
                 noise: noise(&mut r)?,
             }),
-            KIND_SEALED => {
+            KIND_SEALED if kind & PHASE == 0 => {
                 let receiver_index = r.u32()?;
                 let counter = r.u64()?;
                 let sealed = r.bytes(r.remaining())?;
@@ -201,7 +202,7 @@ mod tests {
                 noise: &[3; 48],
             }
         );
-        let mut d = sealed_header(8, true, 1 << 40).to_vec();
+        let mut d = sealed_header(8, false, 1 << 40).to_vec();
         d.extend_from_slice(&[5; 40]);
         match SealView::parse(&d).unwrap() {
             SealView::Sealed {
@@ -211,13 +212,18 @@ mod tests {
                 header,
                 sealed,
             } => {
-                assert_eq!((receiver_index, phase, counter), (8, true, 1 << 40));
+                assert_eq!((receiver_index, phase, counter), (8, false, 1 << 40));
                 assert_eq!(header, &d[..SEALED_HEADER]);
                 assert_eq!(sealed.len(), 40);
             }
             other => panic!("{other:?}"),
         }
         assert!(is_protected(&d) && !is_protected(b"FU\x01"));
+        // The key-phase bit is reserved (keys are renewed by handshakes):
+        // a datagram with it set is refused, not opened.
+        let mut p = sealed_header(8, true, 1).to_vec();
+        p.extend_from_slice(&[5; 40]);
+        assert!(SealView::parse(&p).is_err());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use ferry_testkit::TempDir as Dir;
 
 const POLICY: &str = r#"
 version: 1
-domains: [160, 161, 162, 163, 165, 166, 167, 168, 221, 223, 224, 225]
+domains: [160, 161, 162, 163, 165, 166, 167, 168, 221, 223, 224, 225, 227]
 identities:
   /robot1/talker:
     allow: { publish: [/chatter, "/robot1/**"] }
@@ -597,4 +597,43 @@ fn udp_keys_are_renewed_on_a_long_stream_without_losing_a_sample() {
     );
     assert!(a.sessions >= 4 && b.sessions >= 4, "{a:?} {b:?}");
     assert_eq!((a.aead_failed, b.aead_failed), (0, 0));
+}
+
+#[test]
+fn permissive_refuses_a_plain_hello_in_the_name_of_a_runtime_that_speaks_sealed() {
+    let d = keystore("udp-downgrade");
+    let (talker, listener) = pair(227, Mode::Permissive, Some(&d.0), over_udp);
+    let (p, s) = chatter(&talker, &listener);
+    assert!(p.connections()[0].protection.starts_with("aead"));
+    let port: u16 = p.connections()[0]
+        .locator
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("a udp/addr:port locator");
+    let before = listener.connection_stats().denied;
+    // A plain HELLO naming the talker's publisher, from another socket: the
+    // stream it would open would carry anything in the talker's name.
+    let hello = ferry_wire::rudp::encode_hello(
+        0x5151,
+        &ferry_wire::rudp::Hello {
+            from: p.id(),
+            to: s.id(),
+            reliable: true,
+        },
+    );
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.send_to(&hello, ("127.0.0.1", port)).unwrap();
+    let t0 = std::time::Instant::now();
+    while listener.connection_stats().denied == before && t0.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(listener.connection_stats().denied, before + 1);
+    // The real stream carries on.
+    p.publish(std_msgs::String {
+        data: "still here".into(),
+    })
+    .unwrap();
+    let got = s.recv_timeout(Duration::from_secs(5)).expect("delivered");
+    assert_eq!(got.data, "still here");
 }

@@ -50,10 +50,9 @@ pub fn run(identity: &Arc<Identity>, n: usize) -> serde_json::Value {
         "10.0.0.2:7400".parse().expect("addr"),
     );
     let now = Instant::now();
-    a.expect(b_addr, ParticipantId(2));
     let mut out = Vec::new();
     let t = Instant::now();
-    let s = a.seal(now, b_addr, b"x", &mut out);
+    let s = a.seal(now, b_addr, ParticipantId(2), b"x", &mut out);
     let shake1 = s.shake.expect("a handshake starts");
     let Opened::Reply(shake2) = b.open(now, a_addr, &shake1, &mut out) else {
         panic!("no SHAKE2");
@@ -68,13 +67,13 @@ pub fn run(identity: &Arc<Identity>, n: usize) -> serde_json::Value {
     let mut row = |size: usize| {
         let inner = vec![7u8; size];
         let seal = per_call(n, || {
-            let s = a.seal(now, b_addr, &inner, &mut sealed);
+            let s = a.seal(now, b_addr, ParticipantId(2), &inner, &mut sealed);
             assert_eq!(s.outcome, Outcome::Sealed);
         });
         // Fresh datagrams to open (each counter once).
         let batch: Vec<Vec<u8>> = (0..n + 9)
             .map(|_| {
-                a.seal(now, b_addr, &inner, &mut sealed);
+                a.seal(now, b_addr, ParticipantId(2), &inner, &mut sealed);
                 sealed.clone()
             })
             .collect();

@@ -44,15 +44,10 @@ impl UdpShared {
     ) -> UdpLink {
         let s = self.settings;
         let mut cfg = SenderConfig::new(random_stream());
-        if let Some(p) = &self.guard.protection {
-            if p.can_protect(reader.participant) {
-                p.expect(peer, reader.participant);
-            }
-        }
         // Sealed datagrams carry their header and tag within the same MTU:
         // no IP fragmentation added.
         cfg.mtu = (self.mtu_for)(peer.ip()).min(remote_mtu.map_or(usize::MAX, usize::from))
-            - self.seal_overhead(peer);
+            - self.seal_overhead(reader.participant);
         cfg.rate = s.rate;
         cfg.history_bytes = s.history_bytes;
         cfg.reliable = qos.reliability == Reliability::Reliable;
@@ -80,6 +75,7 @@ impl UdpShared {
             let tx = Arc::new(TxStream {
                 handle,
                 peer,
+                sealed: self.seal_overhead(reader.participant) > 0,
                 state: Mutex::new(TxState {
                     sender: Sender::new(cfg.clone(), now),
                     buf: Vec::new(),
@@ -120,7 +116,7 @@ impl Link for UdpLink {
         format!("udp/{}", self.tx.peer)
     }
     fn protection(&self) -> String {
-        if self.shared.seal_overhead(self.tx.peer) > 0 {
+        if self.tx.sealed {
             format!("aead ({})", ferry_security::udp::NOISE)
         } else {
             "none".into()
@@ -337,7 +333,7 @@ impl Transport for UdpTransport {
         })?;
         let peer = best.socket_addr().expect("ranked locators are IP locators");
         if let Some(p) = &self.shared.guard.protection {
-            if p.enforcing() && !p.can_protect(req.reader.participant) {
+            if p.enforcing() && !p.protects(req.reader.participant) {
                 return Err(ConnectError::Refused {
                     peer: req.remote.participant,
                     transport: TransportKind::Udp,

@@ -44,6 +44,16 @@ use super::udp_sys;
 /// The session a datagram came sealed under: its participant and proven
 /// identity (security on).
 type Proof<'a> = Option<(ParticipantId, &'a Arc<ferry_security::PeerIdentity>)>;
+
+/// Whether a datagram for a reader stream comes from the stream's own
+/// writer: sealed by its runtime's session when the stream was set up
+/// sealed, plain when it was plain.
+fn from_its_writer(proof: Proof<'_>, conn: &InboundConn) -> bool {
+    match proof {
+        Some((p, _)) => conn.identity.is_some() && p == conn.remote.participant,
+        None => conn.identity.is_none(),
+    }
+}
 use super::{Carries, InboundConn, Inbox, Replier};
 use crate::host::Interface;
 use crate::priority::{Lane, PacketClass, Priority};
@@ -184,6 +194,9 @@ struct TxState {
 struct TxStream {
     handle: StreamHandle,
     peer: SocketAddr,
+    /// Its datagrams travel sealed (security on, the reader's runtime
+    /// proved a UDP key): feedback must come sealed by that runtime.
+    sealed: bool,
     state: Mutex<TxState>,
     acked: Condvar,
     closed: AtomicBool,
@@ -311,23 +324,29 @@ impl UdpShared {
         })
     }
 
-    fn send(&self, bytes: &[u8], to: SocketAddr) {
-        self.send_tos(bytes, to, None)
+    fn send(&self, bytes: &[u8], to: SocketAddr, peer: ParticipantId) {
+        self.send_tos(bytes, to, peer, None)
     }
 
     /// Sends with a TOS byte of its own (an `IP_TOS` control message: the
     /// socket is shared by every stream; the kernel derives the datagram's
     /// socket priority, hence its `pfifo_fast` band, from it). Security
-    /// on: sealed for the peer's session, or held while its handshake runs
-    /// (the protocol repeats what it sends), never plain to a protected
-    /// peer.
-    fn send_tos(&self, bytes: &[u8], to: SocketAddr, class: Option<PacketClass>) {
+    /// on: sealed under a session with runtime `peer` itself, or held
+    /// while its handshake runs (the protocol repeats what it sends), never
+    /// plain to a protected peer.
+    fn send_tos(
+        &self,
+        bytes: &[u8],
+        to: SocketAddr,
+        peer: ParticipantId,
+        class: Option<PacketClass>,
+    ) {
         let Some(p) = &self.guard.protection else {
             return self.emit(bytes, to, class);
         };
         SEALED.with(|out| {
             let mut out = out.borrow_mut();
-            let s = p.seal(Instant::now(), to, bytes, &mut out);
+            let s = p.seal(Instant::now(), to, peer, bytes, &mut out);
             if let Some(shake) = s.shake {
                 self.emit(&shake, to, class);
             }
@@ -347,8 +366,8 @@ impl UdpShared {
         };
     }
 
-    /// Whether datagrams to `peer` are sealed (they carry less).
-    fn seal_overhead(&self, peer: SocketAddr) -> usize {
+    /// Whether datagrams to runtime `peer` are sealed (they carry less).
+    fn seal_overhead(&self, peer: ParticipantId) -> usize {
         match &self.guard.protection {
             Some(p) if p.protects(peer) => ferry_wire::seal::SEAL_OVERHEAD,
             _ => 0,
@@ -362,7 +381,7 @@ impl UdpShared {
             let TxState { sender, buf } = st;
             let mut sent = false;
             while sender.poll_transmit(now, buf) {
-                self.send_tos(buf, tx.peer, tos);
+                self.send_tos(buf, tx.peer, tx.reader.participant, tos);
                 sent = true;
             }
             if sent && tx.block.is_some() {
@@ -423,7 +442,7 @@ impl UdpShared {
             }
         }
         while rx.receiver.poll_transmit(buf) {
-            self.send(buf, rx.peer);
+            self.send(buf, rx.peer, rx.conn.remote.participant);
         }
         let rs = rx.receiver.stats();
         rx.conn.stats.lost.store(rs.lost, Ordering::Relaxed);
@@ -542,19 +561,30 @@ impl UdpShared {
                 None
             }
             Routed::HelloAgain(h) => {
-                self.with_rx(h, |s| s.receiver.acknowledge(now));
+                self.with_rx(h, |s| {
+                    if from_its_writer(proof, &s.conn) {
+                        s.receiver.acknowledge(now);
+                    }
+                });
                 None
             }
-            Routed::Writer(h, p) => self.on_feedback(now, h, &p),
-            Routed::Reader(h, p) => self.with_rx(h, |s| {
-                if s.receiver
-                    .handle_packet_at(now, arrived, bytes.len(), &p)
-                    .is_err()
-                {
-                    s.conn.stats.errors.fetch_add(1, Ordering::Relaxed);
-                }
-                s.conn.remote.participant
-            }),
+            Routed::Writer(h, p) => self.on_feedback(now, h, &p, proof),
+            Routed::Reader(h, p) => self
+                .with_rx(h, |s| {
+                    // Only the session of the stream's own writer feeds it
+                    // (streams are keyed by address and id, both in clear).
+                    if !from_its_writer(proof, &s.conn) {
+                        return None;
+                    }
+                    if s.receiver
+                        .handle_packet_at(now, arrived, bytes.len(), &p)
+                        .is_err()
+                    {
+                        s.conn.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Some(s.conn.remote.participant)
+                })
+                .flatten(),
         }
     }
 
@@ -594,9 +624,23 @@ impl UdpShared {
         }
     }
 
-    /// An ACKNACK for writer stream `h`.
-    fn on_feedback(&self, now: Instant, h: StreamHandle, p: &Packet<'_>) -> Option<ParticipantId> {
+    /// An ACKNACK for writer stream `h`: taken only from the session of
+    /// its reader's runtime (or plain, for a plain stream).
+    fn on_feedback(
+        &self,
+        now: Instant,
+        h: StreamHandle,
+        p: &Packet<'_>,
+        proof: Proof<'_>,
+    ) -> Option<ParticipantId> {
         let tx = self.tx.lock().get(&h).cloned()?;
+        let ok = match proof {
+            Some((peer, _)) => tx.sealed && peer == tx.reader.participant,
+            None => !tx.sealed,
+        };
+        if !ok {
+            return None;
+        }
         let mut st = tx.state.lock();
         st.sender.handle_packet(now, p);
         self.sender_events(now, &tx, &mut st);
@@ -724,6 +768,14 @@ impl UdpShared {
             if p.enforcing() {
                 return refuse("a plain HELLO under enforce".into());
             }
+            // Permissive takes plain peers, not a plain HELLO in the name
+            // of a runtime that speaks sealed (a downgrade).
+            if p.protects(inc.hello.from.participant) {
+                return refuse(format!(
+                    "a plain HELLO naming {}, which speaks sealed",
+                    inc.hello.from.participant
+                ));
+            }
             return Ok(None);
         };
         if participant != inc.hello.from.participant {
@@ -809,12 +861,15 @@ impl UdpShared {
             (hellos, closed)
         };
         for (t, bytes) in hellos {
-            let class = self
+            let Some((peer, class)) = self
                 .tx
                 .lock()
                 .get(&t.stream)
-                .and_then(|tx| *tx.class.lock());
-            self.send_tos(&bytes, t.to, class);
+                .map(|tx| (tx.reader.participant, *tx.class.lock()))
+            else {
+                continue;
+            };
+            self.send_tos(&bytes, t.to, peer, class);
         }
         self.on_endpoint_events(closed);
         let mut rx = self.rx.lock();
