@@ -327,14 +327,25 @@ fn marker_on_the_wire(
 
 #[test]
 fn tcp_between_enforcing_runtimes_is_tls_and_no_payload_crosses_the_wire_in_clear() {
-    let d = keystore("tls-wire");
-    let (seen, protection) = marker_on_the_wire(166, Mode::Enforce, &d, over_tcp);
-    assert!(protection.starts_with("tls"), "{protection}");
+    no_payload_in_clear("tls-wire", (166, 167), over_tcp, "tls");
+}
+
+/// Enforcing runtimes on the path `shape` pins (domain `domains.0`) show
+/// `protection` and no payload on `lo`; the same path plain (domain
+/// `domains.1`) shows the payload to the same capture (the control).
+fn no_payload_in_clear(
+    name: &str,
+    domains: (u16, u16),
+    shape: fn(Config) -> Config,
+    protection: &str,
+) {
+    let d = keystore(name);
+    let (seen, got) = marker_on_the_wire(domains.0, Mode::Enforce, &d, shape);
+    assert!(got.starts_with(protection), "{got}");
     if let Some(seen) = seen {
         assert!(!seen, "the payload crossed lo in clear under enforce");
-        // The control: without security the same capture sees it.
-        let (plain, protection) = marker_on_the_wire(167, Mode::Off, &d, over_tcp);
-        assert_eq!(protection, "none");
+        let (plain, got) = marker_on_the_wire(domains.1, Mode::Off, &d, shape);
+        assert_eq!(got, "none");
         assert_eq!(
             plain,
             Some(true),
@@ -410,17 +421,7 @@ fn writer_refused_at_the_accept(domain: u16, shape: fn(Config) -> Config) {
 
 #[test]
 fn udp_between_enforcing_runtimes_is_sealed_and_no_payload_crosses_the_wire_in_clear() {
-    let d = keystore("udp-wire");
-    let (seen, protection) = marker_on_the_wire(221, Mode::Enforce, &d, over_udp);
-    assert!(protection.starts_with("aead"), "{protection}");
-    if let Some(seen) = seen {
-        assert!(!seen, "the payload crossed lo in clear under enforce");
-        let (plain, protection) = marker_on_the_wire(222, Mode::Off, &d, over_udp);
-        assert_eq!(protection, "none");
-        assert_eq!(plain, Some(true), "the capture does not see UDP payloads");
-    } else {
-        eprintln!("SKIPPED the capture: no AF_PACKET socket (needs root)");
-    }
+    no_payload_in_clear("udp-wire", (221, 222), over_udp, "aead");
 }
 
 /// Adds to `out` the IP packets captured off `lo` within `limit` whose UDP
@@ -452,6 +453,16 @@ fn sealed_packets(
             out.push(ip.to_vec());
         }
     }
+}
+
+/// The reader's UDP port, from the writer's connection (`udp/addr:port`).
+fn udp_port(p: &ferry::Publisher<std_msgs::String>) -> u16 {
+    p.connections()[0]
+        .locator
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("a udp/addr:port locator")
 }
 
 /// Sends a whole IPv4 packet as it is (source address included) from a
@@ -486,12 +497,7 @@ fn replayed_and_tampered_udp_datagrams_are_dropped_and_counted() {
     let (talker, listener) = pair(224, Mode::Enforce, Some(&d.0), over_udp);
     let (p, s) = chatter(&talker, &listener);
     // The listener's UDP port: its side of every datagram of the stream.
-    let port: u16 = p.connections()[0]
-        .locator
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("a udp/addr:port locator");
+    let port = udp_port(&p);
     cap.drain();
     let mut packets = Vec::new();
     for i in 0..20 {
@@ -605,12 +611,7 @@ fn permissive_refuses_a_plain_hello_in_the_name_of_a_runtime_that_speaks_sealed(
     let (talker, listener) = pair(227, Mode::Permissive, Some(&d.0), over_udp);
     let (p, s) = chatter(&talker, &listener);
     assert!(p.connections()[0].protection.starts_with("aead"));
-    let port: u16 = p.connections()[0]
-        .locator
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("a udp/addr:port locator");
+    let port = udp_port(&p);
     let before = listener.connection_stats().denied;
     // A plain HELLO naming the talker's publisher, from another socket: the
     // stream it would open would carry anything in the talker's name.
