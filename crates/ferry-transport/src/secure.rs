@@ -24,6 +24,9 @@ pub struct TransportSecurity {
     pub domain: u16,
     /// Remote runtimes whose signed beacons proved an identity.
     pub peers: ProvenPeers,
+    /// TLS connections renew their traffic keys this often while they
+    /// carry data (`[security] tcp_rekey_s`).
+    pub tls_rekey: std::time::Duration,
 }
 
 impl std::fmt::Debug for TransportSecurity {

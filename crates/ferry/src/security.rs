@@ -70,10 +70,12 @@ pub(crate) fn load(cfg: &SecurityConfig, domain: u16) -> Result<Option<Arc<Secur
 }
 
 impl Security {
-    /// What transports need: the identity, its TLS configurations.
+    /// What transports need: the identity, its TLS configurations, how
+    /// often TLS renews its keys.
     pub fn for_transports(
         &self,
         domain: u16,
+        tls_rekey: std::time::Duration,
     ) -> Result<Arc<crate::transport::TransportSecurity>, BuildError> {
         let tls = self
             .identity
@@ -88,6 +90,7 @@ impl Security {
             enforce: self.mode == Mode::Enforce,
             domain,
             peers: Default::default(),
+            tls_rekey,
         }))
     }
 

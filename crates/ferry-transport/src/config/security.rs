@@ -8,6 +8,7 @@
 //! keystore = "/etc/ferry/ks"    # made by `ferry security create-keystore`
 //! enclave = "/robot1/talker"    # default: the keystore's only enclave
 //! udp_rekey_s = 120             # protected UDP: a new handshake this often
+//! tcp_rekey_s = 120             # TLS on TCP: a TLS 1.3 key update this often
 //! ```
 
 use std::path::PathBuf;
@@ -34,6 +35,17 @@ pub struct SecurityConfig {
     /// Protected UDP renews each session's keys with a new handshake this
     /// often, seconds (1–3600; default 120, as WireGuard).
     pub udp_rekey_s: Option<u32>,
+    /// TLS connections (TCP) renew their traffic keys with a TLS 1.3 key
+    /// update this often while they carry data, seconds (1–3600; default
+    /// 120). rustls also renews them by volume, before the cipher's limit.
+    pub tcp_rekey_s: Option<u32>,
+}
+
+impl SecurityConfig {
+    /// How often TLS connections renew their keys (`tcp_rekey_s`).
+    pub fn tcp_rekey(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(u64::from(self.tcp_rekey_s.unwrap_or(120)))
+    }
 }
 
 impl SecurityConfig {
@@ -69,11 +81,16 @@ impl SecurityConfig {
                 why: e.to_string(),
             })?;
         }
-        if self.udp_rekey_s.is_some_and(|s| !(1..=3600).contains(&s)) {
-            return Err(ConfigError::Invalid {
-                key: "security.udp_rekey_s",
-                why: "between 1 and 3600 seconds".into(),
-            });
+        for (key, v) in [
+            ("security.udp_rekey_s", self.udp_rekey_s),
+            ("security.tcp_rekey_s", self.tcp_rekey_s),
+        ] {
+            if v.is_some_and(|s| !(1..=3600).contains(&s)) {
+                return Err(ConfigError::Invalid {
+                    key,
+                    why: "between 1 and 3600 seconds".into(),
+                });
+            }
         }
         Ok(())
     }

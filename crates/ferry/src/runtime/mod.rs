@@ -155,7 +155,7 @@ impl Runtime {
         let listener_counters = Arc::new(crate::stats::ListenerCounters::default());
         let transport_security = security
             .as_ref()
-            .map(|s| s.for_transports(cfg.domain_id))
+            .map(|s| s.for_transports(cfg.domain_id, cfg.security.tcp_rekey()))
             .transpose()?;
         let ctx = crate::transport::StartContext {
             security: transport_security.as_ref(),

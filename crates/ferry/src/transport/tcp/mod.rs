@@ -182,14 +182,11 @@ impl TcpConn {
         }
     }
 
-    /// The connection's protection, for its stats: `tls` with the suite,
-    /// or `none`.
+    /// The connection's protection, for its stats: `tls` with the suite
+    /// and the key updates this side asked for, or `none`.
     pub fn protection(&self) -> String {
         match self.tls.get() {
-            Some(t) => match t.lock().conn.negotiated_cipher_suite() {
-                Some(s) => format!("tls ({:?})", s.suite()),
-                None => "tls (handshaking)".into(),
-            },
+            Some(t) => t.lock().describe(),
             None => "none".into(),
         }
     }

@@ -36,18 +36,58 @@ pub(crate) struct TlsState {
     pub conn: rustls::Connection,
     /// The peer, once its certificate was checked (after the handshake).
     pub peer: Option<Arc<PeerIdentity>>,
+    /// Keys are renewed this often while the connection sends.
+    rekey: Duration,
+    /// When this side last asked for new keys (or the connection began).
+    keys_since: Instant,
+    /// Key updates this side asked for.
+    key_updates: u64,
 }
 
 impl TlsState {
+    fn new(conn: rustls::Connection, peer: Option<PeerIdentity>, rekey: Duration) -> TlsState {
+        TlsState {
+            conn,
+            peer: peer.map(Arc::new),
+            rekey,
+            keys_since: Instant::now(),
+            key_updates: 0,
+        }
+    }
+
     /// The server side of an accepted connection.
     pub fn server(sec: &TransportSecurity) -> io::Result<TlsState> {
         let mut conn = rustls::ServerConnection::new(sec.tls.server.clone())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         conn.set_buffer_limit(Some(TLS_BUFFER));
-        Ok(TlsState {
-            conn: conn.into(),
-            peer: None,
-        })
+        Ok(TlsState::new(conn.into(), None, sec.tls_rekey))
+    }
+
+    /// Queues a TLS 1.3 key update (the peer answers with its own, so both
+    /// directions get new keys) when `rekey` has passed since the last:
+    /// a long-lived stream does not keep one key for its life.
+    fn renew_keys_if_due(&mut self) {
+        if self.conn.is_handshaking() || self.keys_since.elapsed() < self.rekey {
+            return;
+        }
+        self.keys_since = Instant::now();
+        match self.conn.refresh_traffic_keys() {
+            Ok(()) => self.key_updates += 1,
+            Err(e) => tracing::debug!("TLS key update not sent: {e}"),
+        }
+    }
+
+    /// For the connection's stats: `tls (<suite>[, keys renewed N times])`.
+    pub fn describe(&self) -> String {
+        match self.conn.negotiated_cipher_suite() {
+            Some(s) if self.key_updates > 0 => format!(
+                "tls ({:?}, keys renewed {} times)",
+                s.suite(),
+                self.key_updates
+            ),
+            Some(s) => format!("tls ({:?})", s.suite()),
+            None => "tls (handshaking)".into(),
+        }
     }
 }
 
@@ -78,6 +118,7 @@ pub(crate) fn write_vectored(
     bufs: &[IoSlice<'_>],
 ) -> io::Result<usize> {
     let mut t = tls.lock();
+    t.renew_keys_if_due();
     push_records(&mut t.conn, stream)?;
     let n = t.conn.writer().write_vectored(bufs)?;
     push_records(&mut t.conn, stream)?;
@@ -212,10 +253,7 @@ pub(crate) fn client_handshake(
             peer.enclave()
         ));
     }
-    Ok(TlsState {
-        conn: conn.into(),
-        peer: Some(Arc::new(peer)),
-    })
+    Ok(TlsState::new(conn.into(), Some(peer), sec.tls_rekey))
 }
 
 /// Sends `bytes` inside TLS on a blocking socket (the Hello, before the
@@ -280,6 +318,7 @@ mod tests {
             enforce: true,
             domain: 0,
             peers: Default::default(),
+            tls_rekey: Duration::from_secs(120),
         };
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
