@@ -873,16 +873,43 @@ impl UdpShared {
         }
         self.on_endpoint_events(closed);
         let mut rx = self.rx.lock();
-        let orphaned: Vec<StreamHandle> = rx
-            .iter()
-            .filter(|(_, s)| s.reader.strong_count() == 0)
-            .map(|(h, _)| *h)
-            .collect();
-        if !orphaned.is_empty() {
+        // Streams whose reader is gone, and (permissive) plain streams in
+        // the name of a participant that speaks sealed: a plain HELLO that
+        // came before discovery proved that participant was a downgrade.
+        let downgrade = |s: &RxStream| {
+            s.conn.identity.is_none()
+                && self
+                    .guard
+                    .protection
+                    .as_ref()
+                    .is_some_and(|p| p.protects(s.conn.remote.participant))
+        };
+        let (mut orphaned, mut downgraded) = (Vec::new(), Vec::new());
+        for (h, s) in rx.iter() {
+            if s.reader.strong_count() == 0 {
+                orphaned.push(*h);
+            } else if downgrade(s) {
+                downgraded.push(*h);
+            }
+        }
+        let mut detach = Vec::new();
+        if !orphaned.is_empty() || !downgraded.is_empty() {
             let mut e = self.endpoint.lock();
             for h in orphaned {
                 rx.remove(&h);
                 e.endpoint.close(h);
+            }
+            for h in downgraded {
+                e.endpoint.close(h);
+                if let Some(s) = rx.remove(&h) {
+                    ferry_transport::stats::ListenerCounters::count(&self.guard.counters.denied);
+                    tracing::warn!(
+                        "UDP stream from {} closed: plain, in the name of {}, which speaks sealed",
+                        s.peer,
+                        s.conn.remote.participant
+                    );
+                    detach.push(s);
+                }
             }
         }
         let mut ready = Ready::default();
@@ -894,6 +921,11 @@ impl UdpShared {
         }
         drop(buf);
         drop(rx);
+        for s in detach {
+            if let Some(r) = s.reader.upgrade() {
+                r.detach(&s.conn);
+            }
+        }
         ready.deliver();
         next
     }
