@@ -120,6 +120,16 @@ if [ "$(grep -cE '^\| [0-9]+ (B|KiB|MiB) \| [0-9.]+ / [0-9.]+ \| [0-9.]+ / [0-9.
   echo "bench smoke: the ferry/Zenoh comparison is incomplete" >&2
   exit 1
 fi
+echo "== ferry-bench --security --quick (what TLS costs: ferry TCP and Zenoh TCP, plain and TLS with mutual certificates)"
+./bench/target/release/ferry-bench --security --quick --out "$out/zenoh-tls" | tee "$out/zt.txt"
+# It checks that ferry's protected side is TLS and the plain side is not;
+# here: five sizes, all four systems in both tables, nothing lost or stalled.
+if [ "$(grep -cE '^\| [0-9]+ (B|KiB|MiB)( \| [0-9.]+ / [0-9.]+){2} \| [0-9.]+( \| [0-9.]+ / [0-9.]+){2} \|' "$out/zenoh-tls.md")" != 5 ] \
+  || [ "$(grep -cE '^\| [0-9]+ (B|KiB|MiB)( \| [0-9.]+){7} \|$' "$out/zenoh-tls.md")" != 5 ] \
+  || ! grep -q '^Notes: 0 throughput cell(s) lost samples or stalled; 0 ping(s) timed out' "$out/zenoh-tls.md"; then
+  echo "bench smoke: the TLS comparison with Zenoh is incomplete" >&2
+  exit 1
+fi
 echo "== discovery storm --quick"
 bash bench/discovery_storm.sh --quick target/release/ferry
 echo "== ferry-disco run --quick (discovery at rest: 40 participants on a host, a 4-host fleet)"

@@ -142,13 +142,14 @@ pub struct FerryBlaster {
     node: Node,
     qos: Qos,
     timeout: Duration,
+    tls: bool,
     publ: Option<Publisher<RawBytes>>,
     msgs: Option<[Arc<RawBytes>; 2]>,
 }
 
 /// Builds the parent's ping-pong ports on `node` and waits until both TCP
-/// connections exist.
-pub fn pinger(node: &Node, timeout: Duration) -> Res<FerryPinger> {
+/// connections exist (TLS-protected when `tls`, plain otherwise).
+pub fn pinger(node: &Node, tls: bool, timeout: Duration) -> Res<FerryPinger> {
     let publ = node
         .publisher::<RawBytes>("/bench/ping")
         .qos(qos())
@@ -160,16 +161,18 @@ pub fn pinger(node: &Node, timeout: Duration) -> Res<FerryPinger> {
     if !(publ.wait_for_subscribers(1, timeout) && sub.wait_for_publishers(1, timeout)) {
         return Err("ferry: the serve child did not connect in time (ping/pong)".into());
     }
-    check_tcp(&publ)?;
+    check_tcp(&publ, tls)?;
     Ok(FerryPinger { publ, sub })
 }
 
-/// A throughput end on `node` publishing /bench/tp with `qos`.
-pub fn blaster(node: &Node, qos: Qos, timeout: Duration) -> FerryBlaster {
+/// A throughput end on `node` publishing /bench/tp with `qos` (over TLS
+/// when `tls`).
+pub fn blaster(node: &Node, qos: Qos, tls: bool, timeout: Duration) -> FerryBlaster {
     FerryBlaster {
         node: node.clone(),
         qos,
         timeout,
+        tls,
         publ: None,
         msgs: None,
     }
@@ -189,13 +192,34 @@ fn refused(r: Result<(), PublishError>) -> Res<bool> {
     }
 }
 
-fn check_tcp(p: &Publisher<RawBytes>) -> Res<()> {
+/// Every connection of `p` is TCP, and TLS-protected exactly when `tls`:
+/// the figures are of the path they are labelled with.
+fn check_tcp(p: &Publisher<RawBytes>, tls: bool) -> Res<()> {
     for c in p.connections() {
         if c.transport != TransportKind::Tcp {
             return Err(format!("ferry: expected the TCP path, got {}", c.transport).into());
         }
+        if c.protection.starts_with("tls") != tls {
+            return Err(format!(
+                "ferry: expected {} on the TCP path, got `{}`",
+                if tls { "TLS" } else { "no protection" },
+                c.protection
+            )
+            .into());
+        }
     }
     Ok(())
+}
+
+impl FerryPinger {
+    /// What protects the ping connection, as its stats say (`tls (…)`).
+    pub fn protection(&self) -> String {
+        self.publ
+            .connections()
+            .first()
+            .map(|c| c.protection.clone())
+            .unwrap_or_default()
+    }
 }
 
 impl Pinger for FerryPinger {
@@ -223,7 +247,7 @@ impl Blaster for FerryBlaster {
         if !publ.wait_for_subscribers(1, self.timeout) {
             return Err("ferry: the serve child's sink did not connect in time".into());
         }
-        check_tcp(&publ)?;
+        check_tcp(&publ, self.tls)?;
         self.publ = Some(publ);
         let m = |v: Vec<u8>| Arc::new(RawBytes(Bytes::from(v)));
         self.msgs = Some([m(warm), m(measure)]);

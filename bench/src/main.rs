@@ -9,6 +9,7 @@ mod ferry_side;
 mod measure;
 mod proto;
 mod report;
+mod secure;
 mod sink;
 mod zenoh_side;
 
@@ -51,6 +52,10 @@ struct ServeArgs {
     /// zenoh: TCP port to listen on (127.0.0.1).
     #[arg(long, default_value_t = 0)]
     port: u16,
+    /// zenoh: TLS with mutual certificates from this ferry keystore
+    /// (`--security` runs).
+    #[arg(long)]
+    tls_keystore: Option<PathBuf>,
     /// Exit after this long even if the parent never closes stdin.
     #[arg(long, default_value_t = 1800)]
     max_secs: u64,
@@ -67,9 +72,10 @@ struct RunArgs {
     /// CI smoke: a few hundred samples, 0.5 s throughput runs, 1 round.
     #[arg(long)]
     quick: bool,
-    /// Payload sizes in bytes.
-    #[arg(long, value_delimiter = ',', default_value = "64,4096,65536,1048576")]
-    sizes: Vec<usize>,
+    /// Payload sizes in bytes [64,4096,65536,1048576; with --security
+    /// 64,1024,65536,1048576,4194304: issue 22 names 1 KiB and 64 KiB].
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<usize>>,
     /// Latency samples per size below 1 MiB [full 20000, quick 300].
     #[arg(long)]
     samples: Option<u64>,
@@ -92,6 +98,12 @@ struct RunArgs {
     /// Output base path (.md and .json are added) [results/foundation, quick: results/foundation-quick].
     #[arg(long)]
     out: Option<PathBuf>,
+    /// What TLS costs instead: ferry TCP and Zenoh TCP, each plain and
+    /// with TLS (mutual certificates, one keystore), in one run [out:
+    /// results/security-zenoh]. Uses discovery domains `domain` and
+    /// `domain`+1.
+    #[arg(long)]
+    security: bool,
     /// ZENOH_RUNTIME value for both zenoh processes (default: zenoh's own).
     #[arg(long)]
     zenoh_runtime: Option<String>,
@@ -110,7 +122,13 @@ impl Plan {
     fn new(a: &RunArgs) -> Self {
         let q = a.quick;
         Plan {
-            sizes: a.sizes.clone(),
+            sizes: a.sizes.clone().unwrap_or_else(|| {
+                if a.security {
+                    vec![64, 1024, 65536, 1 << 20, 4 << 20]
+                } else {
+                    vec![64, 4096, 65536, 1 << 20]
+                }
+            }),
             samples: a.samples.unwrap_or(if q { 300 } else { 20_000 }),
             samples_large: a.samples_large.unwrap_or(if q { 100 } else { 2_000 }),
             secs: Duration::from_secs_f64(a.secs.unwrap_or(if q { 0.5 } else { 2.0 })),
@@ -179,7 +197,13 @@ fn serve(s: ServeArgs) -> Res<()> {
     let max = Duration::from_secs(s.max_secs);
     match s.transport {
         Transport::Ferry => ferry_side::serve(max),
-        Transport::Zenoh => zenoh_side::serve(s.port, max),
+        Transport::Zenoh => {
+            let tls = match &s.tls_keystore {
+                Some(dir) => Some(zenoh_side::Tls::from_keystore(dir, secure::ENCLAVE)?),
+                None => None,
+            };
+            zenoh_side::serve(s.port, tls.as_ref(), max)
+        }
     }
 }
 
@@ -202,13 +226,9 @@ fn exclusive() -> Res<std::fs::File> {
 fn run(a: RunArgs) -> Res<()> {
     let _lock = exclusive()?;
     let plan = Plan::new(&a);
-    // Set before any runtime starts; the children inherit them.
-    std::env::set_var("FERRY_DOMAIN_ID", a.domain.to_string());
-    std::env::set_var("FERRY_DISCOVERY", "localhost");
     if let Some(rt) = &a.zenoh_runtime {
         std::env::set_var("ZENOH_RUNTIME", rt);
     }
-    let machine_start = report::machine();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let command = format!(
         "cd bench && CARGO_BUILD_JOBS=1 cargo build --release && ./target/release/ferry-bench {}",
@@ -216,6 +236,13 @@ fn run(a: RunArgs) -> Res<()> {
     )
     .trim_end()
     .to_string();
+    if a.security {
+        return secure::run(&a, &plan, command);
+    }
+    // Set before any runtime starts; the children inherit them.
+    std::env::set_var("FERRY_DOMAIN_ID", a.domain.to_string());
+    std::env::set_var("FERRY_DISCOVERY", "localhost");
+    let machine_start = report::machine();
 
     eprintln!("ferry in-process: publish -> callback ...");
     let mut latency = ferry_side::intra(&plan.sizes, |s| plan.samples_for(s), plan.warmup)?;
@@ -255,14 +282,15 @@ fn run(a: RunArgs) -> Res<()> {
 
     let t = Duration::from_secs(15);
     let node = ferry::Node::builder().name("bench_main").build()?;
-    let mut fping = ferry_side::pinger(&node, t)?;
-    let mut fblast = ferry_side::blaster(&node, ferry_side::keep_all(), t);
+    let mut fping = ferry_side::pinger(&node, false, t)?;
+    let mut fblast = ferry_side::blaster(&node, ferry_side::keep_all(), false, t);
     // Diagnostic only (not the spec's QoS): reliable keep_last(1024) never
     // blocks the publisher (a full backlog drops its oldest frame, counted
     // as lost here), so it shows the path's capacity without the keep_all
     // stall described in bench/README.md.
-    let mut fblast_kl = ferry_side::blaster(&node, ferry::Qos::default().keep_last(1024), t);
-    let (zsession, mut zping, mut zblast) = zenoh_side::connect(zport, Duration::from_secs(15))?;
+    let mut fblast_kl = ferry_side::blaster(&node, ferry::Qos::default().keep_last(1024), false, t);
+    let (zsession, mut zping, mut zblast) =
+        zenoh_side::connect(zport, None, Duration::from_secs(15))?;
 
     for &size in &plan.sizes {
         let n = plan.samples_for(size);

@@ -66,7 +66,8 @@ pub struct Results {
     pub throughput: Vec<TputSummary>,
 }
 
-fn us(ns: u64) -> String {
+/// Nanoseconds as microseconds, 3 significant figures or so.
+pub fn us(ns: u64) -> String {
     let u = ns as f64 / 1000.0;
     if u < 10.0 {
         format!("{u:.2}")
@@ -87,7 +88,8 @@ fn rate(r: f64) -> String {
     }
 }
 
-fn size_name(s: usize) -> String {
+/// `64 B`, `4 KiB`, `1 MiB`.
+pub fn size_name(s: usize) -> String {
     if s >= 1 << 20 && s % (1 << 20) == 0 {
         format!("{} MiB", s >> 20)
     } else if s >= 1024 && s % 1024 == 0 {
@@ -381,15 +383,20 @@ impl Results {
 
     /// Writes `<base>.json` and `<base>.md`; returns the Markdown.
     pub fn write(&self, base: &Path) -> Res<String> {
-        if let Some(dir) = base.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let md = self.markdown();
-        std::fs::write(
-            base.with_extension("json"),
-            serde_json::to_string_pretty(self)?,
-        )?;
-        std::fs::write(base.with_extension("md"), &md)?;
-        Ok(md)
+        write(base, self, self.markdown())
     }
+}
+
+/// Writes `results` to `<base>.json` and `md` to `<base>.md`; returns the
+/// Markdown.
+pub fn write(base: &Path, results: &impl Serialize, md: String) -> Res<String> {
+    if let Some(dir) = base.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(
+        base.with_extension("json"),
+        serde_json::to_string_pretty(results)?,
+    )?;
+    std::fs::write(base.with_extension("md"), &md)?;
+    Ok(md)
 }

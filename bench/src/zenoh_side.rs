@@ -1,11 +1,12 @@
 //! Zenoh's side, same shapes as ferry's: a `serve` child (echo bench/ping →
 //! bench/pong from the subscriber callback, count bench/tp) and the parent's
-//! ends. Peer mode, explicit TCP endpoints on 127.0.0.1, no scouting;
-//! congestion control Block everywhere; express for the ping-pong, batching
-//! (express off) for throughput — as zenoh's own z_ping/z_pong and
-//! z_pub_thr/z_sub_thr do.
+//! ends. Peer mode, explicit TCP endpoints on 127.0.0.1 (or TLS with mutual
+//! certificates, `--security`), no scouting; congestion control Block
+//! everywhere; express for the ping-pong, batching (express off) for
+//! throughput — as zenoh's own z_ping/z_pong and z_pub_thr/z_sub_thr do.
 
 use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,18 +21,70 @@ use crate::measure::{Blaster, Pinger};
 use crate::proto::{self, Res, HEADER};
 use crate::sink::{on_command, SinkCounter};
 
+/// Zenoh's TLS link with mutual certificates, all from the ferry keystore
+/// of the security comparison: one CA for both systems.
+#[derive(Clone, Debug)]
+pub struct Tls {
+    ca: PathBuf,
+    /// The listener's certificate (names `localhost` and 127.0.0.1).
+    listen: (PathBuf, PathBuf),
+    /// The connecting side's client certificate: the enclave's.
+    connect: (PathBuf, PathBuf),
+}
+
+impl Tls {
+    /// Reads the paths from keystore `dir`: its CA, the server certificate
+    /// made with `create_broker_certificate(["localhost", "127.0.0.1"])`
+    /// and the identity of `enclave`.
+    pub fn from_keystore(dir: &Path, enclave: &str) -> Res<Tls> {
+        let ks = ferry_security::Keystore::open(dir)?;
+        let server = dir.join("brokers").join("localhost");
+        let client = ks.enclave_dir(enclave)?;
+        Ok(Tls {
+            ca: ks.ca_cert_path(),
+            listen: (server.join("cert.pem"), server.join("key.pem")),
+            connect: (client.join("cert.pem"), client.join("key.pem")),
+        })
+    }
+
+    /// The `transport.link.tls` section: server name checked on connect,
+    /// client certificates required.
+    fn json5(&self) -> String {
+        let q = |p: &Path| serde_json::Value::from(p.display().to_string()).to_string();
+        format!(
+            "transport: {{ link: {{ tls: {{ root_ca_certificate: {}, listen_certificate: {}, \
+             listen_private_key: {}, connect_certificate: {}, connect_private_key: {}, \
+             enable_mtls: true, verify_name_on_connect: true }} }} }},",
+            q(&self.ca),
+            q(&self.listen.0),
+            q(&self.listen.1),
+            q(&self.connect.0),
+            q(&self.connect.1)
+        )
+    }
+}
+
 /// Peer-mode config listening on `listen` and connecting to `connect`, both
-/// on 127.0.0.1 over TCP; multicast scouting and gossip off.
-fn config(listen: u16, connect: Option<u16>) -> Res<zenoh::Config> {
+/// on 127.0.0.1 over TCP, or over TLS when `tls` (connecting to `localhost`,
+/// the name in the listener's certificate); multicast scouting and gossip
+/// off.
+fn config(listen: u16, connect: Option<u16>, tls: Option<&Tls>) -> Res<zenoh::Config> {
+    let (scheme, host) = if tls.is_some() {
+        ("tls", "localhost")
+    } else {
+        ("tcp", "127.0.0.1")
+    };
     let connect = connect
-        .map(|p| format!("\"tcp/127.0.0.1:{p}\""))
+        .map(|p| format!("\"{scheme}/{host}:{p}\""))
         .unwrap_or_default();
+    let link = tls.map(Tls::json5).unwrap_or_default();
     let json = format!(
         r#"{{
           mode: "peer",
-          listen: {{ endpoints: ["tcp/127.0.0.1:{listen}"] }},
+          listen: {{ endpoints: ["{scheme}/127.0.0.1:{listen}"] }},
           connect: {{ endpoints: [{connect}] }},
           scouting: {{ multicast: {{ enabled: false }}, gossip: {{ enabled: false }} }},
+          {link}
         }}"#
     );
     zenoh::Config::from_json5(&json)
@@ -44,10 +97,11 @@ fn head(p: &ZBytes) -> [u8; HEADER] {
     h
 }
 
-/// The child: listens on 127.0.0.1:`port`, echoes pings from the subscriber
-/// callback, counts throughput samples, until stdin closes or `max` passes.
-pub fn serve(port: u16, max: Duration) -> Res<()> {
-    let session = zenoh::open(config(port, None)?).wait()?;
+/// The child: listens on 127.0.0.1:`port` (TLS when `tls`), echoes pings
+/// from the subscriber callback, counts throughput samples, until stdin
+/// closes or `max` passes.
+pub fn serve(port: u16, tls: Option<&Tls>, max: Duration) -> Res<()> {
+    let session = zenoh::open(config(port, None, tls)?).wait()?;
     let pong = session
         .declare_publisher("bench/pong")
         .congestion_control(CongestionControl::Block)
@@ -94,10 +148,15 @@ pub struct ZenohBlaster {
     msgs: Option<[ZBytes; 2]>,
 }
 
-/// Opens the parent's session (connecting to the child on `child_port`),
-/// declares its ports and waits until the child's subscribers match.
-pub fn connect(child_port: u16, timeout: Duration) -> Res<(Session, ZenohPinger, ZenohBlaster)> {
-    let session = zenoh::open(config(proto::free_port()?, Some(child_port))?).wait()?;
+/// Opens the parent's session (connecting to the child on `child_port`,
+/// over TLS when `tls`), declares its ports and waits until the child's
+/// subscribers match.
+pub fn connect(
+    child_port: u16,
+    tls: Option<&Tls>,
+    timeout: Duration,
+) -> Res<(Session, ZenohPinger, ZenohBlaster)> {
+    let session = zenoh::open(config(proto::free_port()?, Some(child_port), tls)?).wait()?;
     let publ = session
         .declare_publisher("bench/ping")
         .congestion_control(CongestionControl::Block)
