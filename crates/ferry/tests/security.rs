@@ -15,7 +15,7 @@ use ferry_testkit::TempDir as Dir;
 
 const POLICY: &str = r#"
 version: 1
-domains: [160, 161, 162, 163, 165, 166, 167, 168, 221, 223, 224, 225, 227, 228]
+domains: [160, 161, 162, 163, 165, 166, 167, 168, 221, 223, 224, 225, 227, 228, 98, 99]
 identities:
   /robot1/talker:
     allow: { publish: [/chatter, "/robot1/**"] }
@@ -657,6 +657,74 @@ fn tls_keys_are_renewed_on_a_long_tcp_stream_without_losing_a_sample() {
         c[0].protection
     );
     assert_eq!(listener.connection_stats().tls_refused, 0);
+}
+
+#[test]
+fn a_talker_whose_certificate_expires_mid_stream_is_cut_off_over_tcp() {
+    expiry_cuts_off(98, over_tcp);
+}
+
+#[test]
+fn a_talker_whose_certificate_expires_mid_stream_is_cut_off_over_udp() {
+    expiry_cuts_off(99, over_udp);
+}
+
+/// A talker streams to a listener on the path `shape` pins; its
+/// certificate ends 5 s in: the stream must stop within the lease after.
+fn expiry_cuts_off(domain: u16, shape: fn(Config) -> Config) {
+    let d = keystore(&format!("expiry-{domain}"));
+    // The talker's certificate re-issued (same key, same grants) to end
+    // in 5 s; the listener's stays valid for a day.
+    let now = std::time::SystemTime::now();
+    let short = Validity {
+        not_before: now - Duration::from_secs(300),
+        not_after: now + Duration::from_secs(5),
+    };
+    let only_talker = d.0.join("policy-talker.yaml");
+    std::fs::write(
+        &only_talker,
+        format!(
+            "version: 1\ndomains: [{domain}]\nidentities:\n  /robot1/talker:\n    allow: {{ publish: [/chatter] }}\n"
+        ),
+    )
+    .unwrap();
+    let ks = ferry_security::Keystore::open(&d.0).unwrap();
+    create_permissions(&ks, &only_talker, short).unwrap();
+    let (talker, listener) = pair(domain, Mode::Enforce, Some(&d.0), shape);
+    let (p, s) = chatter(&talker, &listener);
+    let expiry = std::time::Instant::now()
+        + now
+            .elapsed()
+            .map_or(Duration::ZERO, |e| Duration::from_secs(5).saturating_sub(e));
+    // 20 Hz for 14 s: delivered until the certificate ends, then, once
+    // its beacons are refused and its lease (3 s) runs out, nothing.
+    let mut last_delivered = None;
+    let mut delivered = 0u32;
+    let t0 = std::time::Instant::now();
+    let mut i = 0u32;
+    while t0.elapsed() < Duration::from_secs(14) {
+        p.publish(std_msgs::String {
+            data: i.to_string(),
+        })
+        .unwrap();
+        i += 1;
+        while s.recv_timeout(Duration::from_millis(50)).is_ok() {
+            delivered += 1;
+            last_delivered = Some(std::time::Instant::now());
+        }
+    }
+    let last = last_delivered.expect("nothing was delivered while the certificate was valid");
+    assert!(delivered >= 40, "only {delivered} samples while valid");
+    assert!(
+        last > expiry - Duration::from_secs(1),
+        "the stream stopped {:?} before the certificate ended",
+        expiry.saturating_duration_since(last)
+    );
+    assert!(
+        last < expiry + Duration::from_secs(3 + 3),
+        "still delivered {:?} after the certificate ended",
+        last.saturating_duration_since(expiry)
+    );
 }
 
 #[test]

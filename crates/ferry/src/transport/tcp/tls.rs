@@ -77,6 +77,29 @@ impl TlsState {
         }
     }
 
+    /// Err once the peer's certificate has ended: a live connection does
+    /// not outlast the identity that opened it (a new one is refused at
+    /// the handshake).
+    fn check_peer_valid(&self) -> io::Result<()> {
+        let Some(p) = &self.peer else {
+            return Ok(());
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        if now > p.not_after() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the peer's certificate ({}) ended {} s ago",
+                    p.enclave(),
+                    now - p.not_after()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// For the connection's stats: `tls (<suite>[, keys renewed N times])`.
     pub fn describe(&self) -> String {
         match self.conn.negotiated_cipher_suite() {
@@ -118,6 +141,7 @@ pub(crate) fn write_vectored(
     bufs: &[IoSlice<'_>],
 ) -> io::Result<usize> {
     let mut t = tls.lock();
+    t.check_peer_valid()?;
     t.renew_keys_if_due();
     push_records(&mut t.conn, stream)?;
     let n = t.conn.writer().write_vectored(bufs)?;
@@ -154,6 +178,7 @@ fn read_with(
 ) -> io::Result<usize> {
     let mut guard = tls.lock();
     let t = &mut *guard;
+    t.check_peer_valid()?;
     rx.resize(READ_CHUNK, 0);
     let (raw, eof) = loop {
         match (&mut &*stream).read(rx) {

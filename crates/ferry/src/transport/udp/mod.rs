@@ -480,6 +480,10 @@ impl UdpShared {
     pub fn on_readable(&self, ctx: &mut dyn crate::reactor::LoopContext) {
         let mut buf = [0u8; 65536];
         let mut opened = Vec::new();
+        // Read once per batch: a session outlives no certificate.
+        let unix_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
         for _ in 0..4096 {
             let Ok((n, from, stamp)) = udp_sys::recv_stamped(&self.socket, &mut buf) else {
                 break;
@@ -490,6 +494,19 @@ impl UdpShared {
             let (bytes, proof) = match &self.guard.protection {
                 None => (&buf[..n], None),
                 Some(p) => match p.open(clock.mono(), from, &buf[..n], &mut opened) {
+                    Opened::Data { peer, identity, .. } if unix_s > identity.not_after() => {
+                        // Its certificate ended since the handshake: its
+                        // data is not taken (nor does it keep the peer
+                        // alive), so discovery lets it go at its lease.
+                        ferry_transport::stats::ListenerCounters::count(
+                            &self.guard.counters.denied,
+                        );
+                        tracing::debug!(
+                            "UDP datagram from {from} ({peer}) refused: the certificate of {} ended",
+                            identity.enclave()
+                        );
+                        continue;
+                    }
                     Opened::Data {
                         len,
                         peer,
