@@ -1,4 +1,4 @@
-//! `ferry security create-keystore|create-identity|create-permissions|list|check`:
+//! `ferry security create-keystore|create-identity|create-permissions|create-broker-cert|export-mqtt-acl|list|check`:
 //! keystores, enclave identities and their grants, as `ros2 security` makes
 //! them.
 
@@ -53,6 +53,15 @@ pub enum SecurityCmd {
         /// Days the certificate is valid.
         #[arg(long, default_value_t = 365)]
         days: u32,
+    },
+    /// Print a Mosquitto `acl_file` from the grants of every enclave in the
+    /// keystore (users are enclaves: `use_identity_as_username true`).
+    ExportMqttAcl {
+        /// The keystore.
+        keystore: PathBuf,
+        /// ferry's `[mqtt] prefix`, the first topic segment.
+        #[arg(long, default_value = "ferry")]
+        prefix: String,
     },
     /// List the keystore's enclaves: serial, expiry, grants.
     List {
@@ -234,6 +243,17 @@ pub fn run(cmd: SecurityCmd) -> Result<(), String> {
                 let (allow, deny) = s.grants.counts();
                 out!("{enclave}: {allow} allow, {deny} deny rules (certificate re-issued)");
             }
+        }
+        SecurityCmd::ExportMqttAcl { keystore, prefix } => {
+            let ks = open(&keystore)?;
+            let mut enclaves = Vec::new();
+            for enclave in ks.enclaves().map_err(|e| e.to_string())? {
+                let s = Summary::read(&ks, &enclave).map_err(|e| e.to_string())?;
+                enclaves.push((enclave, s.grants));
+            }
+            let acl = ferry_security::mqtt_acl::mosquitto_acl(&enclaves, &prefix)
+                .map_err(|e| e.to_string())?;
+            out!("{}", acl.trim_end());
         }
         SecurityCmd::List { keystore } => {
             let ks = open(&keystore)?;

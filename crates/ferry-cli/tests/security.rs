@@ -89,6 +89,18 @@ fn keystore_identities_and_permissions_from_the_command_line() {
     );
     let (ok, _, err) = ferry(&[], &["security", "create-broker-cert", ks, "../x"]);
     assert!(!ok && err.contains("not a host name"), "{err}");
+    // The broker's ACL from the grants (applied to a real Mosquitto in
+    // crates/ferry/tests/mqtt_security.rs).
+    let (ok, out, err) = ferry(&[], &["security", "export-mqtt-acl", ks]);
+    for line in [
+        "user /robot1/talker",
+        "topic write ferry/+/chatter",
+        "topic deny ferry/+/chatter/secret",
+        "user /robot1/listener",
+        "topic read ferry/+/#",
+    ] {
+        assert!(ok && out.lines().any(|l| l == line), "{line}: {out}{err}");
+    }
 
     // A real node process under enforce: its granted topic publishes, the
     // others are refused with the enclave and the remedy named.

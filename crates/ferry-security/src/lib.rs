@@ -20,6 +20,7 @@ mod der;
 pub mod enclave;
 pub mod grants;
 pub mod keystore;
+pub mod mqtt_acl;
 pub mod peer;
 pub mod policy;
 pub mod tls;

@@ -106,29 +106,7 @@ fn an_enforcing_runtime_meets_a_broker_that_requires_client_certificates() {
     let d = TempDir::new("mqtt-mtls");
     let ks = keystore(&d, "ks");
     let other = keystore(&d, "other");
-    let port = free_port();
-    let broker_dir = ks.join("brokers/localhost");
-    std::fs::write(
-        d.path().join("m.conf"),
-        format!(
-            "listener {port} 127.0.0.1\ncafile {ca}\ncertfile {b}/cert.pem\nkeyfile {b}/key.pem\n\
-             require_certificate true\nuse_identity_as_username true\ntls_version tlsv1.3\n\
-             allow_anonymous true\nuser root\n",
-            ca = ks.join("public/ca.cert.pem").display(),
-            b = broker_dir.display()
-        ),
-    )
-    .unwrap();
-    let _mosq = Killed(
-        Command::new("mosquitto")
-            .arg("-c")
-            .arg(d.path().join("m.conf"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("mosquitto is installed by scripts/setup.sh"),
-    );
-    assert!(wait_listening(port, T), "mosquitto (mTLS) did not come up");
+    let (_mosq, port) = mosquitto_mtls(&d, &ks, None);
     let tls = BrokerUrl::Tls {
         host: "localhost".into(),
         port,
@@ -208,6 +186,169 @@ fn an_enforcing_runtime_meets_a_broker_that_requires_client_certificates() {
             .build()
             .is_err(),
         "a certificate of another CA must be refused"
+    );
+}
+
+/// Mosquitto with TLS, client certificates required, and `acl` as its
+/// `acl_file` (none: no ACL), on a free port.
+fn mosquitto_mtls(d: &TempDir, ks: &std::path::Path, acl: Option<&str>) -> (Killed, u16) {
+    let port = free_port();
+    let acl_line = match acl {
+        Some(text) => {
+            let path = d.path().join("acl");
+            std::fs::write(&path, text).unwrap();
+            format!("acl_file {}\n", path.display())
+        }
+        None => String::new(),
+    };
+    let conf = d.path().join(format!("m-{port}.conf"));
+    std::fs::write(
+        &conf,
+        format!(
+            "listener {port} 127.0.0.1\ncafile {ca}\ncertfile {b}/cert.pem\nkeyfile {b}/key.pem\n\
+             require_certificate true\nuse_identity_as_username true\ntls_version tlsv1.3\n\
+             allow_anonymous false\nuser root\n{acl_line}",
+            ca = ks.join("public/ca.cert.pem").display(),
+            b = ks.join("brokers/localhost").display()
+        ),
+    )
+    .unwrap();
+    let m = Killed(
+        Command::new("mosquitto")
+            .arg("-c")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("mosquitto is installed by scripts/setup.sh"),
+    );
+    assert!(wait_listening(port, T), "mosquitto (mTLS) did not come up");
+    (m, port)
+}
+
+/// What the broker lets an enclave do is what the keystore's grants say,
+/// through the ACL `ferry security export-mqtt-acl` prints: on the MQTT
+/// path a reader cannot tell who published, so the broker must refuse.
+/// The intruder holds a valid certificate of the CA and runs with security
+/// off (no local checks of its own ports): it reads only what its grants
+/// allow and cannot publish into the listener's topic.
+#[test]
+fn the_broker_enforces_the_policy_through_the_exported_acl() {
+    let d = TempDir::new("mqtt-acl");
+    let root = d.path().join("ks");
+    let ks = create_keystore(&root, Validity::days(1)).unwrap();
+    for e in ["/robot1/talker", "/robot1/listener", "/intruder"] {
+        create_identity(&ks, e, Validity::days(1)).unwrap();
+    }
+    let policy = d.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "version: 1\ndomains: [{DOMAIN}]\nidentities:\n  /robot1/talker: {{ allow: {{ publish: [\"/cloud/**\"] }} }}\n  /robot1/listener: {{ allow: {{ subscribe: [\"/cloud/**\"] }} }}\n  /intruder: {{ allow: {{ subscribe: [/cloud/public], publish: [/cloud/public] }} }}\n"
+        ),
+    )
+    .unwrap();
+    create_permissions(&ks, &policy, Validity::days(1)).unwrap();
+    create_broker_certificate(
+        &ks,
+        &["localhost".to_string(), "127.0.0.1".to_string()],
+        Validity::days(1),
+    )
+    .unwrap();
+    let enclaves: Vec<_> = ks
+        .enclaves()
+        .unwrap()
+        .into_iter()
+        .map(|e| {
+            let g = ferry_security::Summary::read(&ks, &e).unwrap().grants;
+            (e, g)
+        })
+        .collect();
+    let acl = ferry_security::mqtt_acl::mosquitto_acl(&enclaves, "ferry").unwrap();
+    let (_mosq, port) = mosquitto_mtls(&d, &root, Some(&acl));
+    let tls = BrokerUrl::Tls {
+        host: "localhost".into(),
+        port,
+    };
+    let node = |name: &str, c: Config| Node::builder().name(name).config(c).build().unwrap();
+    let talker = node(
+        "talker",
+        config_as(tls.clone(), Some(&root), "/robot1/talker"),
+    );
+    let listener = node(
+        "listener",
+        config_as(tls.clone(), Some(&root), "/robot1/listener"),
+    );
+    // The intruder: security off, the CA's certificate of /intruder.
+    let intruder_cfg = || {
+        let mut c = config(tls.clone(), Mode::Off, None);
+        if let Some(m) = &mut c.mqtt {
+            m.ca_file = Some(root.join("public/ca.cert.pem"));
+            m.cert_file = Some(root.join("enclaves/intruder/cert.pem"));
+            m.key_file = Some(root.join("enclaves/intruder/key.pem"));
+        }
+        c
+    };
+    let intruder = node("intruder", intruder_cfg());
+    let accomplice = node("accomplice", {
+        let mut c = intruder_cfg();
+        c.lease_ms = 3001; // its own runtime, not the intruder's
+        c
+    });
+    let publ = |n: &Node, t: &str| {
+        n.publisher::<std_msgs::String>(t)
+            .qos(through_the_broker())
+            .build()
+            .unwrap()
+    };
+    let sub = |n: &Node, t: &str| {
+        n.subscriber::<std_msgs::String>(t)
+            .qos(through_the_broker())
+            .build()
+            .unwrap()
+    };
+    let (chat, public) = (publ(&talker, "/cloud/chat"), publ(&talker, "/cloud/public"));
+    let (l_chat, l_public) = (
+        sub(&listener, "/cloud/chat"),
+        sub(&listener, "/cloud/public"),
+    );
+    let (i_chat, i_public) = (
+        sub(&intruder, "/cloud/chat"),
+        sub(&intruder, "/cloud/public"),
+    );
+    assert!(chat.wait_for_subscribers(1, T) && public.wait_for_subscribers(1, T));
+    let say = |p: &ferry::Publisher<std_msgs::String>, s: &str| {
+        p.publish(std_msgs::String { data: s.into() }).unwrap()
+    };
+    say(&chat, "private");
+    say(&public, "public");
+    assert_eq!(l_chat.recv_timeout(T).unwrap().data, "private");
+    assert_eq!(l_public.recv_timeout(T).unwrap().data, "public");
+    assert_eq!(
+        i_public
+            .recv_timeout(T)
+            .expect("its grant lets it read /cloud/public")
+            .data,
+        "public"
+    );
+    assert!(
+        i_chat.recv_timeout(Duration::from_secs(2)).is_err(),
+        "the intruder read /cloud/chat through the broker"
+    );
+    // The intruder publishes into /cloud/chat (matched with its accomplice
+    // through the broker, so it does publish): the broker drops it.
+    let forged = publ(&intruder, "/cloud/chat");
+    let _a = sub(&accomplice, "/cloud/chat");
+    assert!(
+        forged.wait_for_subscribers(1, T),
+        "the intruder's writer never matched"
+    );
+    say(&forged, "forged");
+    say(&chat, "after");
+    assert_eq!(
+        l_chat.recv_timeout(T).unwrap().data,
+        "after",
+        "a sample the intruder's grants do not allow reached the listener"
     );
 }
 
