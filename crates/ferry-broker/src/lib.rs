@@ -12,6 +12,10 @@
 //! broker per address: [`EmbeddedBroker::start`] returns the running one when
 //! asked again for the same address.
 
+mod tls;
+
+pub use tls::{BrokerTls, MAX_TLS_CONNECTIONS};
+
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Mutex, OnceLock};
@@ -29,6 +33,9 @@ pub struct BrokerConfig {
     pub max_payload: usize,
     /// User name → password; `None` accepts anyone.
     pub users: Option<HashMap<String, String>>,
+    /// A TLS listener too (client certificates required), for clients on
+    /// other hosts; its connections join the MQTT 5 listener's router.
+    pub tls: Option<BrokerTls>,
 }
 
 impl Default for BrokerConfig {
@@ -38,6 +45,7 @@ impl Default for BrokerConfig {
             listen_v311: None,
             max_payload: 16 << 20,
             users: None,
+            tls: None,
         }
     }
 }
@@ -68,6 +76,7 @@ pub enum BrokerError {
 pub struct EmbeddedBroker {
     addr: SocketAddr,
     addr_v311: Option<SocketAddr>,
+    addr_tls: Option<SocketAddr>,
 }
 
 fn running() -> &'static Mutex<Vec<(BrokerConfig, EmbeddedBroker)>> {
@@ -168,13 +177,20 @@ impl EmbeddedBroker {
                 return Err(BrokerError::NotUp(a));
             }
         }
-        let b = EmbeddedBroker {
+        let mut b = EmbeddedBroker {
             addr: listen,
             addr_v311: v311,
+            addr_tls: None,
         };
+        if let Some(t) = &cfg.tls {
+            b.addr_tls = Some(tls::start(t, b.local_addr())?);
+        }
         tracing::info!(
-            "embedded MQTT broker on {listen} (MQTT 5){}",
+            "embedded MQTT broker on {listen} (MQTT 5){}{}",
             v311.map(|a| format!(" and {a} (MQTT 3.1.1)"))
+                .unwrap_or_default(),
+            b.addr_tls
+                .map(|a| format!(" and {a} (MQTT 5 over TLS, client certificates required)"))
                 .unwrap_or_default()
         );
         reg.push((cfg.clone(), b.clone()));
@@ -184,6 +200,11 @@ impl EmbeddedBroker {
     /// Where the MQTT 5 listener is.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Where the TLS listener is, if configured.
+    pub fn addr_tls(&self) -> Option<SocketAddr> {
+        self.addr_tls
     }
 
     /// Where the MQTT 3.1.1 listener is, if configured.

@@ -142,9 +142,37 @@ struct BrokerArgs {
     /// too.
     #[arg(long, value_name = "NAME:PASSWORD")]
     user: Vec<String>,
+    /// Also a TLS 1.3 listener here, requiring a client certificate of the
+    /// keystore's CA (`--keystore`): how ferry runtimes on other hosts
+    /// reach it under `enforce` (`mqtts://host:port`).
+    #[arg(long, requires = "keystore")]
+    listen_tls: Option<std::net::SocketAddr>,
+    /// The keystore whose CA admits TLS clients.
+    #[arg(long)]
+    keystore: Option<std::path::PathBuf>,
+    /// The TLS listener's certificate directory (`cert.pem`, `key.pem`);
+    /// default: the keystore's only `brokers/<host>/`
+    /// (`ferry security create-broker-cert`).
+    #[arg(long)]
+    broker_cert: Option<std::path::PathBuf>,
     /// Stop after this many seconds (default: until Ctrl-C).
     #[arg(long)]
     duration: Option<f64>,
+}
+
+/// The `--listen-tls` listener's configuration from the keystore.
+fn broker_tls(a: &BrokerArgs) -> Result<Option<ferry_broker::BrokerTls>, String> {
+    let (Some(listen), Some(ks)) = (a.listen_tls, &a.keystore) else {
+        return Ok(None);
+    };
+    let ks = ferry_security::Keystore::open(ks).map_err(|e| e.to_string())?;
+    let dir = match &a.broker_cert {
+        Some(d) => d.clone(),
+        None => ks.broker_cert_dir(None).map_err(|e| e.to_string())?,
+    };
+    let ca = ks.ca_der().map_err(|e| e.to_string())?;
+    let config = ferry_security::tls::broker_server_config(&ca, &dir).map_err(|e| e.to_string())?;
+    Ok(Some(ferry_broker::BrokerTls { listen, config }))
 }
 
 fn broker(a: BrokerArgs) -> Result<(), String> {
@@ -186,9 +214,13 @@ fn broker(a: BrokerArgs) -> Result<(), String> {
         listen_v311: a.listen_v311,
         max_payload: a.max_payload,
         users,
+        tls: broker_tls(&a)?,
     })
     .map_err(|e| e.to_string())?;
     out!("ferry broker: MQTT 5 on {}", b.addr());
+    if let Some(t) = b.addr_tls() {
+        out!("ferry broker: MQTT 5 over TLS on {t} (client certificates of the keystore's CA)");
+    }
     if let Some(v) = b.addr_v311() {
         out!("ferry broker: MQTT 3.1.1 on {v}");
     }

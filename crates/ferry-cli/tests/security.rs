@@ -89,6 +89,26 @@ fn keystore_identities_and_permissions_from_the_command_line() {
     );
     let (ok, _, err) = ferry(&[], &["security", "create-broker-cert", ks, "../x"]);
     assert!(!ok && err.contains("not a host name"), "{err}");
+    // ferry's broker with a TLS listener from this keystore (clients over
+    // it: crates/ferry/tests/mqtt_security.rs).
+    let (ok, out, err) = ferry(
+        &[],
+        &[
+            "broker",
+            "--listen",
+            "127.0.0.1:0",
+            "--listen-tls",
+            "127.0.0.1:0",
+            "--keystore",
+            ks,
+            "--duration",
+            "0.3",
+        ],
+    );
+    assert!(
+        ok && out.contains("MQTT 5 over TLS on 127.0.0.1:"),
+        "{out}{err}"
+    );
     // The broker's ACL from the grants (applied to a real Mosquitto in
     // crates/ferry/tests/mqtt_security.rs).
     let (ok, out, err) = ferry(&[], &["security", "export-mqtt-acl", ks]);

@@ -246,12 +246,13 @@ impl Broker {
         keep_all_block: Duration,
         discovery: bool,
         security: Option<&ferry_transport::transport::TransportSecurity>,
+        keystore: Option<&std::path::Path>,
     ) -> Result<Arc<Broker>, BuildError> {
         if let Some(s) = security.filter(|s| s.enforce) {
             plain_refused(cfg, s)?;
         }
         let (host, port) = match &cfg.broker {
-            BrokerUrl::Embedded { port } => embedded(cfg, *port)?,
+            BrokerUrl::Embedded { port } => embedded(cfg, *port, security, keystore)?,
             BrokerUrl::Tcp { host, port } | BrokerUrl::Tls { host, port } => (host.clone(), *port),
         };
         let base = format!("{}/{}/", cfg.prefix, domain);
@@ -976,12 +977,53 @@ fn tls_config(
     })
 }
 
+/// The embedded broker's TLS listener from `[mqtt] listen_tls`: the
+/// broker certificate (`broker_cert`, else the keystore's only one), and
+/// client certificates of the keystore's CA required.
+#[cfg(feature = "embedded-broker")]
+fn broker_tls(
+    cfg: &MqttConfig,
+    security: Option<&ferry_transport::transport::TransportSecurity>,
+    keystore: Option<&std::path::Path>,
+) -> Result<Option<ferry_broker::BrokerTls>, BuildError> {
+    let Some(listen) = cfg.listen_tls else {
+        return Ok(None);
+    };
+    let fail = |why: String| BuildError::Broker {
+        url: cfg.broker.to_string(),
+        why,
+    };
+    let (Some(sec), Some(ks)) = (security, keystore) else {
+        return Err(fail(
+            "[mqtt] listen_tls needs security on (permissive or enforce) with a keystore: its \
+             CA admits the clients"
+                .into(),
+        ));
+    };
+    let dir = match &cfg.broker_cert {
+        Some(d) => d.clone(),
+        None => ferry_security::Keystore::open(ks)
+            .and_then(|k| k.broker_cert_dir(None))
+            .map_err(|e| fail(e.to_string()))?,
+    };
+    let config = ferry_security::tls::broker_server_config(sec.identity.ca_der(), &dir)
+        .map_err(|e| fail(e.to_string()))?;
+    Ok(Some(ferry_broker::BrokerTls { listen, config }))
+}
+
 /// Starts (or reuses) this process's embedded broker on `port`: on
 /// loopback unless `[mqtt] listen` says otherwise, requiring `[mqtt]`'s
-/// user and password when they are set. A broker already listening there
-/// (another process's) is used instead. Returns where to connect.
+/// user and password when they are set, and with a TLS listener when
+/// `[mqtt] listen_tls` asks. A broker already listening there (another
+/// process's) is used instead. Returns where to connect.
 #[cfg(feature = "embedded-broker")]
-fn embedded(cfg: &MqttConfig, port: u16) -> Result<(String, u16), BuildError> {
+fn embedded(
+    cfg: &MqttConfig,
+    port: u16,
+    security: Option<&ferry_transport::transport::TransportSecurity>,
+    keystore: Option<&std::path::Path>,
+) -> Result<(String, u16), BuildError> {
+    let tls = broker_tls(cfg, security, keystore)?;
     let listen = cfg
         .listen
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], port)));
@@ -999,6 +1041,7 @@ fn embedded(cfg: &MqttConfig, port: u16) -> Result<(String, u16), BuildError> {
         listen_v311: None,
         max_payload: cfg.max_packet_bytes,
         users,
+        tls,
     });
     match started {
         Ok(b) => Ok(("127.0.0.1".into(), b.local_addr().port())),
@@ -1016,7 +1059,12 @@ fn embedded(cfg: &MqttConfig, port: u16) -> Result<(String, u16), BuildError> {
 }
 
 #[cfg(not(feature = "embedded-broker"))]
-fn embedded(_cfg: &MqttConfig, port: u16) -> Result<(String, u16), BuildError> {
+fn embedded(
+    _cfg: &MqttConfig,
+    port: u16,
+    _security: Option<&ferry_transport::transport::TransportSecurity>,
+    _keystore: Option<&std::path::Path>,
+) -> Result<(String, u16), BuildError> {
     Err(BuildError::Broker {
         url: format!("mqtt://embedded:{port}"),
         why: "ferry was built without the `embedded-broker` feature".into(),
@@ -1042,6 +1090,7 @@ pub fn start(
         Duration::from_millis(ctx.cfg.keep_all_block_ms),
         ctx.cfg.announces_through_broker(),
         ctx.security.map(|s| s.as_ref()),
+        ctx.cfg.security.keystore.as_deref(),
     )?;
     Ok(Some(Arc::new(MqttTransport(b))))
 }

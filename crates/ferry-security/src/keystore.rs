@@ -62,6 +62,15 @@ pub enum KeystoreError {
     /// No enclave was named and the keystore has none.
     #[error("keystore {0} has no enclave: run `ferry security create-identity {0} /your/enclave`")]
     NoEnclave(String),
+    /// No broker certificate in the keystore, or not the one named, or
+    /// several and none named.
+    #[error("keystore {keystore}: {why}")]
+    BrokerCertificate {
+        /// The keystore.
+        keystore: String,
+        /// What is missing and how to make it.
+        why: String,
+    },
     /// No enclave was named and the keystore has several.
     #[error("keystore {keystore} has {} enclaves ({}): choose one with FERRY_ENCLAVE or [security] enclave", .enclaves.len(), .enclaves.join(", "))]
     SeveralEnclaves {
@@ -112,6 +121,45 @@ impl Keystore {
     pub fn enclave_dir(&self, enclave: &str) -> Result<PathBuf, EnclaveError> {
         check_enclave(enclave)?;
         Ok(enclave_dir(&self.root, enclave))
+    }
+
+    /// The CA certificate (DER), read from `public/ca.cert.pem` (not
+    /// checked: it is the trust anchor).
+    pub fn ca_der(&self) -> Result<Vec<u8>, IdentityError> {
+        read_cert(&self.ca_cert_path())
+    }
+
+    /// The directory of a broker certificate (`brokers/<name>/`, made by
+    /// `ferry security create-broker-cert`): `name`, else the only one.
+    pub fn broker_cert_dir(&self, name: Option<&str>) -> Result<PathBuf, KeystoreError> {
+        let err = |why: String| KeystoreError::BrokerCertificate {
+            keystore: self.root.display().to_string(),
+            why,
+        };
+        let top = self.root.join("brokers");
+        let mut all: Vec<String> = std::fs::read_dir(&top)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.path().join("cert.pem").is_file())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        all.sort();
+        let make = "make one with `ferry security create-broker-cert KEYSTORE HOST…`";
+        match name {
+            Some(n) if all.iter().any(|a| a == n) => Ok(top.join(n)),
+            Some(n) => Err(err(format!(
+                "no broker certificate `{n}` in brokers/: {make}"
+            ))),
+            None if all.len() == 1 => Ok(top.join(&all[0])),
+            None if all.is_empty() => Err(err(format!("no broker certificate: {make}"))),
+            None => Err(err(format!(
+                "{} broker certificates ({}): name one ([mqtt] broker_cert)",
+                all.len(),
+                all.join(", ")
+            ))),
+        }
     }
 
     /// The enclave a runtime runs as: `configured`, else the keystore's

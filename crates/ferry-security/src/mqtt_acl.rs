@@ -45,8 +45,8 @@ pub enum AclError {
         /// The pattern.
         pattern: String,
     },
-    /// A topic prefix MQTT would read as more than one word.
-    #[error("prefix `{0}`: one topic segment without `+`, `#` or `/`")]
+    /// A topic prefix with MQTT wildcards.
+    #[error("prefix `{0}`: a topic without `+` or `#`")]
     Prefix(String),
 }
 
@@ -88,7 +88,7 @@ fn filter(base: &str, pattern: &str) -> Result<String, String> {
 /// The Mosquitto ACL lines for `enclaves` (name and grants), topics under
 /// `prefix` (ferry's `[mqtt] prefix`, default `ferry`).
 pub fn mosquitto_acl(enclaves: &[(String, Grants)], prefix: &str) -> Result<String, AclError> {
-    if prefix.is_empty() || prefix.contains(['/', '+', '#']) {
+    if prefix.is_empty() || prefix.contains(['+', '#']) {
         return Err(AclError::Prefix(prefix.into()));
     }
     let mut m = String::from(
@@ -256,6 +256,6 @@ mod tests {
         };
         let acl = mosquitto_acl(&[("/a".into(), deny)], "ferry").unwrap();
         assert!(acl.lines().any(|l| l == "topic deny ferry/3/x/+"), "{acl}");
-        assert!(mosquitto_acl(&[], "a/b").is_err());
+        assert!(mosquitto_acl(&[], "a+b").is_err());
     }
 }

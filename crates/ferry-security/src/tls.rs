@@ -7,6 +7,7 @@
 //! its grants, checked by the transport once the handshake is done
 //! ([`peer_identity`]). TLS 1.3 only, no resumption, no 0-RTT.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -175,6 +176,43 @@ impl Identity {
             server: Arc::new(server),
         })
     }
+}
+
+/// The TLS server configuration of an MQTT broker's listener (the
+/// embedded broker): the broker certificate and key in `cert_dir`
+/// (`cert.pem`, `key.pem`: what `ferry security create-broker-cert` writes),
+/// TLS 1.3 only, and a client certificate signed by the CA `ca_der`
+/// required (the keystore's: any enclave of it; ACLs are not the embedded
+/// broker's).
+pub fn broker_server_config(ca_der: &[u8], cert_dir: &Path) -> Result<Arc<ServerConfig>, TlsError> {
+    use rustls::pki_types::pem::PemObject;
+    let err = |e: &dyn std::fmt::Display| TlsError::Setup {
+        enclave: format!("the broker certificate in {}", cert_dir.display()),
+        why: e.to_string(),
+    };
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(cert_dir.join("cert.pem"))
+            .and_then(|i| i.collect::<Result<_, _>>())
+            .map_err(|e| err(&format!("cert.pem: {e}")))?;
+    let key = PrivateKeyDer::from_pem_file(cert_dir.join("key.pem"))
+        .map_err(|e| err(&format!("key.pem: {e}")))?;
+    let provider = provider();
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(ca_der.to_vec()))
+        .map_err(|e| err(&e))?;
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|e| err(&e))?;
+    let mut server = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| err(&e))?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .map_err(|e| err(&e))?;
+    server.session_storage = Arc::new(NoServerSessionStorage {});
+    server.send_tls13_tickets = 0;
+    Ok(Arc::new(server))
 }
 
 /// The identity of the peer at the other end of a finished handshake

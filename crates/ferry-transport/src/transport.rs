@@ -412,6 +412,29 @@ pub struct InboundConn {
     pub identity: Option<Arc<ferry_security::PeerIdentity>>,
 }
 
+impl InboundConn {
+    /// What protects this connection's bytes, for the reader's stats:
+    /// `process`, `os`, `tls (from <enclave>)` / `aead (from <enclave>)`
+    /// when the channel proved the writer, `tls (to the broker)` over
+    /// `mqtts://`, else `none`.
+    pub fn protection(&self) -> String {
+        let from = |how: &str| match &self.identity {
+            Some(p) => format!("{how} (from {})", p.enclave()),
+            None => "none".into(),
+        };
+        match self.transport {
+            TransportKind::InProcess => "process".into(),
+            TransportKind::SharedMemory => "os".into(),
+            TransportKind::Tcp => from("tls"),
+            TransportKind::Udp => from("aead"),
+            TransportKind::Mqtt if self.locator.starts_with("mqtts://") => {
+                "tls (to the broker)".into()
+            }
+            _ => "none".into(),
+        }
+    }
+}
+
 /// What a connection delivered, as far as a hand-over between paths needs.
 #[derive(Debug, Default)]
 pub struct SeqMarks {

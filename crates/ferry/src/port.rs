@@ -76,8 +76,9 @@ impl Inbound {
         self.0
             .lock()
             .iter()
-            .map(|c| {
-                ConnectionInfo::new(
+            .map(|c| ConnectionInfo {
+                protection: c.protection(),
+                ..ConnectionInfo::new(
                     topic,
                     id,
                     c.remote,

@@ -352,6 +352,100 @@ fn the_broker_enforces_the_policy_through_the_exported_acl() {
     );
 }
 
+/// The embedded broker with a TLS listener: an enforcing runtime on
+/// "another host" (`mqtts://`) meets the broker's own runtime (plain on
+/// loopback) through one router; clients without a certificate of the
+/// keystore's CA are refused at the handshake.
+#[test]
+fn the_embedded_broker_takes_tls_clients_of_the_keystore() {
+    let d = TempDir::new("mqtt-embedded-tls");
+    let ks = keystore(&d, "ks");
+    let other = keystore(&d, "other");
+    let (plain_port, tls_port) = (free_port(), free_port());
+    let mut host = config_as(
+        BrokerUrl::Embedded { port: plain_port },
+        Some(&ks),
+        "/robot1/talker",
+    );
+    if let Some(m) = &mut host.mqtt {
+        m.listen_tls = Some(([127, 0, 0, 1], tls_port).into());
+    }
+    // Without a keystore there is no CA to admit clients with.
+    let mut no_ks = host.clone();
+    no_ks.security = Default::default();
+    let Err(e) = Node::builder().name("nokeys").config(no_ks).build() else {
+        panic!("listen_tls without a keystore must be refused");
+    };
+    assert!(
+        e.to_string().contains("listen_tls needs security on"),
+        "{e}"
+    );
+
+    let talker = Node::builder()
+        .name("talker")
+        .config(host)
+        .build()
+        .expect("the broker's runtime starts it with its TLS listener");
+    assert!(wait_listening(tls_port, T), "no TLS listener");
+    let tls = BrokerUrl::Tls {
+        host: "localhost".into(),
+        port: tls_port,
+    };
+    let listener = Node::builder()
+        .name("listener")
+        .config(config_as(tls.clone(), Some(&ks), "/robot1/listener"))
+        .build()
+        .expect("a client of the keystore connects over TLS");
+    let p = talker
+        .publisher::<std_msgs::String>("/cloud/embedded")
+        .qos(through_the_broker())
+        .build()
+        .unwrap();
+    let s = listener
+        .subscriber::<std_msgs::String>("/cloud/embedded")
+        .qos(through_the_broker())
+        .build()
+        .unwrap();
+    assert!(p.wait_for_subscribers(1, T), "never met through the broker");
+    for data in ["through the TLS listener".to_string(), "y".repeat(3 << 20)] {
+        p.publish(std_msgs::String { data: data.clone() }).unwrap();
+        let got = s
+            .recv_timeout(T)
+            .expect("delivered through the TLS listener");
+        assert_eq!(got.data.len(), data.len());
+    }
+    for c in s.connections() {
+        assert_eq!(c.protection, "tls (to the broker)");
+    }
+    // No client certificate, or one of another CA: refused.
+    let mut anonymous = config(tls.clone(), Mode::Off, None);
+    if let Some(m) = &mut anonymous.mqtt {
+        m.ca_file = Some(ks.join("public/ca.cert.pem"));
+    }
+    assert!(
+        Node::builder()
+            .name("anonymous")
+            .config(anonymous)
+            .build()
+            .is_err(),
+        "a client without a certificate must be refused"
+    );
+    let mut foreign = config(tls, Mode::Off, None);
+    if let Some(m) = &mut foreign.mqtt {
+        m.ca_file = Some(ks.join("public/ca.cert.pem"));
+        m.cert_file = Some(other.join("enclaves/robot1/talker/cert.pem"));
+        m.key_file = Some(other.join("enclaves/robot1/talker/key.pem"));
+    }
+    assert!(
+        Node::builder()
+            .name("foreign")
+            .config(foreign)
+            .build()
+            .is_err(),
+        "a certificate of another CA must be refused"
+    );
+}
+
 /// A child process killed when the test ends, failed or not.
 struct Killed(std::process::Child);
 

@@ -603,6 +603,14 @@ fn udp_keys_are_renewed_on_a_long_stream_without_losing_a_sample() {
     );
     assert!(a.sessions >= 4 && b.sessions >= 4, "{a:?} {b:?}");
     assert_eq!((a.aead_failed, b.aead_failed), (0, 0));
+    // The reader's side says who the channel proved.
+    let r = s.connections();
+    assert!(
+        r.iter()
+            .all(|c| c.protection == "aead (from /robot1/talker)")
+            && !r.is_empty(),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -657,6 +665,11 @@ fn tls_keys_are_renewed_on_a_long_tcp_stream_without_losing_a_sample() {
         c[0].protection
     );
     assert_eq!(listener.connection_stats().tls_refused, 0);
+    let r = s.connections();
+    assert!(
+        r.len() == 1 && r[0].protection == "tls (from /robot1/talker)",
+        "{r:?}"
+    );
 }
 
 #[test]

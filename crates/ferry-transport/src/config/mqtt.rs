@@ -175,6 +175,17 @@ pub struct MqttConfig {
     /// requires them).
     #[serde(default)]
     pub listen: Option<std::net::SocketAddr>,
+    /// The embedded broker also listens here with TLS 1.3, requiring a
+    /// client certificate of the keystore's CA (`[security] keystore`):
+    /// how other hosts reach it under `enforce`. Its clients share one
+    /// router with the plain (loopback) ones.
+    #[serde(default)]
+    pub listen_tls: Option<std::net::SocketAddr>,
+    /// The TLS listener's certificate: a directory with `cert.pem` and
+    /// `key.pem` (`ferry security create-broker-cert` makes
+    /// `<keystore>/brokers/<host>/`); default: the keystore's only one.
+    #[serde(default)]
+    pub broker_cert: Option<std::path::PathBuf>,
     /// Name this runtime's network addresses (UDP, TCP) in what it
     /// announces through the broker. Off by default: peers that can reach
     /// them hear us directly and get them then.
@@ -236,6 +247,8 @@ impl MqttConfig {
             session_expiry_s: default_session(),
             discovery: BrokerDiscovery::default(),
             listen: None,
+            listen_tls: None,
+            broker_cert: None,
             announce_addresses: false,
         }
     }
@@ -273,14 +286,20 @@ impl MqttConfig {
                 ),
             );
         }
-        if self.listen.is_some() && !matches!(self.broker, BrokerUrl::Embedded { .. }) {
-            return bad(
-                "mqtt.listen",
-                format!(
-                    "is for the embedded broker only, and the broker is {}",
-                    self.broker
-                ),
-            );
+        for (key, set) in [
+            ("mqtt.listen", self.listen.is_some()),
+            ("mqtt.listen_tls", self.listen_tls.is_some()),
+            ("mqtt.broker_cert", self.broker_cert.is_some()),
+        ] {
+            if set && !matches!(self.broker, BrokerUrl::Embedded { .. }) {
+                return bad(
+                    key,
+                    format!(
+                        "is for the embedded broker only, and the broker is {}",
+                        self.broker
+                    ),
+                );
+            }
         }
         if self.keep_alive_s == 0 {
             return bad("mqtt.keep_alive_s", "must be at least 1".into());
