@@ -382,17 +382,6 @@ fn run(a: RunArgs) -> Res<()> {
         latency,
         throughput,
     };
-    let base = a.out.clone().unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("results")
-            .join(if a.quick {
-                "foundation-quick"
-            } else {
-                "foundation"
-            })
-    });
-    let md = results.write(&base)?;
-    println!("{md}");
-    eprintln!("wrote {} and .md", base.with_extension("json").display());
-    Ok(())
+    let md = results.markdown();
+    report::publish(a.out.as_deref(), "foundation", a.quick, &results, md)
 }

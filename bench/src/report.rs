@@ -90,25 +90,44 @@ fn rate(r: f64) -> String {
 
 /// `64 B`, `4 KiB`, `1 MiB`.
 pub fn size_name(s: usize) -> String {
-    if s >= 1 << 20 && s % (1 << 20) == 0 {
+    if s >= 1 << 20 && s.is_multiple_of(1 << 20) {
         format!("{} MiB", s >> 20)
-    } else if s >= 1024 && s % 1024 == 0 {
+    } else if s >= 1024 && s.is_multiple_of(1024) {
         format!("{} KiB", s >> 10)
     } else {
         format!("{s} B")
     }
 }
 
+/// A measured cell: its system and size.
+pub trait Cell {
+    /// (transport, size).
+    fn key(&self) -> (&str, usize);
+}
+
+impl Cell for LatencySummary {
+    fn key(&self) -> (&str, usize) {
+        (&self.transport, self.size)
+    }
+}
+
+impl Cell for TputSummary {
+    fn key(&self) -> (&str, usize) {
+        (&self.transport, self.size)
+    }
+}
+
+/// The cell of system `t` at `size`.
+pub fn find<'a, C: Cell>(cells: &'a [C], t: &str, size: usize) -> Option<&'a C> {
+    cells.iter().find(|c| c.key() == (t, size))
+}
+
 impl Results {
     fn lat(&self, t: &str, size: usize) -> Option<&LatencySummary> {
-        self.latency
-            .iter()
-            .find(|l| l.transport == t && l.size == size)
+        find(&self.latency, t, size)
     }
     fn tput(&self, t: &str, size: usize) -> Option<&TputSummary> {
-        self.throughput
-            .iter()
-            .find(|l| l.transport == t && l.size == size)
+        find(&self.throughput, t, size)
     }
     fn sizes(&self) -> Vec<usize> {
         let mut v: Vec<usize> = self.latency.iter().map(|l| l.size).collect();
@@ -360,7 +379,7 @@ impl Results {
                     .map(|e| {
                         let head = e.split(" {").next().unwrap_or(e);
                         match e.find("reason: ") {
-                            Some(k) => &e[k + 8..].trim_end_matches([' ', '}']),
+                            Some(k) => e[k + 8..].trim_end_matches([' ', '}']),
                             None => head,
                         }
                     })
@@ -380,11 +399,31 @@ impl Results {
         }
         m
     }
+}
 
-    /// Writes `<base>.json` and `<base>.md`; returns the Markdown.
-    pub fn write(&self, base: &Path) -> Res<String> {
-        write(base, self, self.markdown())
-    }
+/// Writes `results` and `md` to `out` (or `results/<name>`, `-quick` in
+/// quick mode) `.json` / `.md`, and prints the Markdown.
+pub fn publish(
+    out: Option<&Path>,
+    name: &str,
+    quick: bool,
+    results: &impl Serialize,
+    md: String,
+) -> Res<()> {
+    let base = out.map(Path::to_path_buf).unwrap_or_else(|| {
+        let file = if quick {
+            format!("{name}-quick")
+        } else {
+            name.to_string()
+        };
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("results")
+            .join(file)
+    });
+    let md = write(&base, results, md)?;
+    println!("{md}");
+    eprintln!("wrote {} and .md", base.with_extension("json").display());
+    Ok(())
 }
 
 /// Writes `results` to `<base>.json` and `md` to `<base>.md`; returns the

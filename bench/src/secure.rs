@@ -282,31 +282,16 @@ pub fn run(a: &RunArgs, plan: &Plan, command: String) -> Res<()> {
         latency,
         throughput,
     };
-    let base = a.out.clone().unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("results")
-            .join(if a.quick {
-                "security-zenoh-quick"
-            } else {
-                "security-zenoh"
-            })
-    });
-    let md = results.write(&base)?;
-    println!("{md}");
-    eprintln!("wrote {} and .md", base.with_extension("json").display());
-    Ok(())
+    let md = results.markdown();
+    report::publish(a.out.as_deref(), "security-zenoh", a.quick, &results, md)
 }
 
 impl SecurityResults {
     fn lat(&self, t: &str, size: usize) -> Option<&LatencySummary> {
-        self.latency
-            .iter()
-            .find(|l| l.transport == t && l.size == size)
+        report::find(&self.latency, t, size)
     }
     fn tput(&self, t: &str, size: usize) -> Option<&TputSummary> {
-        self.throughput
-            .iter()
-            .find(|l| l.transport == t && l.size == size)
+        report::find(&self.throughput, t, size)
     }
 
     /// The Markdown report: one latency and one throughput table, each with
@@ -426,10 +411,5 @@ impl SecurityResults {
             timeouts
         );
         m
-    }
-
-    /// Writes `<base>.json` and `<base>.md`; returns the Markdown.
-    pub fn write(&self, base: &Path) -> Res<String> {
-        report::write(base, self, self.markdown())
     }
 }

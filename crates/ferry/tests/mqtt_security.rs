@@ -35,20 +35,28 @@ fn free_port() -> u16 {
 /// `/robot1/listener` (subscribe), and the broker's certificate for
 /// localhost.
 fn keystore(d: &TempDir, name: &str) -> std::path::PathBuf {
+    keystore_with(d, name, &[])
+}
+
+/// [`keystore`] with more enclaves: name and grants (policy YAML flow).
+fn keystore_with(d: &TempDir, name: &str, more: &[(&str, &str)]) -> std::path::PathBuf {
     let root = d.path().join(name);
     let ks = create_keystore(&root, Validity::days(1)).unwrap();
-    for e in ["/robot1/talker", "/robot1/listener"] {
+    let mut policy = format!(
+        "version: 1\ndomains: [{DOMAIN}]\nidentities:\n  /robot1/talker: {{ allow: {{ publish: [\"/cloud/**\"] }} }}\n  /robot1/listener: {{ allow: {{ subscribe: [\"/cloud/**\"] }} }}\n"
+    );
+    for (e, grants) in [("/robot1/talker", ""), ("/robot1/listener", "")]
+        .into_iter()
+        .chain(more.iter().copied())
+    {
         create_identity(&ks, e, Validity::days(1)).unwrap();
+        if !grants.is_empty() {
+            policy.push_str(&format!("  {e}: {grants}\n"));
+        }
     }
-    let policy = d.path().join(format!("{name}-policy.yaml"));
-    std::fs::write(
-        &policy,
-        format!(
-            "version: 1\ndomains: [{DOMAIN}]\nidentities:\n  /robot1/talker: {{ allow: {{ publish: [\"/cloud/**\"] }} }}\n  /robot1/listener: {{ allow: {{ subscribe: [\"/cloud/**\"] }} }}\n"
-        ),
-    )
-    .unwrap();
-    create_permissions(&ks, &policy, Validity::days(1)).unwrap();
+    let path = d.path().join(format!("{name}-policy.yaml"));
+    std::fs::write(&path, policy).unwrap();
+    create_permissions(&ks, &path, Validity::days(1)).unwrap();
     create_broker_certificate(
         &ks,
         &["localhost".to_string(), "127.0.0.1".to_string()],
@@ -235,26 +243,15 @@ fn mosquitto_mtls(d: &TempDir, ks: &std::path::Path, acl: Option<&str>) -> (Kill
 #[test]
 fn the_broker_enforces_the_policy_through_the_exported_acl() {
     let d = TempDir::new("mqtt-acl");
-    let root = d.path().join("ks");
-    let ks = create_keystore(&root, Validity::days(1)).unwrap();
-    for e in ["/robot1/talker", "/robot1/listener", "/intruder"] {
-        create_identity(&ks, e, Validity::days(1)).unwrap();
-    }
-    let policy = d.path().join("policy.yaml");
-    std::fs::write(
-        &policy,
-        format!(
-            "version: 1\ndomains: [{DOMAIN}]\nidentities:\n  /robot1/talker: {{ allow: {{ publish: [\"/cloud/**\"] }} }}\n  /robot1/listener: {{ allow: {{ subscribe: [\"/cloud/**\"] }} }}\n  /intruder: {{ allow: {{ subscribe: [/cloud/public], publish: [/cloud/public] }} }}\n"
-        ),
-    )
-    .unwrap();
-    create_permissions(&ks, &policy, Validity::days(1)).unwrap();
-    create_broker_certificate(
-        &ks,
-        &["localhost".to_string(), "127.0.0.1".to_string()],
-        Validity::days(1),
-    )
-    .unwrap();
+    let root = keystore_with(
+        &d,
+        "ks",
+        &[(
+            "/intruder",
+            "{ allow: { subscribe: [/cloud/public], publish: [/cloud/public] } }",
+        )],
+    );
+    let ks = ferry_security::Keystore::open(&root).unwrap();
     let enclaves: Vec<_> = ks
         .enclaves()
         .unwrap()

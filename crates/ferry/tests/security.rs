@@ -561,29 +561,37 @@ fn replayed_and_tampered_udp_datagrams_are_dropped_and_counted() {
     assert_eq!(got.data, "after");
 }
 
-#[test]
-fn udp_keys_are_renewed_on_a_long_stream_without_losing_a_sample() {
-    let d = keystore("udp-rekey");
-    let (talker, listener) = pair(225, Mode::Enforce, Some(&d.0), |c| {
-        let mut c = over_udp(c);
-        c.security.udp_rekey_s = Some(1);
-        c
-    });
+/// A reliable 100 Hz stream of `secs` from the talker to the listener
+/// (enforce, the path and settings `shape` gives): every sample arrives,
+/// in order. Returns the runtimes and the ports.
+fn long_stream(
+    name: &str,
+    domain: u16,
+    shape: fn(Config) -> Config,
+    secs: u64,
+) -> (
+    Node,
+    Node,
+    ferry::Publisher<std_msgs::String>,
+    ferry::Subscriber<std_msgs::String>,
+) {
+    let d = keystore(name);
+    let (talker, listener) = pair(domain, Mode::Enforce, Some(&d.0), shape);
+    let qos = ferry::Qos::default().reliable().keep_all();
     let p = talker
         .publisher::<std_msgs::String>("/chatter")
-        .qos(ferry::Qos::default().reliable().keep_all())
+        .qos(qos)
         .build()
         .unwrap();
     let s = listener
         .subscriber::<std_msgs::String>("/chatter")
-        .qos(ferry::Qos::default().reliable().keep_all())
+        .qos(qos)
         .build()
         .unwrap();
     assert!(p.wait_for_subscribers(1, Duration::from_secs(10)));
-    // 6 s at 100 Hz: about six new handshakes under a live stream.
     let t0 = std::time::Instant::now();
     let mut sent = 0u32;
-    while t0.elapsed() < Duration::from_secs(6) {
+    while t0.elapsed() < Duration::from_secs(secs) {
         p.publish(std_msgs::String {
             data: sent.to_string(),
         })
@@ -597,6 +605,22 @@ fn udp_keys_are_renewed_on_a_long_stream_without_losing_a_sample() {
             .unwrap_or_else(|_| panic!("sample {i} of {sent} missing"));
         assert_eq!(got.data, i.to_string(), "out of order or lost");
     }
+    (talker, listener, p, s)
+}
+
+#[test]
+fn udp_keys_are_renewed_on_a_long_stream_without_losing_a_sample() {
+    // 6 s: about six new handshakes under a live stream.
+    let (talker, listener, _p, s) = long_stream(
+        "udp-rekey",
+        225,
+        |c| {
+            let mut c = over_udp(c);
+            c.security.udp_rekey_s = Some(1);
+            c
+        },
+        6,
+    );
     let (a, b) = (
         talker.connection_stats().udp,
         listener.connection_stats().udp,
@@ -615,41 +639,18 @@ fn udp_keys_are_renewed_on_a_long_stream_without_losing_a_sample() {
 
 #[test]
 fn tls_keys_are_renewed_on_a_long_tcp_stream_without_losing_a_sample() {
-    let d = keystore("tcp-rekey");
-    let (talker, listener) = pair(228, Mode::Enforce, Some(&d.0), |c| {
-        let mut c = over_tcp(c);
-        c.security.tcp_rekey_s = Some(1);
-        c
-    });
-    let p = talker
-        .publisher::<std_msgs::String>("/chatter")
-        .qos(ferry::Qos::default().reliable().keep_all())
-        .build()
-        .unwrap();
-    let s = listener
-        .subscriber::<std_msgs::String>("/chatter")
-        .qos(ferry::Qos::default().reliable().keep_all())
-        .build()
-        .unwrap();
-    assert!(p.wait_for_subscribers(1, Duration::from_secs(10)));
-    // 4 s at 100 Hz: a key update about every second under a live stream
-    // (the reader answers each with its own).
-    let t0 = std::time::Instant::now();
-    let mut sent = 0u32;
-    while t0.elapsed() < Duration::from_secs(4) {
-        p.publish(std_msgs::String {
-            data: sent.to_string(),
-        })
-        .unwrap();
-        sent += 1;
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    for i in 0..sent {
-        let got = s
-            .recv_timeout(Duration::from_secs(5))
-            .unwrap_or_else(|_| panic!("sample {i} of {sent} missing"));
-        assert_eq!(got.data, i.to_string(), "out of order or lost");
-    }
+    // 4 s: a key update about every second under a live stream (the
+    // reader answers each with its own).
+    let (_talker, listener, p, s) = long_stream(
+        "tcp-rekey",
+        228,
+        |c| {
+            let mut c = over_tcp(c);
+            c.security.tcp_rekey_s = Some(1);
+            c
+        },
+        4,
+    );
     let c = p.connections();
     assert_eq!(c.len(), 1, "one connection for the whole stream: {c:?}");
     let renewed: u32 = c[0]
