@@ -130,6 +130,9 @@ if [ "$(grep -cE '^\| [0-9]+ (B|KiB|MiB)( \| [0-9.]+ / [0-9.]+){2} \| [0-9.]+( \
   echo "bench smoke: the TLS comparison with Zenoh is incomplete" >&2
   exit 1
 fi
+echo "== cyclone_security.sh --quick (Cyclone DDS, DDS Security off vs on; built once from the source vendored in cyclors, ~30 s cold)"
+# Exits non-zero when a cell produced no figure or security was not on.
+bash bench/cyclone_security.sh --quick --out "$out/cyclone-sec" | tee "$out/cs.txt"
 echo "== discovery storm --quick"
 bash bench/discovery_storm.sh --quick target/release/ferry
 echo "== ferry-disco run --quick (discovery at rest: 40 participants on a host, a 4-host fleet)"

@@ -16,6 +16,12 @@ command -v mosquitto_sub >/dev/null 2>&1 || need_apt+=(mosquitto-clients)
 # The bare C MQTT client of the RTT study (bench: ferry-mqtt-rtt) links libmosquitto.
 [ -f /usr/include/mosquitto.h ] || need_apt+=(libmosquitto-dev)
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
+# Cyclone DDS with DDS Security, built from source by bench/cyclone_security.sh
+# (Debian's has no security plugins): CMake, OpenSSL headers, openssl CLI.
+command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
+[ -f /usr/include/openssl/ssl.h ] || need_apt+=(libssl-dev)
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+command -v taskset >/dev/null 2>&1 || need_apt+=(util-linux)
 # Python bindings: an interpreter with pip (the wheel is built below).
 command -v "${PYTHON:-python3}" >/dev/null 2>&1 || need_apt+=(python3)
 "${PYTHON:-python3}" -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
