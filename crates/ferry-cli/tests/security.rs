@@ -281,11 +281,14 @@ fn the_admin_plane_answers_only_identities_with_the_admin_or_monitor_grant() {
         expect("/nobody", &["connections"], false);
         expect("/viewer", &["set", "/chatter", "--priority", "high"], false);
         expect("/ops", &["set", "/chatter", "--priority", "high"], true);
-        // The request itself arrived on the path under test.
+        // The request itself arrived on the path under test (the talker's
+        // admin service reads only `ferry admin` clients; the peer column
+        // shows the client's node name once its records arrived, its
+        // endpoint id before).
         let (_, listing) = admin_as(ks, "/viewer", network, &["connections"]);
         let on_path = listing.lines().any(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3 && f[2].starts_with("/_ferry_cli_") && f[3] == path
+            f.len() > 3 && f[0] == "/_ferry/admin/talker" && f[1] == "reader" && f[3] == path
         });
         if !on_path {
             failures.push(format!("the request did not cross {path}:\n{listing}"));
