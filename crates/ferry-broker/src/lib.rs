@@ -14,7 +14,7 @@
 
 mod tls;
 
-pub use tls::{BrokerTls, MAX_TLS_CONNECTIONS};
+pub use tls::{BrokerTls, MAX_PER_ADDRESS, MAX_TLS_CONNECTIONS};
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -62,6 +62,14 @@ pub enum BrokerError {
         why: String,
         /// Something listens there already (perhaps a broker).
         in_use: bool,
+    },
+    /// The TLS listener's address is taken or not ours.
+    #[error("cannot listen with TLS on {addr}: {why} ([mqtt] listen_tls / --listen-tls)")]
+    TlsBind {
+        /// The address.
+        addr: SocketAddr,
+        /// What failed.
+        why: String,
     },
     /// The broker's configuration was refused.
     #[error("embedded broker configuration refused: {0}")]
@@ -128,6 +136,7 @@ impl EmbeddedBroker {
         // would only log it on its listener thread.
         let listen = concrete(cfg.listen)?;
         let v311 = cfg.listen_v311.map(concrete).transpose()?;
+        let tls_listener = cfg.tls.as_ref().map(tls::bind).transpose()?;
         let segment = cfg.max_payload.max(1 << 20) * 2;
         let mut conf = serde_json::json!({
             "id": 0,
@@ -182,8 +191,9 @@ impl EmbeddedBroker {
             addr_v311: v311,
             addr_tls: None,
         };
-        if let Some(t) = &cfg.tls {
-            b.addr_tls = Some(tls::start(t, b.local_addr())?);
+        if let (Some(t), Some(l)) = (&cfg.tls, tls_listener) {
+            b.addr_tls = l.local_addr().ok();
+            tls::serve(l, t, b.local_addr())?;
         }
         tracing::info!(
             "embedded MQTT broker on {listen} (MQTT 5){}{}",

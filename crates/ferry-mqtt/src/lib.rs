@@ -1008,6 +1008,13 @@ fn broker_tls(
     };
     let config = ferry_security::tls::broker_server_config(sec.identity.ca_der(), &dir)
         .map_err(|e| fail(e.to_string()))?;
+    if sec.enforce {
+        tracing::warn!(
+            "the embedded MQTT broker's TLS listener on {listen} admits every identity of the \
+             keystore, and the embedded broker has no ACLs: each may read and write every topic \
+             through it (Mosquitto with `ferry security export-mqtt-acl` restricts that)"
+        );
+    }
     Ok(Some(ferry_broker::BrokerTls { listen, config }))
 }
 

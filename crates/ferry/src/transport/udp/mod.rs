@@ -893,13 +893,15 @@ impl UdpShared {
         // Streams whose reader is gone, and (permissive) plain streams in
         // the name of a participant that speaks sealed: a plain HELLO that
         // came before discovery proved that participant was a downgrade.
-        let downgrade = |s: &RxStream| {
-            s.conn.identity.is_none()
-                && self
-                    .guard
-                    .protection
-                    .as_ref()
-                    .is_some_and(|p| p.protects(s.conn.remote.participant))
+        // (Enforce takes no plain stream; each participant is looked up
+        // once per sweep.)
+        let permissive = self.guard.protection.as_ref().filter(|p| !p.enforcing());
+        let mut sealed: HashMap<ParticipantId, bool> = HashMap::new();
+        let mut downgrade = |s: &RxStream| match permissive {
+            Some(p) if s.conn.identity.is_none() => *sealed
+                .entry(s.conn.remote.participant)
+                .or_insert_with(|| p.protects(s.conn.remote.participant)),
+            _ => false,
         };
         let (mut orphaned, mut downgraded) = (Vec::new(), Vec::new());
         for (h, s) in rx.iter() {
