@@ -42,7 +42,9 @@ else
 fi
 LAST=$(( $(nproc) - 1 ))
 [ $LAST -gt 0 ] || PLACES=same
-DOM_OFF=71 DOM_ON=72 DOM_CHECK=73   # one DDS domain per mode, one for the check
+# One DDS domain per mode and one for the check, drawn at random so that a
+# concurrent run of this script (which would cross-talk) is unlikely to share them.
+DOM_OFF=$(( 20 + RANDOM % 200 )); DOM_ON=$((DOM_OFF + 1)) DOM_CHECK=$((DOM_OFF + 2))
 CACHE=$ROOT/bench/target/cyclonedds-sec
 PREFIX=$CACHE/install
 DDSPERF=$PREFIX/bin/ddsperf
@@ -260,6 +262,12 @@ def thr(kind, mode, size, r):   # sub's 1-s windows, first 2 and last (partial) 
     w = read(f"{LOG}{kind}-{size}-{mode}-r{r}.peer", THR); w = w[2:-1] if len(w) > 3 else w[1:]
     return w and {"MBps": st.median(float(x[3]) / 8 for x in w), "kSps": st.median(float(x[2]) for x in w),
                   "windows": len(w), "lost": int(w[-1][1])} or None
+def crowded(kind, mode, size, r):   # a third ddsperf in the domain would skew the cell
+    seen = set()
+    for ext in ("drv", "peer"):
+        try: seen |= {l.split()[2] for l in open(f"{LOG}{kind}-{size}-{mode}-r{r}.{ext}", errors="replace") if l.rstrip().endswith(": new")}
+        except FileNotFoundError: pass
+    return len(seen) > 2
 def med(cells, key):
     v = [c[key] for c in cells if c]
     return st.median(v) if v else None
@@ -268,8 +276,9 @@ res, missing = {}, []
 for kind, sizes, fn, keys in kinds:
     for s in map(int, sizes.split()):
         for mode in ("off", "on"):
-            cells = [fn(kind, mode, s, r) for r in range(1, rounds + 1)]
-            missing += [f"{kind} {s} B {mode} round {r}" for r, c in enumerate(cells, 1) if c is None]
+            cells = [None if crowded(kind, mode, s, r) else fn(kind, mode, s, r) for r in range(1, rounds + 1)]
+            missing += [f"{kind} {s} B {mode} round {r}" + (" (other ddsperf in the domain)" if crowded(kind, mode, s, r) else "")
+                        for r, c in enumerate(cells, 1) if c is None]
             res.setdefault(kind, {}).setdefault(str(s), {})[mode] = {**{k: med(cells, k) for k in keys}, "rounds": cells}
 def get(kind, s, mode): return res.get(kind, {}).get(str(s), {}).get(mode)
 def fmt_size(s): return f"{s >> 20} MiB" if s >= 1 << 20 else f"{s >> 10} KiB" if s >= 1024 else f"{s} B"
