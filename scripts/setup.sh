@@ -22,9 +22,13 @@ command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 [ -f /usr/include/openssl/ssl.h ] || need_apt+=(libssl-dev)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v taskset >/dev/null 2>&1 || need_apt+=(util-linux)
+# The DDS path (crates/ferry-dds) builds against Cyclone DDS's C library.
+[ -f /usr/include/dds/ddsi/ddsi_serdata.h ] || need_apt+=(cyclonedds-dev)
 # Python bindings: an interpreter with pip (the wheel is built below).
 command -v "${PYTHON:-python3}" >/dev/null 2>&1 || need_apt+=(python3)
 "${PYTHON:-python3}" -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
+# The ROS 2 peers of the DDS tests live in a virtualenv of their own.
+"${PYTHON:-python3}" -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "setup: installing ${need_apt[*]}"
@@ -55,6 +59,15 @@ if command -v "$PY" >/dev/null 2>&1; then
   # Cyclone DDS and Zenoh as prebuilt wheels from PyPI.
   "$PY" -c 'import cyclonedds' 2>/dev/null || pip_install 'cyclonedds==11.0.1'
   "$PY" -c 'import zenoh' 2>/dev/null || pip_install 'eclipse-zenoh==1.10.2'
+  # The DDS path's tests talk to real ROS 2 nodes: ROS 2 Jazzy's rclpy with
+  # its default RMW (rmw_fastrtps_cpp, Fast DDS 2.14) from PyPI, in its own
+  # virtualenv (FERRY_ROS2_PYTHON points the tests elsewhere).
+  ROS2_VENV=${FERRY_ROS2_VENV:-/opt/ferry-ros2}
+  if ! "$ROS2_VENV/bin/python" -c 'import rclpy, std_msgs, std_srvs' >/dev/null 2>&1; then
+    echo "setup: installing ROS 2 Jazzy's rclpy (rmw_fastrtps_cpp) into $ROS2_VENV"
+    "$PY" -m venv "$ROS2_VENV"
+    "$ROS2_VENV/bin/pip" install -q 'ros-jazzy-rclpy[fastrtps]==7.1.6' 'ros-jazzy-std-msgs==5.3.6' 'ros-jazzy-std-srvs==5.3.6'
+  fi
   rm -f target/wheels/ferry-*.whl
   echo "setup: building the Python wheel (maturin, release)"
   "$PY" -m maturin build --release -q -m crates/ferry-py/Cargo.toml -i "$PY" 2>&1 | grep -v '^📦\|^🔗\|^🐍\|^📡\|^⚠' || true

@@ -1,0 +1,536 @@
+/*
+ * ferry-dds: the few Cyclone DDS (0.10) calls ferry makes, and a type that
+ * carries serialized CDR as it is (a "blob" sertype): ferry already holds
+ * every sample as CDR with its encapsulation header, so Cyclone never needs
+ * to know the fields. Types are keyless (every ROS 2 message is).
+ *
+ * Memory: a blob serdata owns one malloc'd copy of the serialized sample,
+ * encapsulation header included, padded with zeros to a multiple of 4
+ * (Cyclone's transmit path reads the payload rounded up to 4). dds_writecdr
+ * consumes the reference it is given; samples from dds_takecdr are
+ * unreferenced after ferry has copied them.
+ *
+ * Cyclone's generic code calls print, get_keyhash, from_keyhash, to_untyped
+ * and eqkey without checking for NULL: all are here. The type is keyless
+ * (TOPICKIND_NO_KEY: Fast DDS matches only equal topic kinds), XCDR1 only
+ * (what ROS 2's RMWs write), without type information (matching is then by
+ * type name, as between ROS 2's RMWs), and never derived.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dds/dds.h"
+#include "dds/ddsi/ddsi_serdata.h"
+#include "dds/ddsi/ddsi_sertype.h"
+#include "dds/ddsi/q_radmin.h"
+
+/* ------------------------------------------------------------ the types */
+
+/* What dds_write/dds_take would see with a blob topic (ferry uses the CDR
+ * calls; the sample ops exist so that every path through Cyclone works). */
+typedef struct ferry_dds_blob_sample {
+  unsigned char *data;
+  size_t len;
+} ferry_dds_blob_sample;
+
+struct blob_type {
+  struct ddsi_sertype c;
+};
+
+struct blob {
+  struct ddsi_serdata c;
+  size_t len;
+  unsigned char *data;
+};
+
+static const struct ddsi_serdata_ops blob_ops;
+
+static struct blob *blob_new(const struct ddsi_sertype *type, enum ddsi_serdata_kind kind, size_t len)
+{
+  struct blob *d = calloc(1, sizeof(*d));
+  if (d == NULL)
+    return NULL;
+  if (len > 0) {
+    /* Zeroed, and padded to 4: Cyclone reads up to the next multiple. */
+    d->data = calloc(1, (len + 3) & ~(size_t)3);
+    if (d->data == NULL) {
+      free(d);
+      return NULL;
+    }
+  }
+  d->len = len;
+  /* Keyless: the hash stays 0 (every sample is the one instance). */
+  ddsi_serdata_init(&d->c, type, kind);
+  return d;
+}
+
+/* ------------------------------------------------------- serdata ops */
+
+static bool blob_eqkey(const struct ddsi_serdata *a, const struct ddsi_serdata *b)
+{
+  (void)a;
+  (void)b;
+  return true;
+}
+
+static uint32_t blob_get_size(const struct ddsi_serdata *dcmn)
+{
+  const struct blob *d = (const struct blob *)dcmn;
+  return (uint32_t)d->len;
+}
+
+static struct ddsi_serdata *blob_from_ser(const struct ddsi_sertype *type, enum ddsi_serdata_kind kind,
+                                          const struct nn_rdata *fragchain, size_t size)
+{
+  struct blob *d = blob_new(type, kind, size);
+  if (d == NULL)
+    return NULL;
+  /* Fragments arrive in order of offset and may overlap: copy what each
+   * adds beyond what is already there. */
+  uint32_t off = 0;
+  while (fragchain != NULL && off < size) {
+    if (fragchain->maxp1 > off) {
+      const unsigned char *payload =
+          NN_RMSG_PAYLOADOFF(fragchain->rmsg, NN_RDATA_PAYLOAD_OFF(fragchain));
+      uint32_t end = fragchain->maxp1 < size ? fragchain->maxp1 : (uint32_t)size;
+      memcpy(d->data + off, payload + (off - fragchain->min), end - off);
+      off = end;
+    }
+    fragchain = fragchain->nextfrag;
+  }
+  if (off != size) {
+    ddsi_serdata_unref(&d->c);
+    return NULL;
+  }
+  return &d->c;
+}
+
+static struct ddsi_serdata *blob_from_ser_iov(const struct ddsi_sertype *type, enum ddsi_serdata_kind kind,
+                                              ddsrt_msg_iovlen_t niov, const ddsrt_iovec_t *iov, size_t size)
+{
+  struct blob *d = blob_new(type, kind, size);
+  if (d == NULL)
+    return NULL;
+  size_t off = 0;
+  for (ddsrt_msg_iovlen_t i = 0; i < niov && off < size; i++) {
+    size_t n = iov[i].iov_len < size - off ? iov[i].iov_len : size - off;
+    memcpy(d->data + off, iov[i].iov_base, n);
+    off += n;
+  }
+  d->len = off;
+  return &d->c;
+}
+
+static struct ddsi_serdata *blob_from_keyhash(const struct ddsi_sertype *type, const struct ddsi_keyhash *keyhash)
+{
+  (void)keyhash;
+  struct blob *d = blob_new(type, SDK_KEY, 0);
+  return d != NULL ? &d->c : NULL;
+}
+
+static struct ddsi_serdata *blob_from_sample(const struct ddsi_sertype *type, enum ddsi_serdata_kind kind,
+                                             const void *sample)
+{
+  const ferry_dds_blob_sample *s = sample;
+  size_t len = kind == SDK_DATA ? s->len : 0;
+  struct blob *d = blob_new(type, kind, len);
+  if (d == NULL)
+    return NULL;
+  if (len > 0)
+    memcpy(d->data, s->data, len);
+  return &d->c;
+}
+
+static void blob_to_ser(const struct ddsi_serdata *dcmn, size_t off, size_t sz, void *buf)
+{
+  const struct blob *d = (const struct blob *)dcmn;
+  const size_t padded = (d->len + 3) & ~(size_t)3;
+  if (off < padded)
+    memcpy(buf, d->data + off, sz <= padded - off ? sz : padded - off);
+}
+
+static struct ddsi_serdata *blob_to_ser_ref(const struct ddsi_serdata *dcmn, size_t off, size_t sz,
+                                            ddsrt_iovec_t *ref)
+{
+  const struct blob *d = (const struct blob *)dcmn;
+  ref->iov_base = d->data + off;
+  ref->iov_len = (ddsrt_iov_len_t)sz;
+  return ddsi_serdata_ref(dcmn);
+}
+
+static void blob_to_ser_unref(struct ddsi_serdata *dcmn, const ddsrt_iovec_t *ref)
+{
+  (void)ref;
+  ddsi_serdata_unref(dcmn);
+}
+
+static bool blob_to_sample(const struct ddsi_serdata *dcmn, void *sample, void **bufptr, void *buflim)
+{
+  (void)bufptr;
+  (void)buflim;
+  const struct blob *d = (const struct blob *)dcmn;
+  ferry_dds_blob_sample *s = sample;
+  unsigned char *copy = d->len > 0 ? realloc(s->data, d->len) : s->data;
+  if (d->len > 0 && copy == NULL)
+    return false;
+  if (d->len > 0)
+    memcpy(copy, d->data, d->len);
+  s->data = copy;
+  s->len = d->len;
+  return true;
+}
+
+static struct ddsi_serdata *blob_to_untyped(const struct ddsi_serdata *dcmn)
+{
+  struct blob *d = blob_new(dcmn->type, SDK_KEY, 0);
+  if (d == NULL)
+    return NULL;
+  d->c.type = NULL;
+  return &d->c;
+}
+
+static bool blob_untyped_to_sample(const struct ddsi_sertype *type, const struct ddsi_serdata *d, void *sample,
+                                   void **bufptr, void *buflim)
+{
+  (void)type;
+  (void)d;
+  (void)bufptr;
+  (void)buflim;
+  ferry_dds_blob_sample *s = sample;
+  s->len = 0;
+  return true;
+}
+
+static void blob_free(struct ddsi_serdata *dcmn)
+{
+  struct blob *d = (struct blob *)dcmn;
+  free(d->data);
+  free(d);
+}
+
+static size_t blob_print(const struct ddsi_sertype *type, const struct ddsi_serdata *dcmn, char *buf, size_t size)
+{
+  (void)type;
+  const struct blob *d = (const struct blob *)dcmn;
+  int n = snprintf(buf, size, "(%zu bytes of CDR)", d->len);
+  return n < 0 ? 0 : (size_t)n;
+}
+
+static void blob_get_keyhash(const struct ddsi_serdata *d, struct ddsi_keyhash *buf, bool force_md5)
+{
+  (void)d;
+  (void)force_md5;
+  memset(buf->value, 0, sizeof(buf->value));
+}
+
+static const struct ddsi_serdata_ops blob_ops = {
+  .eqkey = blob_eqkey,
+  .get_size = blob_get_size,
+  .from_ser = blob_from_ser,
+  .from_ser_iov = blob_from_ser_iov,
+  .from_keyhash = blob_from_keyhash,
+  .from_sample = blob_from_sample,
+  .to_ser = blob_to_ser,
+  .to_ser_ref = blob_to_ser_ref,
+  .to_ser_unref = blob_to_ser_unref,
+  .to_sample = blob_to_sample,
+  .to_untyped = blob_to_untyped,
+  .untyped_to_sample = blob_untyped_to_sample,
+  .free = blob_free,
+  .print = blob_print,
+  .get_keyhash = blob_get_keyhash,
+};
+
+/* -------------------------------------------------------- sertype ops */
+
+static void blob_type_free(struct ddsi_sertype *tpcmn)
+{
+  ddsi_sertype_fini(tpcmn);
+  free(tpcmn);
+}
+
+static void blob_zero_samples(const struct ddsi_sertype *d, void *samples, size_t count)
+{
+  (void)d;
+  memset(samples, 0, count * sizeof(ferry_dds_blob_sample));
+}
+
+static void blob_realloc_samples(void **ptrs, const struct ddsi_sertype *d, void *old, size_t oldcount, size_t count)
+{
+  (void)d;
+  const size_t size = sizeof(ferry_dds_blob_sample);
+  char *new = (oldcount == count) ? old : realloc(old, size * count);
+  if (new != NULL && count > oldcount)
+    memset(new + size * oldcount, 0, size * (count - oldcount));
+  for (size_t i = 0; i < count; i++)
+    ptrs[i] = new != NULL ? new + i * size : NULL;
+}
+
+static void blob_free_samples(const struct ddsi_sertype *d, void **ptrs, size_t count, dds_free_op_t op)
+{
+  (void)d;
+  if (count == 0 || ptrs[0] == NULL)
+    return;
+  if (op & DDS_FREE_CONTENTS_BIT) {
+    for (size_t i = 0; i < count; i++) {
+      ferry_dds_blob_sample *s = ptrs[i];
+      free(s->data);
+      s->data = NULL;
+      s->len = 0;
+    }
+  }
+  if (op & DDS_FREE_ALL_BIT)
+    free(ptrs[0]);
+}
+
+static bool blob_type_equal(const struct ddsi_sertype *a, const struct ddsi_sertype *b)
+{
+  /* Cyclone has compared the ops and the type names already. */
+  (void)a;
+  (void)b;
+  return true;
+}
+
+static uint32_t blob_type_hash(const struct ddsi_sertype *tp)
+{
+  (void)tp;
+  return 0;
+}
+
+static size_t blob_serialized_size(const struct ddsi_sertype *type, const void *sample)
+{
+  (void)type;
+  return ((const ferry_dds_blob_sample *)sample)->len;
+}
+
+static bool blob_serialize_into(const struct ddsi_sertype *type, const void *sample, void *dst, size_t size)
+{
+  (void)type;
+  const ferry_dds_blob_sample *s = sample;
+  if (size < s->len)
+    return false;
+  memcpy(dst, s->data, s->len);
+  return true;
+}
+
+static const struct ddsi_sertype_ops blob_type_ops = {
+  .version = ddsi_sertype_v0,
+  .arg = NULL,
+  .free = blob_type_free,
+  .zero_samples = blob_zero_samples,
+  .realloc_samples = blob_realloc_samples,
+  .free_samples = blob_free_samples,
+  .equal = blob_type_equal,
+  .hash = blob_type_hash,
+  .type_id = NULL,
+  .type_map = NULL,
+  .type_info = NULL,
+  .derive_sertype = NULL,
+  .get_serialized_size = blob_serialized_size,
+  .serialize_into = blob_serialize_into,
+};
+
+/* ------------------------------------------------- what ferry calls */
+
+/* The QoS ferry sets, flat (no pointers into Rust beyond the call). */
+typedef struct ferry_dds_qos {
+  int32_t reliable;        /* 1 reliable, 0 best effort */
+  int32_t transient_local; /* 1 transient local, 0 volatile */
+  int32_t keep_all;        /* 1 keep all, 0 keep last `depth` */
+  int32_t depth;
+  int64_t max_blocking_ns; /* reliable writers: how long a write may block */
+  int64_t deadline_ns;     /* < 0: infinite */
+  int64_t lifespan_ns;     /* < 0: infinite */
+  int32_t liveliness;      /* 0 automatic, 1 manual by participant, 2 manual by topic */
+  int64_t lease_ns;        /* < 0: infinite */
+  const unsigned char *user_data; /* NULL: none */
+  size_t user_data_len;
+} ferry_dds_qos;
+
+static dds_duration_t dur(int64_t ns)
+{
+  return ns < 0 ? DDS_INFINITY : (dds_duration_t)ns;
+}
+
+static dds_qos_t *make_qos(const ferry_dds_qos *q)
+{
+  dds_qos_t *qos = dds_create_qos();
+  dds_qset_reliability(qos, q->reliable ? DDS_RELIABILITY_RELIABLE : DDS_RELIABILITY_BEST_EFFORT,
+                       dur(q->max_blocking_ns));
+  dds_qset_durability(qos, q->transient_local ? DDS_DURABILITY_TRANSIENT_LOCAL : DDS_DURABILITY_VOLATILE);
+  dds_qset_history(qos, q->keep_all ? DDS_HISTORY_KEEP_ALL : DDS_HISTORY_KEEP_LAST, q->depth > 0 ? q->depth : 1);
+  dds_qset_deadline(qos, dur(q->deadline_ns));
+  dds_qset_lifespan(qos, dur(q->lifespan_ns));
+  dds_liveliness_kind_t kind = q->liveliness == 1   ? DDS_LIVELINESS_MANUAL_BY_PARTICIPANT
+                               : q->liveliness == 2 ? DDS_LIVELINESS_MANUAL_BY_TOPIC
+                                                    : DDS_LIVELINESS_AUTOMATIC;
+  dds_qset_liveliness(qos, kind, dur(q->lease_ns));
+  /* ROS 2 payloads are XCDR1 (encapsulation CDR_LE/CDR_BE). */
+  dds_data_representation_id_t xcdr1 = DDS_DATA_REPRESENTATION_XCDR1;
+  dds_qset_data_representation(qos, 1, &xcdr1);
+  /* No dispose when a writer goes (as the RMWs); ferry delivers within the
+   * process itself. */
+  dds_qset_writer_data_lifecycle(qos, false);
+  dds_qset_ignorelocal(qos, DDS_IGNORELOCAL_PARTICIPANT);
+  if (q->user_data != NULL)
+    dds_qset_userdata(qos, q->user_data, q->user_data_len);
+  return qos;
+}
+
+dds_entity_t ferry_dds_participant(uint32_t domain, const unsigned char *user_data, size_t user_data_len)
+{
+  dds_qos_t *qos = dds_create_qos();
+  if (user_data != NULL)
+    dds_qset_userdata(qos, user_data, user_data_len);
+  dds_entity_t pp = dds_create_participant((dds_domainid_t)domain, qos, NULL);
+  dds_delete_qos(qos);
+  return pp;
+}
+
+/* Creates the topic with a blob type of `type_name`; `*sertype` is the type
+ * the topic actually uses (the writer's samples are made of it). */
+dds_entity_t ferry_dds_topic(dds_entity_t pp, const char *topic_name, const char *type_name,
+                             const struct ddsi_sertype **sertype)
+{
+  struct blob_type *t = calloc(1, sizeof(*t));
+  if (t == NULL)
+    return DDS_RETCODE_OUT_OF_RESOURCES;
+  ddsi_sertype_init_flags(&t->c, type_name, &blob_type_ops, &blob_ops, DDSI_SERTYPE_FLAG_TOPICKIND_NO_KEY);
+  t->c.allowed_data_representation = DDS_DATA_REPRESENTATION_FLAG_XCDR1;
+  struct ddsi_sertype *st = &t->c;
+  dds_entity_t tp = dds_create_topic_sertype(pp, topic_name, &st, NULL, NULL, NULL);
+  if (tp < 0)
+    blob_type_free(&t->c);
+  else
+    *sertype = st;
+  return tp;
+}
+
+dds_entity_t ferry_dds_writer(dds_entity_t pp, dds_entity_t topic, const ferry_dds_qos *q)
+{
+  dds_qos_t *qos = make_qos(q);
+  dds_entity_t wr = dds_create_writer(pp, topic, qos, NULL);
+  dds_delete_qos(qos);
+  return wr;
+}
+
+typedef void (*ferry_dds_on_data)(dds_entity_t reader, void *ctx);
+
+dds_entity_t ferry_dds_reader(dds_entity_t pp, dds_entity_t topic, const ferry_dds_qos *q, ferry_dds_on_data cb,
+                              void *ctx)
+{
+  dds_qos_t *qos = make_qos(q);
+  dds_listener_t *l = dds_create_listener(ctx);
+  dds_lset_data_available(l, cb);
+  dds_entity_t rd = dds_create_reader(pp, topic, qos, l);
+  dds_delete_listener(l);
+  dds_delete_qos(qos);
+  return rd;
+}
+
+/* Writes one sample (source timestamp: now). */
+dds_return_t ferry_dds_write(dds_entity_t wr, const struct ddsi_sertype *sertype, const unsigned char *data,
+                             size_t len)
+{
+  struct blob *d = blob_new(sertype, SDK_DATA, len);
+  if (d == NULL)
+    return DDS_RETCODE_OUT_OF_RESOURCES;
+  if (len > 0)
+    memcpy(d->data, data, len);
+  /* Consumes the reference (the writer handle is valid: ferry deletes it
+   * only after its last write, and sets no content filter). */
+  return dds_writecdr(wr, &d->c);
+}
+
+/* What one taken sample says: its bytes stay valid until ferry_dds_release. */
+typedef struct ferry_dds_taken {
+  const unsigned char *data;
+  size_t len;
+  int64_t source_timestamp;
+  uint64_t publication_handle;
+  int32_t valid_data;
+  void *serdata;
+} ferry_dds_taken;
+
+/* Takes up to `max` samples; returns how many (or a negative retcode). */
+dds_return_t ferry_dds_take(dds_entity_t rd, ferry_dds_taken *out, uint32_t max)
+{
+  enum { BATCH = 16 };
+  struct ddsi_serdata *sd[BATCH];
+  dds_sample_info_t si[BATCH];
+  if (max > BATCH)
+    max = BATCH;
+  dds_return_t n = dds_takecdr(rd, sd, max, si, DDS_ANY_STATE);
+  for (dds_return_t i = 0; i < n; i++) {
+    const struct blob *d = (const struct blob *)sd[i];
+    out[i].data = d->data;
+    out[i].len = d->len;
+    out[i].source_timestamp = si[i].source_timestamp;
+    out[i].publication_handle = si[i].publication_handle;
+    out[i].valid_data = si[i].valid_data ? 1 : 0;
+    out[i].serdata = sd[i];
+  }
+  return n;
+}
+
+void ferry_dds_release(void *serdata)
+{
+  ddsi_serdata_unref((struct ddsi_serdata *)serdata);
+}
+
+/* The matched writer behind `handle`: its GUID, its participant's GUID and
+ * its user data (copied up to `cap` bytes; the length is returned). */
+dds_return_t ferry_dds_publication(dds_entity_t rd, uint64_t handle, unsigned char guid[16],
+                                   unsigned char participant[16], unsigned char *user_data, size_t cap)
+{
+  dds_builtintopic_endpoint_t *ep = dds_get_matched_publication_data(rd, handle);
+  if (ep == NULL)
+    return DDS_RETCODE_BAD_PARAMETER;
+  memcpy(guid, ep->key.v, 16);
+  memcpy(participant, ep->participant_key.v, 16);
+  void *ud = NULL;
+  size_t sz = 0;
+  dds_return_t len = 0;
+  if (ep->qos != NULL && dds_qget_userdata(ep->qos, &ud, &sz) && ud != NULL) {
+    memcpy(user_data, ud, sz < cap ? sz : cap);
+    len = (dds_return_t)sz;
+    dds_free(ud);
+  }
+  dds_builtintopic_free_endpoint(ep);
+  return len;
+}
+
+/* This entity's GUID (writers and readers: ROS 2's gid). */
+dds_return_t ferry_dds_guid(dds_entity_t e, unsigned char guid[16])
+{
+  dds_guid_t g;
+  dds_return_t rc = dds_get_guid(e, &g);
+  if (rc == 0)
+    memcpy(guid, g.v, 16);
+  return rc;
+}
+
+dds_return_t ferry_dds_matched(dds_entity_t e, int32_t is_writer)
+{
+  if (is_writer) {
+    dds_publication_matched_status_t s;
+    dds_return_t rc = dds_get_publication_matched_status(e, &s);
+    return rc < 0 ? rc : (dds_return_t)s.current_count;
+  } else {
+    dds_subscription_matched_status_t s;
+    dds_return_t rc = dds_get_subscription_matched_status(e, &s);
+    return rc < 0 ? rc : (dds_return_t)s.current_count;
+  }
+}
+
+const char *ferry_dds_strretcode(dds_return_t rc)
+{
+  return dds_strretcode(rc);
+}
+
+dds_return_t ferry_dds_delete(dds_entity_t e)
+{
+  return dds_delete(e);
+}

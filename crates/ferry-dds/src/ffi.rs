@@ -1,0 +1,70 @@
+//! The C side (`csrc/ferry_dds.c`): entity handles are Cyclone's
+//! `dds_entity_t` (negative = a `dds_return_t` error code).
+
+use std::ffi::{c_char, c_void};
+
+/// Cyclone's entity handle, or an error code when negative.
+pub type Entity = i32;
+
+/// The QoS ferry sets, as `ferry_dds_qos` in C.
+#[repr(C)]
+pub struct RawQos {
+    pub reliable: i32,
+    pub transient_local: i32,
+    pub keep_all: i32,
+    pub depth: i32,
+    pub max_blocking_ns: i64,
+    pub deadline_ns: i64,
+    pub lifespan_ns: i64,
+    pub liveliness: i32,
+    pub lease_ns: i64,
+    pub user_data: *const u8,
+    pub user_data_len: usize,
+}
+
+/// One taken sample, as `ferry_dds_taken` in C.
+#[repr(C)]
+pub struct Taken {
+    pub data: *const u8,
+    pub len: usize,
+    pub source_timestamp: i64,
+    pub publication_handle: u64,
+    pub valid_data: i32,
+    pub serdata: *mut c_void,
+}
+
+/// Called by Cyclone's listener thread when a reader has data.
+pub type OnData = extern "C" fn(reader: Entity, ctx: *mut c_void);
+
+extern "C" {
+    pub fn ferry_dds_participant(domain: u32, user_data: *const u8, len: usize) -> Entity;
+    pub fn ferry_dds_topic(
+        pp: Entity,
+        topic: *const c_char,
+        type_name: *const c_char,
+        sertype: *mut *const c_void,
+    ) -> Entity;
+    pub fn ferry_dds_writer(pp: Entity, topic: Entity, qos: *const RawQos) -> Entity;
+    pub fn ferry_dds_reader(
+        pp: Entity,
+        topic: Entity,
+        qos: *const RawQos,
+        cb: OnData,
+        ctx: *mut c_void,
+    ) -> Entity;
+    pub fn ferry_dds_write(wr: Entity, sertype: *const c_void, data: *const u8, len: usize) -> i32;
+    pub fn ferry_dds_take(rd: Entity, out: *mut Taken, max: u32) -> i32;
+    pub fn ferry_dds_release(serdata: *mut c_void);
+    pub fn ferry_dds_publication(
+        rd: Entity,
+        handle: u64,
+        guid: *mut u8,
+        participant: *mut u8,
+        user_data: *mut u8,
+        cap: usize,
+    ) -> i32;
+    pub fn ferry_dds_guid(e: Entity, guid: *mut u8) -> i32;
+    pub fn ferry_dds_matched(e: Entity, is_writer: i32) -> i32;
+    pub fn ferry_dds_strretcode(rc: i32) -> *const c_char;
+    pub fn ferry_dds_delete(e: Entity) -> i32;
+}

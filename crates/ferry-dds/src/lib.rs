@@ -1,0 +1,419 @@
+//! DDS as a path of ferry's ports, so that ferry nodes and ROS 2 nodes
+//! (rmw_cyclonedds, rmw_fastrtps) exchange messages with no bridge.
+//!
+//! The DDS side is Cyclone DDS (the C library rmw_cyclonedds uses, from
+//! the system: Debian's `cyclonedds-dev`), through a small C file
+//! (`csrc/ferry_dds.c`) that gives Cyclone a type carrying serialized CDR
+//! as it is: ferry holds every sample as CDR with its encapsulation header
+//! already, so a sample crosses with one copy each way and Cyclone never
+//! needs the fields. Why Cyclone and not RustDDS, and what it costs:
+//! `docs/DDS.md`.
+//!
+//! This crate is the DDS layer only: [`Participant`], [`Writer`] and
+//! [`Reader`] on raw CDR with ROS 2's names ([`names`]) and QoS
+//! ([`DdsQos`]); the port (which paths a ferry publisher uses) lives in
+//! `ferry`.
+
+mod ffi;
+pub mod names;
+mod qos;
+
+use std::ffi::{c_void, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+pub use qos::{DdsQos, Liveliness};
+
+/// What went wrong in a DDS call, with Cyclone's own words.
+#[derive(Debug, thiserror::Error)]
+pub enum DdsError {
+    /// Cyclone refused to create an entity.
+    #[error("cannot create the DDS {what}: {text} (Cyclone DDS code {code}){hint}")]
+    Create {
+        /// participant, topic, writer or reader.
+        what: &'static str,
+        /// Cyclone's return code.
+        code: i32,
+        /// Cyclone's text for it.
+        text: String,
+        /// What to check.
+        hint: &'static str,
+    },
+    /// A write failed (a reliable writer's history stayed full for its
+    /// `max_blocking`, or the writer is gone).
+    #[error("the DDS write failed: {text} (Cyclone DDS code {code})")]
+    Write {
+        /// Cyclone's return code.
+        code: i32,
+        /// Cyclone's text for it.
+        text: String,
+    },
+    /// A query on an entity failed.
+    #[error("the DDS {what} query failed: {text} (Cyclone DDS code {code})")]
+    Query {
+        /// What was asked.
+        what: &'static str,
+        /// Cyclone's return code.
+        code: i32,
+        /// Cyclone's text for it.
+        text: String,
+    },
+    /// A name outside ROS 2's rules.
+    #[error("`{name}` is not a valid name here: {why}")]
+    Name {
+        /// The name given.
+        name: String,
+        /// The rule.
+        why: &'static str,
+    },
+}
+
+fn text(code: i32) -> String {
+    // SAFETY: dds_strretcode returns a static NUL-terminated string.
+    unsafe { CStr::from_ptr(ffi::ferry_dds_strretcode(code)) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn created(what: &'static str, e: ffi::Entity) -> Result<ffi::Entity, DdsError> {
+    if e >= 0 {
+        return Ok(e);
+    }
+    let hint = match what {
+        "participant" => " — is the domain id 0..=232 and a network interface up?",
+        "topic" => " — a topic of this name with another type exists in this participant",
+        _ => "",
+    };
+    Err(DdsError::Create {
+        what,
+        code: e,
+        text: text(e),
+        hint,
+    })
+}
+
+fn cstring(s: &str) -> Result<CString, DdsError> {
+    CString::new(s).map_err(|_| DdsError::Name {
+        name: s.replace('\0', "\\0"),
+        why: "a NUL byte in a name",
+    })
+}
+
+/// A DDS GUID (16 bytes: prefix of 12 + entity id of 4); ROS 2's gid.
+pub type Guid = [u8; 16];
+
+struct Handle(ffi::Entity);
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // SAFETY: the entity was created by this crate and is deleted once;
+        // Cyclone waits for running listeners of a deleted reader.
+        unsafe { ffi::ferry_dds_delete(self.0) };
+    }
+}
+
+/// One DDS domain participant (one per ferry runtime).
+pub struct Participant {
+    handle: Arc<Handle>,
+    domain: u32,
+}
+
+impl Participant {
+    /// Joins DDS domain `domain` (ROS 2: `ROS_DOMAIN_ID`) with `user_data`
+    /// (ROS 2: `enclave=/;`).
+    pub fn new(domain: u32, user_data: &[u8]) -> Result<Self, DdsError> {
+        // SAFETY: plain values; the C side copies the user data.
+        let e = unsafe { ffi::ferry_dds_participant(domain, user_data.as_ptr(), user_data.len()) };
+        Ok(Participant {
+            handle: Arc::new(Handle(created("participant", e)?)),
+            domain,
+        })
+    }
+
+    /// The domain joined.
+    pub fn domain(&self) -> u32 {
+        self.domain
+    }
+
+    /// This participant's GUID.
+    pub fn guid(&self) -> Result<Guid, DdsError> {
+        guid_of(self.handle.0)
+    }
+
+    /// The DDS topic `name` carrying DDS type `type_name` as raw CDR.
+    pub fn topic(&self, name: &str, type_name: &str) -> Result<Topic, DdsError> {
+        let (n, t) = (cstring(name)?, cstring(type_name)?);
+        let mut sertype: *const c_void = std::ptr::null();
+        // SAFETY: valid C strings; `sertype` is set on success.
+        let e =
+            unsafe { ffi::ferry_dds_topic(self.handle.0, n.as_ptr(), t.as_ptr(), &mut sertype) };
+        let e = created("topic", e)?;
+        Ok(Topic {
+            handle: Arc::new(Handle(e)),
+            _participant: self.handle.clone(),
+            sertype: Sertype(sertype),
+            name: name.to_string(),
+            type_name: type_name.to_string(),
+        })
+    }
+
+    /// A writer of `topic` with `qos`.
+    pub fn writer(&self, topic: &Topic, qos: &DdsQos) -> Result<Writer, DdsError> {
+        let raw = qos.raw();
+        // SAFETY: `raw` borrows `qos`, alive for the call; the C side copies.
+        let e = unsafe { ffi::ferry_dds_writer(self.handle.0, topic.handle.0, &raw) };
+        Ok(Writer {
+            handle: Handle(created("writer", e)?),
+            topic: topic.clone(),
+        })
+    }
+
+    /// A reader of `topic` with `qos`; `on_sample` runs on Cyclone's
+    /// listener thread for every sample (keep it short: hand it over).
+    pub fn reader<F>(&self, topic: &Topic, qos: &DdsQos, on_sample: F) -> Result<Reader, DdsError>
+    where
+        F: Fn(Sample) + Send + Sync + 'static,
+    {
+        let ctx: Box<ReaderCtx> = Box::new(ReaderCtx {
+            on_sample: Box::new(on_sample),
+        });
+        let raw = qos.raw();
+        let ctx_ptr = &*ctx as *const ReaderCtx as *mut c_void;
+        // SAFETY: `ctx` outlives the reader: `Reader` deletes the entity
+        // (which waits for a running listener) before dropping it.
+        let e =
+            unsafe { ffi::ferry_dds_reader(self.handle.0, topic.handle.0, &raw, on_data, ctx_ptr) };
+        let handle = Handle(created("reader", e)?);
+        Ok(Reader {
+            handle: Some(handle),
+            _ctx: ctx,
+            topic: topic.clone(),
+        })
+    }
+}
+
+fn guid_of(e: ffi::Entity) -> Result<Guid, DdsError> {
+    let mut g = [0u8; 16];
+    // SAFETY: `g` has the 16 bytes the C side writes.
+    let rc = unsafe { ffi::ferry_dds_guid(e, g.as_mut_ptr()) };
+    if rc < 0 {
+        return Err(DdsError::Query {
+            what: "guid",
+            code: rc,
+            text: text(rc),
+        });
+    }
+    Ok(g)
+}
+
+fn matched(e: ffi::Entity, is_writer: bool) -> Result<usize, DdsError> {
+    // SAFETY: plain values.
+    let rc = unsafe { ffi::ferry_dds_matched(e, i32::from(is_writer)) };
+    usize::try_from(rc).map_err(|_| DdsError::Query {
+        what: "matched",
+        code: rc,
+        text: text(rc),
+    })
+}
+
+/// The topic's type as Cyclone holds it (owned by Cyclone while the topic
+/// lives).
+#[derive(Clone, Copy)]
+struct Sertype(*const c_void);
+// SAFETY: Cyclone's sertypes are immutable and refcounted; the pointer is
+// only passed back to Cyclone while the topic (held by every writer) lives.
+unsafe impl Send for Sertype {}
+// SAFETY: as above.
+unsafe impl Sync for Sertype {}
+
+/// A DDS topic of raw CDR samples.
+#[derive(Clone)]
+pub struct Topic {
+    // Field order: the topic is deleted before its participant.
+    handle: Arc<Handle>,
+    _participant: Arc<Handle>,
+    sertype: Sertype,
+    name: String,
+    type_name: String,
+}
+
+impl Topic {
+    /// The DDS topic name (`rt/chatter`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The DDS type name (`std_msgs::msg::dds_::String_`).
+    pub fn type_name(&self) -> &str {
+        &self.type_name
+    }
+}
+
+/// A DDS writer of serialized CDR.
+pub struct Writer {
+    handle: Handle,
+    topic: Topic,
+}
+
+impl Writer {
+    /// Writes one sample: `cdr` is the serialized sample with its 4-byte
+    /// encapsulation header, as every ferry path carries it.
+    pub fn write(&self, cdr: &[u8]) -> Result<(), DdsError> {
+        // SAFETY: the sertype belongs to this writer's topic (alive: held in
+        // `self.topic`); the C side copies `cdr`.
+        let rc = unsafe {
+            ffi::ferry_dds_write(self.handle.0, self.topic.sertype.0, cdr.as_ptr(), cdr.len())
+        };
+        if rc < 0 {
+            return Err(DdsError::Write {
+                code: rc,
+                text: text(rc),
+            });
+        }
+        Ok(())
+    }
+
+    /// Readers matched now.
+    pub fn matched(&self) -> Result<usize, DdsError> {
+        matched(self.handle.0, true)
+    }
+
+    /// This writer's GUID (ROS 2's gid of the publisher).
+    pub fn guid(&self) -> Result<Guid, DdsError> {
+        guid_of(self.handle.0)
+    }
+
+    /// The topic written.
+    pub fn topic(&self) -> &Topic {
+        &self.topic
+    }
+}
+
+/// One sample a reader took.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// The serialized sample with its encapsulation header.
+    pub cdr: Vec<u8>,
+    /// The writer's source timestamp, ns since the Unix epoch.
+    pub source_timestamp_ns: i64,
+    /// The writer's instance handle (see [`Reader::publication`]).
+    pub publication: u64,
+}
+
+/// A matched writer as discovery describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publication {
+    /// The writer's GUID.
+    pub guid: Guid,
+    /// Its participant's GUID.
+    pub participant: Guid,
+    /// Its user data.
+    pub user_data: Vec<u8>,
+}
+
+type OnSample = Box<dyn Fn(Sample) + Send + Sync>;
+
+struct ReaderCtx {
+    on_sample: OnSample,
+}
+
+extern "C" fn on_data(reader: ffi::Entity, ctx: *mut c_void) {
+    // SAFETY: `ctx` is the `ReaderCtx` registered with this reader, alive
+    // until the reader is deleted (see `Participant::reader`).
+    let ctx = unsafe { &*(ctx as *const ReaderCtx) };
+    const BATCH: usize = 16;
+    loop {
+        let mut taken: [std::mem::MaybeUninit<ffi::Taken>; BATCH] =
+            [const { std::mem::MaybeUninit::uninit() }; BATCH];
+        // SAFETY: room for BATCH samples; the C side fills `n` of them.
+        let n = unsafe { ffi::ferry_dds_take(reader, taken.as_mut_ptr().cast(), BATCH as u32) };
+        let Ok(n) = usize::try_from(n) else {
+            return;
+        };
+        for t in &taken[..n] {
+            // SAFETY: the first `n` entries were written by the C side.
+            let t = unsafe { t.assume_init_ref() };
+            if t.valid_data != 0 {
+                // SAFETY: `data` holds `len` bytes until released below.
+                let cdr = unsafe { std::slice::from_raw_parts(t.data, t.len) }.to_vec();
+                let sample = Sample {
+                    cdr,
+                    source_timestamp_ns: t.source_timestamp,
+                    publication: t.publication_handle,
+                };
+                // A panic must not cross into C.
+                if catch_unwind(AssertUnwindSafe(|| (ctx.on_sample)(sample))).is_err() {
+                    tracing::error!("a DDS sample handler panicked; the sample is lost");
+                }
+            }
+            // SAFETY: each taken sample is released once.
+            unsafe { ffi::ferry_dds_release(t.serdata) };
+        }
+        if n < BATCH {
+            return;
+        }
+    }
+}
+
+/// A DDS reader of serialized CDR; its handler runs until it is dropped.
+pub struct Reader {
+    handle: Option<Handle>,
+    _ctx: Box<ReaderCtx>,
+    topic: Topic,
+}
+
+impl Reader {
+    /// Writers matched now.
+    pub fn matched(&self) -> Result<usize, DdsError> {
+        matched(self.entity(), false)
+    }
+
+    /// This reader's GUID (ROS 2's gid of the subscription).
+    pub fn guid(&self) -> Result<Guid, DdsError> {
+        guid_of(self.entity())
+    }
+
+    /// The topic read.
+    pub fn topic(&self) -> &Topic {
+        &self.topic
+    }
+
+    /// The matched writer behind a sample's `publication` handle.
+    pub fn publication(&self, handle: u64) -> Result<Publication, DdsError> {
+        let (mut guid, mut participant) = ([0u8; 16], [0u8; 16]);
+        let mut user_data = vec![0u8; 512];
+        // SAFETY: buffers of the sizes given.
+        let rc = unsafe {
+            ffi::ferry_dds_publication(
+                self.entity(),
+                handle,
+                guid.as_mut_ptr(),
+                participant.as_mut_ptr(),
+                user_data.as_mut_ptr(),
+                user_data.len(),
+            )
+        };
+        let len = usize::try_from(rc).map_err(|_| DdsError::Query {
+            what: "matched publication",
+            code: rc,
+            text: text(rc),
+        })?;
+        user_data.truncate(len);
+        Ok(Publication {
+            guid,
+            participant,
+            user_data,
+        })
+    }
+
+    fn entity(&self) -> ffi::Entity {
+        self.handle.as_ref().map_or(-1, |h| h.0)
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        // The entity first (no listener runs after), then the context.
+        self.handle.take();
+    }
+}

@@ -1,0 +1,64 @@
+"""A real ROS 2 node (rclpy, Jazzy, rmw_fastrtps_cpp from PyPI) for
+ferry-dds's tests. One role per run; prints one line per event, flushed.
+
+  listen TOPIC COUNT TIMEOUT_S   print `got <data>` for each std_msgs/String
+  talk TOPIC COUNT HZ DURABILITY publish `hello <i>` (after a match, bounded),
+                                 DURABILITY volatile or transient_local
+  graph TOPIC TIMEOUT_S          print `topic <name> <types>` once TOPIC shows
+"""
+import sys
+import time
+
+import rclpy
+import rclpy.duration
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from std_msgs.msg import String
+
+
+def main():
+    role = sys.argv[1]
+    rclpy.init()
+    node = rclpy.create_node("ros2_peer_" + role)
+    try:
+        if role == "listen":
+            topic, count, timeout = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+            got = []
+            node.create_subscription(String, topic, lambda m: (got.append(m.data), print("got", m.data, flush=True)), QoSProfile(depth=100))
+            print("ready", flush=True)
+            end = time.monotonic() + timeout
+            while len(got) < count and time.monotonic() < end:
+                rclpy.spin_once(node, timeout_sec=0.05)
+        elif role == "talk":
+            topic, count, hz = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+            durability = {"volatile": DurabilityPolicy.VOLATILE,
+                          "transient_local": DurabilityPolicy.TRANSIENT_LOCAL}[sys.argv[5]]
+            pub = node.create_publisher(String, topic, QoSProfile(depth=100, durability=durability))
+            end = time.monotonic() + 20.0
+            while pub.get_subscription_count() == 0 and time.monotonic() < end:
+                rclpy.spin_once(node, timeout_sec=0.05)
+            print("matched", pub.get_subscription_count(), flush=True)
+            for i in range(count):
+                pub.publish(String(data=f"hello {i}"))
+                time.sleep(1.0 / hz)
+            # Reliable: stay until every matched reader has acknowledged
+            # (a sample sent before the reader knew the writer is repaired
+            # after the writer's next heartbeat; Fast DDS's come every 3 s).
+            acked = pub.wait_for_all_acked(rclpy.duration.Duration(seconds=15))
+            print("acked", acked, flush=True)
+        elif role == "graph":
+            topic, timeout = sys.argv[2], float(sys.argv[3])
+            end = time.monotonic() + timeout
+            while time.monotonic() < end:
+                rclpy.spin_once(node, timeout_sec=0.1)
+                found = dict(node.get_topic_names_and_types())
+                if topic in found:
+                    print("topic", topic, ",".join(found[topic]), flush=True)
+                    break
+        print("done", flush=True)
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()
