@@ -15,12 +15,16 @@
 //! `ferry`.
 
 mod ffi;
+pub mod graph;
 pub mod names;
 mod qos;
 
+use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 pub use qos::{DdsQos, Liveliness};
 
@@ -415,5 +419,60 @@ impl Drop for Reader {
     fn drop(&mut self) {
         // The entity first (no listener runs after), then the context.
         self.handle.take();
+    }
+}
+
+/// This participant's part of ROS 2's node graph (`ros_discovery_info`):
+/// announces ferry's nodes, and keeps every other participant's latest.
+pub struct Graph {
+    writer: Writer,
+    gid: Guid,
+    _reader: Reader,
+    known: std::sync::Arc<Mutex<HashMap<Guid, graph::ParticipantEntities>>>,
+}
+
+impl Graph {
+    /// Joins the graph of `pp`'s domain.
+    pub fn new(pp: &Participant) -> Result<Self, DdsError> {
+        let topic = pp.topic(graph::TOPIC, graph::TYPE_NAME)?;
+        let known: std::sync::Arc<Mutex<HashMap<Guid, graph::ParticipantEntities>>> =
+            Default::default();
+        let sink = known.clone();
+        let reader = pp.reader(&topic, &graph::reader_qos(), move |s| {
+            match graph::ParticipantEntities::decode(&s.cdr) {
+                Ok(p) => {
+                    sink.lock().insert(p.gid, p);
+                }
+                Err(e) => tracing::debug!("a malformed ros_discovery_info sample: {e}"),
+            }
+        })?;
+        Ok(Graph {
+            writer: pp.writer(&topic, &graph::writer_qos())?,
+            gid: pp.guid()?,
+            _reader: reader,
+            known,
+        })
+    }
+
+    /// Announces this participant's nodes (all of them, every time).
+    pub fn announce(&self, nodes: Vec<graph::NodeEntities>) -> Result<(), DdsError> {
+        let p = graph::ParticipantEntities {
+            gid: self.gid,
+            nodes,
+        };
+        self.writer.write(&p.encode())
+    }
+
+    /// Every other participant's nodes as last announced.
+    pub fn participants(&self) -> Vec<graph::ParticipantEntities> {
+        let mut v: Vec<_> = self
+            .known
+            .lock()
+            .values()
+            .filter(|p| p.gid != self.gid)
+            .cloned()
+            .collect();
+        v.sort_by_key(|p| p.gid);
+        v
     }
 }

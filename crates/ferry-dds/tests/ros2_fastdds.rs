@@ -299,3 +299,66 @@ fn ferry_reads_what_a_ros2_node_on_fast_dds_publishes() {
             .all(|s| (now_ns - s.source_timestamp_ns) < 60_000_000_000));
     }
 }
+
+/// ROS 2's node graph both ways (two hosts): ROS 2 sees ferry's node name
+/// and, from the writer GUIDs ferry announces, that node's publisher; ferry
+/// sees the ROS 2 node's name.
+#[test]
+fn node_names_are_seen_both_ways() {
+    let Some(lab) = Lab::new(7) else { return };
+    let domain = 87;
+    let lab_ref = &lab;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            lab_ref.enter(&lab_ref.a);
+            let pp = Participant::new(domain, b"enclave=/;").unwrap();
+            let graph = ferry_dds::Graph::new(&pp).unwrap();
+            let topic = pp
+                .topic("rt/chatter", "std_msgs::msg::dds_::String_")
+                .unwrap();
+            let w = pp.writer(&topic, &DdsQos::default()).unwrap();
+            graph
+                .announce(vec![ferry_dds::graph::NodeEntities {
+                    namespace: "/".into(),
+                    name: "ferry_talker".into(),
+                    readers: vec![],
+                    writers: vec![w.guid().unwrap()],
+                }])
+                .unwrap();
+
+            let (mut looker, seen) =
+                lab_ref.ros2(&lab_ref.b, domain, &["node", "ferry_talker", "30"]);
+            let lines = wait_for(&seen, "done", Duration::from_secs(40));
+            let _ = looker.wait();
+            assert!(
+                lines.iter().any(|l| l == "node / ferry_talker"),
+                "{lines:?}"
+            );
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l == "pub /chatter std_msgs/msg/String"),
+                "{lines:?}"
+            );
+
+            let (mut stay, _out) = lab_ref.ros2(&lab_ref.b, domain, &["stay", "20"]);
+            let end = Instant::now() + Duration::from_secs(30);
+            let mut names = Vec::new();
+            while Instant::now() < end {
+                names = graph
+                    .participants()
+                    .into_iter()
+                    .flat_map(|p| p.nodes)
+                    .map(|n| format!("{} {}", n.namespace, n.name))
+                    .collect();
+                if names.iter().any(|n| n == "/ ros2_peer_stay") {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = stay.kill();
+            let _ = stay.wait();
+            assert!(names.iter().any(|n| n == "/ ros2_peer_stay"), "{names:?}");
+        });
+    });
+}

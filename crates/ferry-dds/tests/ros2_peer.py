@@ -5,6 +5,9 @@ ferry-dds's tests. One role per run; prints one line per event, flushed.
   talk TOPIC COUNT HZ DURABILITY publish `hello <i>` (after a match, bounded),
                                  DURABILITY volatile or transient_local
   graph TOPIC TIMEOUT_S          print `topic <name> <types>` once TOPIC shows
+  node NAME TIMEOUT_S            print `node <ns> <name>` once node NAME shows,
+                                 then `pub <topic> <types>` per publisher of it
+  stay SECONDS                   only be there (a node named ros2_peer_stay)
 """
 import sys
 import time
@@ -54,6 +57,28 @@ def main():
                 if topic in found:
                     print("topic", topic, ",".join(found[topic]), flush=True)
                     break
+        elif role == "node":
+            name, timeout = sys.argv[2], float(sys.argv[3])
+            end = time.monotonic() + timeout
+            while time.monotonic() < end:
+                rclpy.spin_once(node, timeout_sec=0.1)
+                found = [(n, ns) for n, ns in node.get_node_names_and_namespaces() if n == name]
+                if found:
+                    n, ns = found[0]
+                    print("node", ns, n, flush=True)
+                    # The node's publishers come from its writers' GUIDs.
+                    for _ in range(50):
+                        pubs = node.get_publisher_names_and_types_by_node(n, ns)
+                        if pubs:
+                            break
+                        rclpy.spin_once(node, timeout_sec=0.1)
+                    for t, types in pubs:
+                        print("pub", t, ",".join(types), flush=True)
+                    break
+        elif role == "stay":
+            end = time.monotonic() + float(sys.argv[2])
+            while time.monotonic() < end:
+                rclpy.spin_once(node, timeout_sec=0.1)
         print("done", flush=True)
     finally:
         node.destroy_node()
