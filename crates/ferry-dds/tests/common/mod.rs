@@ -1,0 +1,159 @@
+//! What the DDS interop tests share: namespaces, peers as processes, CDR
+//! of std_msgs/String.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub const PEER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ros2_peer.py");
+
+pub fn sh(cmd: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+pub fn python() -> String {
+    let py = std::env::var("FERRY_ROS2_PYTHON")
+        .unwrap_or_else(|_| "/opt/ferry-ros2/bin/python".to_string());
+    assert!(
+        Command::new(&py)
+            .args(["-c", "import rclpy, std_msgs"])
+            .status()
+            .is_ok_and(|s| s.success()),
+        "no ROS 2 rclpy at {py}: run scripts/setup.sh (it installs ROS 2 Jazzy's rclpy with \
+         rmw_fastrtps_cpp from PyPI into /opt/ferry-ros2) or set FERRY_ROS2_PYTHON"
+    );
+    py
+}
+
+/// Two namespaces joined by a veth pair (10.79.N.1 / .2, multicast routed
+/// on the veth); deleted on drop.
+pub struct Lab {
+    pub a: String,
+    pub b: String,
+}
+
+impl Lab {
+    pub fn new(net: u8) -> Option<Lab> {
+        // SAFETY: plain syscall.
+        if unsafe { libc::geteuid() } != 0 || !sh("command -v ip >/dev/null") {
+            eprintln!("SKIPPED: the ROS 2 tests need root and iproute2 (bash scripts/setup.sh)");
+            return None;
+        }
+        let tag = format!("{}{net}", std::process::id() % 10000);
+        let lab = Lab {
+            a: format!("da{tag}"),
+            b: format!("db{tag}"),
+        };
+        let (a, b) = (&lab.a, &lab.b);
+        assert!(sh(&format!(
+            "ip netns add {a} && ip netns add {b} && \
+             ip link add dva{tag} netns {a} type veth peer name dvb{tag} netns {b}"
+        )));
+        for (ns, dev, host) in [(a, format!("dva{tag}"), 1), (b, format!("dvb{tag}"), 2)] {
+            assert!(sh(&format!(
+                "ip -n {ns} link set lo up && ip -n {ns} addr add 10.79.{net}.{host}/24 dev {dev} && \
+                 ip -n {ns} link set {dev} up && ip -n {ns} route add 224.0.0.0/4 dev {dev}"
+            )));
+        }
+        Some(lab)
+    }
+
+    /// Moves the calling thread (and the DDS threads it starts) into
+    /// namespace `ns`.
+    pub fn enter(&self, ns: &str) {
+        let f = std::fs::File::open(format!("/run/netns/{ns}")).expect("netns file");
+        use std::os::fd::AsRawFd;
+        // SAFETY: a valid namespace fd; affects this thread only.
+        let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+    }
+
+    /// Runs the ROS 2 peer with `args` in `ns`; its stdout lines arrive on
+    /// the channel.
+    pub fn ros2(&self, ns: &str, domain: u32, args: &[&str]) -> (Child, mpsc::Receiver<String>) {
+        let py = python();
+        let mut argv = vec![py.as_str(), PEER];
+        argv.extend_from_slice(args);
+        spawn(
+            ns,
+            &argv,
+            &[
+                ("ROS_DOMAIN_ID", domain.to_string()),
+                ("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp".to_string()),
+            ],
+        )
+    }
+}
+
+/// Runs `argv` in namespace `ns` with `env`; its stdout lines arrive on the
+/// channel.
+pub fn spawn(ns: &str, argv: &[&str], env: &[(&str, String)]) -> (Child, mpsc::Receiver<String>) {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", ns]).args(argv);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn a peer");
+    let out = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        sh(&format!(
+            "ip netns del {} 2>/dev/null; ip netns del {} 2>/dev/null",
+            self.a, self.b
+        ));
+    }
+}
+
+/// CDR of std_msgs/msg/String (little endian, encapsulation header).
+pub fn string_cdr(s: &str) -> Vec<u8> {
+    let mut v = vec![0, 1, 0, 0];
+    v.extend_from_slice(&(s.len() as u32 + 1).to_le_bytes());
+    v.extend_from_slice(s.as_bytes());
+    v.push(0);
+    v
+}
+
+pub fn string_from_cdr(cdr: &[u8]) -> String {
+    assert_eq!(&cdr[..4], &[0, 1, 0, 0], "little-endian plain CDR");
+    let n = u32::from_le_bytes(cdr[4..8].try_into().unwrap()) as usize;
+    String::from_utf8(cdr[8..8 + n - 1].to_vec()).unwrap()
+}
+
+pub fn wait_for(rx: &mpsc::Receiver<String>, what: &str, within: Duration) -> Vec<String> {
+    let end = Instant::now() + within;
+    let mut lines = Vec::new();
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(l) => {
+                let done = l.starts_with(what);
+                lines.push(l);
+                if done {
+                    return lines;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    panic!("the ROS 2 peer never said `{what}` within {within:?}; it said {lines:?}");
+}
