@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Issue 23's latency comparison: ferry's DDS path (ferry-dds: Cyclone DDS
+carrying ferry's CDR as it is) beside Cyclone DDS's own ping/pong
+(`ddsperf`, the same Debian libddsc 0.10.2), side by side in one run.
+
+Two network namespaces joined by a veth pair (10.80.1.1 / .2): "one host"
+runs both ends in the first, "two hosts" one in each. Per size and
+topology the two systems alternate, `rounds` times; each run pings for
+`secs` seconds after a 1 s warm-up and prints per-second percentiles of
+the one-way latency (RTT/2): ddsperf's own lines, and the same line from
+`dds_pingpong` (crates/ferry-dds/examples). The figure per run is the
+median of its per-second p50 (p99); per cell the median over rounds.
+
+  ddsperf   `ddsperf ping size S` / `pong`: topic KS (seq, key, octets),
+            reliable, keep last 1, the next ping from the listener
+  ferry     `dds_pingpong ping DOMAIN S` / `pong`: a sequence<octet> of S
+            bytes as raw CDR through ferry-dds, reliable, keep last 1, the
+            next ping from the listener
+
+Usage (root): python3 bench/dds.py run [--quick] [--out PATH]
+  --quick: 2 sizes, 1 round of 2 s (CI); full: 7 sizes, 3 rounds of 4 s
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PINGPONG = os.path.join(ROOT, "target/release/examples/dds_pingpong")
+NS = ("fdds_a", "fdds_b")
+DOMAIN = 89
+SIZES = [64, 1024, 16384, 65536, 262144, 1048576, 4194304]
+LINE = re.compile(r"size (\d+) .*?50% ([0-9.]+)us 90% ([0-9.]+)us 99% ([0-9.]+)us.*?cnt (\d+)")
+
+
+def sh(cmd):
+    subprocess.run(cmd, shell=True, check=True)
+
+
+def lab_up():
+    lab_down()
+    a, b = NS
+    sh(f"ip netns add {a} && ip netns add {b} && "
+       f"ip link add fdva netns {a} type veth peer name fdvb netns {b}")
+    for ns, dev, host in ((a, "fdva", 1), (b, "fdvb", 2)):
+        sh(f"ip -n {ns} link set lo up && ip -n {ns} addr add 10.80.1.{host}/24 dev {dev} && "
+           f"ip -n {ns} link set {dev} up && ip -n {ns} route add 224.0.0.0/4 dev {dev}")
+
+
+def lab_down():
+    for ns in NS:
+        subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
+
+
+def size_name(n):
+    for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= k and n % k == 0:
+            return f"{n // k} {unit}"
+    return f"{n} B"
+
+
+def run_pair(system, size, secs, topo):
+    """One ping run; the per-second (p50, p99) in µs."""
+    ping_ns = NS[0]
+    pong_ns = NS[0] if topo == "one host" else NS[1]
+    if system == "ddsperf":
+        pong = ["ddsperf", "-i", str(DOMAIN), "-D", str(secs + 4), "pong"]
+        ping = ["ddsperf", "-i", str(DOMAIN), "-D", str(secs + 1), "ping", "size", str(size)]
+    else:
+        pong = [PINGPONG, "pong", str(DOMAIN), str(secs + 4)]
+        ping = [PINGPONG, "ping", str(DOMAIN), str(size), str(secs)]
+    p = subprocess.Popen(["ip", "netns", "exec", pong_ns] + pong,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        out = subprocess.run(["ip", "netns", "exec", ping_ns] + ping, capture_output=True,
+                             text=True, timeout=secs + 30).stdout
+    finally:
+        p.kill()
+        p.wait()
+    per_s = []
+    for line in out.splitlines():
+        m = LINE.search(line)
+        if m and int(m.group(1)) == size and int(m.group(5)) > 0:
+            per_s.append((float(m.group(2)), float(m.group(4))))
+    # ddsperf's first second includes matching: drop it (ferry's ping
+    # already skips its warm-up second).
+    if system == "ddsperf":
+        per_s = per_s[1:]
+    return per_s
+
+
+def measure(sizes, rounds, secs):
+    cells = []
+    for topo in ("one host", "two hosts"):
+        for size in sizes:
+            runs = {"ddsperf": [], "ferry": []}
+            for _ in range(rounds):
+                for system in ("ferry", "ddsperf"):
+                    per_s = run_pair(system, size, secs, topo)
+                    if per_s:
+                        runs[system].append((statistics.median(p for p, _ in per_s),
+                                             statistics.median(q for _, q in per_s)))
+            cell = {"topology": topo, "size": size}
+            for system, rs in runs.items():
+                cell[system] = ({"p50_us": statistics.median(p for p, _ in rs),
+                                 "p99_us": statistics.median(q for _, q in rs),
+                                 "runs": len(rs)} if rs else None)
+            f, c = cell["ferry"], cell["ddsperf"]
+            cell["ratio_p50"] = round(f["p50_us"] / c["p50_us"], 2) if f and c else None
+            print(f"{topo:>9} {size_name(size):>8}: ferry {f} ddsperf {c} ratio {cell['ratio_p50']}",
+                  flush=True)
+            cells.append(cell)
+    return cells
+
+
+def markdown(cells, args, rev):
+    fmt = lambda r: f"{r['p50_us']:.1f} / {r['p99_us']:.1f}" if r else "**no result**"
+    lines = [
+        "# Issue 23: ferry's DDS path beside Cyclone DDS's own (latency)",
+        "",
+        f"- command: `python3 bench/dds.py run{' --quick' if args.quick else ''}` at commit {rev}",
+        f"- date (UTC): {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}; "
+        "Cyclone DDS 0.10.2 (Debian `libddsc`, both systems)",
+        f"- {args.rounds} round(s) of {args.secs} s per cell, the systems alternating; figure = median over "
+        "rounds of the median per-second percentile; one-way = RTT/2, µs; reliable, keep last 1, "
+        "the next ping sent from the listener that got the pong",
+        "- ferry: `dds_pingpong` (ferry-dds: a `sequence<octet>` of the size as raw CDR); "
+        "Cyclone: `ddsperf ping size S` / `pong` (topic KS: seq, key and the octets)",
+        "- one host: both ends in one namespace (over its veth address); two hosts: a veth pair",
+        "- target (issue 23): ferry ≤ 1.2 × Cyclone's own latency",
+        "",
+        "| topology | size | ferry-dds p50 / p99 | Cyclone (ddsperf) p50 / p99 | ferry / Cyclone p50 |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for c in cells:
+        r = c["ratio_p50"]
+        lines.append(f"| {c['topology']} | {size_name(c['size'])} | {fmt(c['ferry'])} | "
+                     f"{fmt(c['ddsperf'])} | {r if r is not None else '-'} |")
+    ok = [c["ratio_p50"] for c in cells if c["ratio_p50"] is not None]
+    lines += ["", f"ferry / Cyclone p50: {min(ok):.2f}–{max(ok):.2f} over {len(ok)} cells "
+              f"({sum(r <= 1.2 for r in ok)} within the 1.2× target)." if ok else "no cell measured"]
+    return "\n".join(lines) + "\n"
+
+
+def plot(cells, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("dds: no matplotlib, no plot", file=sys.stderr)
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, topo in zip(axes, ("one host", "two hosts")):
+        cs = [c for c in cells if c["topology"] == topo]
+        xs = [c["size"] for c in cs]
+        for system, style in (("ferry", "o-"), ("ddsperf", "s--")):
+            ys = [c[system]["p50_us"] if c[system] else float("nan") for c in cs]
+            ax.plot(xs, ys, style, label="ferry-dds" if system == "ferry" else "Cyclone (ddsperf)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(topo)
+        ax.set_xlabel("payload (bytes)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("one-way latency p50 (µs)")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sp = ap.add_subparsers(dest="cmd", required=True)
+    r = sp.add_parser("run")
+    r.add_argument("--quick", action="store_true")
+    r.add_argument("--out", default=os.path.join(HERE, "results/dds"))
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("dds: needs root (network namespaces)")
+    if not os.path.exists(PINGPONG):
+        sys.exit(f"dds: build it first: cargo build --release -p ferry-dds --example dds_pingpong ({PINGPONG})")
+    sizes = [64, 65536] if args.quick else SIZES
+    args.rounds, args.secs = (1, 2) if args.quick else (3, 4)
+    rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True).stdout.strip() or "?"
+    lab_up()
+    try:
+        cells = measure(sizes, args.rounds, args.secs)
+    finally:
+        lab_down()
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out + ".json", "w") as f:
+        json.dump({"commit": rev, "quick": args.quick, "rounds": args.rounds, "secs": args.secs,
+                   "cells": cells}, f, indent=1)
+    md = markdown(cells, args, rev)
+    with open(args.out + ".md", "w") as f:
+        f.write(md)
+    plot(cells, args.out + ".png")
+    print(md)
+    missing = [c for c in cells if not c["ferry"] or not c["ddsperf"]]
+    if missing:
+        sys.exit(f"dds: {len(missing)} cell(s) without a result")
+
+
+if __name__ == "__main__":
+    main()
