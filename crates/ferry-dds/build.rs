@@ -19,10 +19,10 @@ fn main() {
     let include = match std::env::var_os("FERRY_CYCLONEDDS_HOME") {
         Some(home) => {
             let home = PathBuf::from(home);
-            println!(
-                "cargo:rustc-link-search=native={}",
-                home.join("lib").display()
-            );
+            let lib = home.join("lib");
+            println!("cargo:rustc-link-search=native={}", lib.display());
+            // Found at run time without LD_LIBRARY_PATH.
+            println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
             home.join("include")
         }
         None => PathBuf::from("/usr/include"),

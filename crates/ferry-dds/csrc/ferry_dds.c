@@ -91,6 +91,8 @@ static struct ddsi_serdata *blob_from_ser(const struct ddsi_sertype *type, enum 
    * adds beyond what is already there. */
   uint32_t off = 0;
   while (fragchain != NULL && off < size) {
+    if (fragchain->min > off)
+      break; /* a gap (Cyclone's defragmenter never makes one): refused below */
     if (fragchain->maxp1 > off) {
       const unsigned char *payload =
           NN_RMSG_PAYLOADOFF(fragchain->rmsg, NN_RDATA_PAYLOAD_OFF(fragchain));
@@ -299,22 +301,6 @@ static uint32_t blob_type_hash(const struct ddsi_sertype *tp)
   return 0;
 }
 
-static size_t blob_serialized_size(const struct ddsi_sertype *type, const void *sample)
-{
-  (void)type;
-  return ((const ferry_dds_blob_sample *)sample)->len;
-}
-
-static bool blob_serialize_into(const struct ddsi_sertype *type, const void *sample, void *dst, size_t size)
-{
-  (void)type;
-  const ferry_dds_blob_sample *s = sample;
-  if (size < s->len)
-    return false;
-  memcpy(dst, s->data, s->len);
-  return true;
-}
-
 static const struct ddsi_sertype_ops blob_type_ops = {
   .version = ddsi_sertype_v0,
   .arg = NULL,
@@ -328,8 +314,10 @@ static const struct ddsi_sertype_ops blob_type_ops = {
   .type_map = NULL,
   .type_info = NULL,
   .derive_sertype = NULL,
-  .get_serialized_size = blob_serialized_size,
-  .serialize_into = blob_serialize_into,
+  /* NULL: with these Cyclone may route a type through shared memory
+   * (iceoryx) when configured; ferry has its own. */
+  .get_serialized_size = NULL,
+  .serialize_into = NULL,
 };
 
 /* ------------------------------------------------- what ferry calls */
@@ -360,7 +348,15 @@ static dds_qos_t *make_qos(const ferry_dds_qos *q)
   dds_qset_reliability(qos, q->reliable ? DDS_RELIABILITY_RELIABLE : DDS_RELIABILITY_BEST_EFFORT,
                        dur(q->max_blocking_ns));
   dds_qset_durability(qos, q->transient_local ? DDS_DURABILITY_TRANSIENT_LOCAL : DDS_DURABILITY_VOLATILE);
-  dds_qset_history(qos, q->keep_all ? DDS_HISTORY_KEEP_ALL : DDS_HISTORY_KEEP_LAST, q->depth > 0 ? q->depth : 1);
+  const dds_history_kind_t hist = q->keep_all ? DDS_HISTORY_KEEP_ALL : DDS_HISTORY_KEEP_LAST;
+  const int32_t depth = q->depth > 0 ? q->depth : 1;
+  dds_qset_history(qos, hist, depth);
+  /* What a transient-local writer keeps for late joiners is its durability
+   * service's history (Cyclone's default: keep last 1), as rmw_cyclonedds
+   * sets it. */
+  if (q->transient_local)
+    dds_qset_durability_service(qos, 0, hist, depth, DDS_LENGTH_UNLIMITED, DDS_LENGTH_UNLIMITED,
+                                DDS_LENGTH_UNLIMITED);
   dds_qset_deadline(qos, dur(q->deadline_ns));
   dds_qset_lifespan(qos, dur(q->lifespan_ns));
   dds_liveliness_kind_t kind = q->liveliness == 1   ? DDS_LIVELINESS_MANUAL_BY_PARTICIPANT
@@ -377,6 +373,24 @@ static dds_qos_t *make_qos(const ferry_dds_qos *q)
   if (q->user_data != NULL)
     dds_qset_userdata(qos, q->user_data, q->user_data_len);
   return qos;
+}
+
+/* Creates `domain` in this process with the largest sample a peer may
+ * send (Cyclone's default is 2 GiB, held up to three times while it is
+ * reassembled and handed over), the user's own CYCLONEDDS_URI on top.
+ * PRECONDITION_NOT_MET: it exists already. */
+dds_entity_t ferry_dds_domain(uint32_t domain, uint32_t max_sample_bytes)
+{
+  const char *uri = getenv("CYCLONEDDS_URI");
+  size_t n = 128 + (uri != NULL ? strlen(uri) : 0);
+  char *cfg = malloc(n);
+  if (cfg == NULL)
+    return DDS_RETCODE_OUT_OF_RESOURCES;
+  snprintf(cfg, n, "<Internal><MaxSampleSize>%uB</MaxSampleSize></Internal>%s%s", (unsigned)max_sample_bytes,
+           uri != NULL && *uri != 0 ? "," : "", uri != NULL ? uri : "");
+  dds_entity_t dom = dds_create_domain((dds_domainid_t)domain, cfg);
+  free(cfg);
+  return dom;
 }
 
 dds_entity_t ferry_dds_participant(uint32_t domain, const unsigned char *user_data, size_t user_data_len)
@@ -439,9 +453,13 @@ dds_return_t ferry_dds_write(dds_entity_t wr, const struct ddsi_sertype *sertype
     return DDS_RETCODE_OUT_OF_RESOURCES;
   if (len > 0)
     memcpy(d->data, data, len);
-  /* Consumes the reference (the writer handle is valid: ferry deletes it
-   * only after its last write, and sets no content filter). */
-  return dds_writecdr(wr, &d->c);
+  /* Consumes the reference, except when the writer cannot be locked (gone,
+   * or not a writer): then it is still ours. (A content filter would be
+   * another such case; ferry sets none.) */
+  dds_return_t rc = dds_writecdr(wr, &d->c);
+  if (rc == DDS_RETCODE_BAD_PARAMETER || rc == DDS_RETCODE_ILLEGAL_OPERATION || rc == DDS_RETCODE_ALREADY_DELETED)
+    ddsi_serdata_unref(&d->c);
+  return rc;
 }
 
 /* What one taken sample says: its bytes stay valid until ferry_dds_release. */

@@ -6,6 +6,9 @@ use std::ffi::{c_char, c_void};
 /// Cyclone's entity handle, or an error code when negative.
 pub type Entity = i32;
 
+/// `DDS_RETCODE_PRECONDITION_NOT_MET`.
+pub const PRECONDITION_NOT_MET: i32 = -4;
+
 /// The QoS ferry sets, as `ferry_dds_qos` in C.
 #[repr(C)]
 pub struct RawQos {
@@ -37,6 +40,7 @@ pub struct Taken {
 pub type OnData = extern "C" fn(reader: Entity, ctx: *mut c_void);
 
 extern "C" {
+    pub fn ferry_dds_domain(domain: u32, max_sample_bytes: u32) -> Entity;
     pub fn ferry_dds_participant(domain: u32, user_data: *const u8, len: usize) -> Entity;
     pub fn ferry_dds_topic(
         pp: Entity,

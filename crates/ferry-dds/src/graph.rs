@@ -74,7 +74,7 @@ impl ParticipantEntities {
     /// by the bytes there, names by ROS 2's bound.
     pub fn decode(cdr: &[u8]) -> Result<Self, CdrError> {
         let mut r = Reader::new(cdr)?;
-        let gid = r.array::<16>("gid")?;
+        let gid = r.octets::<16>("gid")?;
         let n = r.count(16, "node_entities_info_seq")?;
         let mut nodes = Vec::with_capacity(n);
         for _ in 0..n {
@@ -85,7 +85,7 @@ impl ParticipantEntities {
                 let count = r.count(16, what)?;
                 g.reserve(count);
                 for _ in 0..count {
-                    g.push(r.array::<16>(what)?);
+                    g.push(r.octets::<16>(what)?);
                 }
             }
             let [readers, writers] = gids;
@@ -138,49 +138,74 @@ pub fn reader_qos() -> DdsQos {
 mod tests {
     use super::*;
 
-    /// The bytes rclpy (Jazzy) serializes for namespace `/`, node `talker`
-    /// and one writer 00..0f, apart from the pad bytes (Fast CDR leaves
-    /// them unset; ferry writes zeros).
-    #[test]
-    fn encodes_as_ros2_does_and_reads_back() {
-        let p = ParticipantEntities {
+    /// Bytes rclpy of ROS 2 Jazzy serialized (`serialize_message`) for two
+    /// nodes, one in a namespace with readers and a writer, one with two
+    /// writers: the GIDs sit at offsets no alignment rule would pick.
+    const FROM_RCLPY: &str = "00010000000102030405060708090a0b0c0d0e0f02000000070000002f726f626f\
+        7400000400000061726d00020000000101010101010101010101010101010102020202020202020202020202\
+        0202020100000003030303030303030303030303030303020000002f0000000e00000063616d6572615f6472\
+        6976657200000000000000020000000404040404040404040404040404040405050505050505050505050505\
+        050505";
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    fn two_nodes() -> ParticipantEntities {
+        ParticipantEntities {
             gid: core::array::from_fn(|i| i as u8),
-            nodes: vec![NodeEntities {
-                namespace: "/".into(),
-                name: "talker".into(),
-                readers: vec![],
-                writers: vec![core::array::from_fn(|i| i as u8)],
-            }],
-        };
-        let want = "00010000 000102030405060708090a0b0c0d0e0f 01000000 \
-                    02000000 2f00 0000 07000000 74616c6b657200 00 00000000 \
-                    01000000 000102030405060708090a0b0c0d0e0f";
-        let want: Vec<u8> = want
-            .split_whitespace()
-            .flat_map(|h| {
-                (0..h.len())
-                    .step_by(2)
-                    .map(move |i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
-            })
-            .collect();
-        assert_eq!(p.encode(), want);
-        assert_eq!(ParticipantEntities::decode(&want).unwrap(), p);
+            nodes: vec![
+                NodeEntities {
+                    namespace: "/robot".into(),
+                    name: "arm".into(),
+                    readers: vec![[1; 16], [2; 16]],
+                    writers: vec![[3; 16]],
+                },
+                NodeEntities {
+                    namespace: "/".into(),
+                    name: "camera_driver".into(),
+                    readers: vec![],
+                    writers: vec![[4; 16], [5; 16]],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn reads_what_ros2_writes_and_writes_the_same_bytes() {
+        let bytes = hex(FROM_RCLPY);
+        assert_eq!(ParticipantEntities::decode(&bytes).unwrap(), two_nodes());
+        assert_eq!(two_nodes().encode(), bytes);
+    }
+
+    /// A big-endian sender's GIDs are the same bytes (an octet array has
+    /// no byte order).
+    #[test]
+    fn gids_have_no_byte_order() {
+        let mut w = vec![0u8, 0, 0, 0];
+        w.extend_from_slice(&[9; 16]);
+        w.extend_from_slice(&1u32.to_be_bytes());
+        w.extend_from_slice(&2u32.to_be_bytes());
+        w.extend_from_slice(b"/\0\0\0");
+        w.extend_from_slice(&2u32.to_be_bytes());
+        w.extend_from_slice(b"n\0\0\0");
+        w.extend_from_slice(&0u32.to_be_bytes());
+        w.extend_from_slice(&1u32.to_be_bytes());
+        w.extend_from_slice(&core::array::from_fn::<u8, 16, _>(|i| i as u8));
+        let p = ParticipantEntities::decode(&w).unwrap();
+        assert_eq!(p.gid, [9; 16]);
+        assert_eq!(p.nodes[0].writers, vec![core::array::from_fn(|i| i as u8)]);
     }
 
     /// Garbage and truncations are errors, never panics or huge
     /// allocations.
     #[test]
     fn malformed_input_is_an_error() {
-        let good = ParticipantEntities {
-            gid: [7; 16],
-            nodes: vec![NodeEntities {
-                namespace: "/robot".into(),
-                name: "arm".into(),
-                readers: vec![[1; 16], [2; 16]],
-                writers: vec![[3; 16]],
-            }],
-        }
-        .encode();
+        let good = two_nodes().encode();
+        assert!(ParticipantEntities::decode(&good).is_ok());
         for cut in 0..good.len() {
             assert!(ParticipantEntities::decode(&good[..cut]).is_err(), "{cut}");
         }

@@ -116,20 +116,68 @@ impl Drop for Handle {
     }
 }
 
+/// A participant, and the domain it keeps alive (deleted in this order).
+struct PpHandle {
+    pp: Handle,
+    _domain: Option<Arc<Handle>>,
+}
+
+/// The domains this process created, shared by their participants: a
+/// domain is created once with ferry's settings and deleted with its last
+/// participant.
+static DOMAINS: Mutex<Option<HashMap<u32, std::sync::Weak<Handle>>>> = Mutex::new(None);
+
+fn domain_handle(domain: u32, max_sample_bytes: u32) -> Result<Option<Arc<Handle>>, DdsError> {
+    let mut domains = DOMAINS.lock();
+    let map = domains.get_or_insert_with(HashMap::new);
+    if let Some(h) = map.get(&domain).and_then(std::sync::Weak::upgrade) {
+        return Ok(Some(h));
+    }
+    // SAFETY: plain values.
+    let e = unsafe { ffi::ferry_dds_domain(domain, max_sample_bytes) };
+    if e == ffi::PRECONDITION_NOT_MET {
+        // Created in this process by other code: it owns it.
+        return Ok(None);
+    }
+    let h = Arc::new(Handle(created("domain", e)?));
+    map.insert(domain, Arc::downgrade(&h));
+    map.retain(|_, w| w.strong_count() > 0);
+    Ok(Some(h))
+}
+
 /// One DDS domain participant (one per ferry runtime).
 pub struct Participant {
-    handle: Arc<Handle>,
+    handle: Arc<PpHandle>,
     domain: u32,
 }
 
 impl Participant {
+    /// The largest sample a peer may send by default (as ferry's own
+    /// `max_frame_bytes`): 256 MiB.
+    pub const DEFAULT_MAX_SAMPLE: u32 = 256 << 20;
+
     /// Joins DDS domain `domain` (ROS 2: `ROS_DOMAIN_ID`) with `user_data`
-    /// (ROS 2: `enclave=/;`).
+    /// (ROS 2: `enclave=/;`), taking samples up to [`Self::DEFAULT_MAX_SAMPLE`].
     pub fn new(domain: u32, user_data: &[u8]) -> Result<Self, DdsError> {
+        Self::with_max_sample(domain, user_data, Self::DEFAULT_MAX_SAMPLE)
+    }
+
+    /// As [`Participant::new`], taking samples up to `max_sample_bytes`
+    /// (larger ones are dropped by DDS; the first participant of a domain in
+    /// the process sets it). `CYCLONEDDS_URI` applies on top.
+    pub fn with_max_sample(
+        domain: u32,
+        user_data: &[u8],
+        max_sample_bytes: u32,
+    ) -> Result<Self, DdsError> {
+        let dom = domain_handle(domain, max_sample_bytes)?;
         // SAFETY: plain values; the C side copies the user data.
         let e = unsafe { ffi::ferry_dds_participant(domain, user_data.as_ptr(), user_data.len()) };
         Ok(Participant {
-            handle: Arc::new(Handle(created("participant", e)?)),
+            handle: Arc::new(PpHandle {
+                pp: Handle(created("participant", e)?),
+                _domain: dom,
+            }),
             domain,
         })
     }
@@ -141,7 +189,7 @@ impl Participant {
 
     /// This participant's GUID.
     pub fn guid(&self) -> Result<Guid, DdsError> {
-        guid_of(self.handle.0)
+        guid_of(self.handle.pp.0)
     }
 
     /// The DDS topic `name` carrying DDS type `type_name` as raw CDR.
@@ -150,7 +198,7 @@ impl Participant {
         let mut sertype: *const c_void = std::ptr::null();
         // SAFETY: valid C strings; `sertype` is set on success.
         let e =
-            unsafe { ffi::ferry_dds_topic(self.handle.0, n.as_ptr(), t.as_ptr(), &mut sertype) };
+            unsafe { ffi::ferry_dds_topic(self.handle.pp.0, n.as_ptr(), t.as_ptr(), &mut sertype) };
         let e = created("topic", e)?;
         Ok(Topic {
             handle: Arc::new(Handle(e)),
@@ -165,7 +213,7 @@ impl Participant {
     pub fn writer(&self, topic: &Topic, qos: &DdsQos) -> Result<Writer, DdsError> {
         let raw = qos.raw();
         // SAFETY: `raw` borrows `qos`, alive for the call; the C side copies.
-        let e = unsafe { ffi::ferry_dds_writer(self.handle.0, topic.handle.0, &raw) };
+        let e = unsafe { ffi::ferry_dds_writer(self.handle.pp.0, topic.handle.0, &raw) };
         Ok(Writer {
             handle: Handle(created("writer", e)?),
             topic: topic.clone(),
@@ -173,24 +221,32 @@ impl Participant {
     }
 
     /// A reader of `topic` with `qos`; `on_sample` runs on Cyclone's
-    /// listener thread for every sample (keep it short: hand it over).
+    /// listener thread for every sample (keep it short: hand it over; never
+    /// drop the reader from its own handler — deleting waits for it).
     pub fn reader<F>(&self, topic: &Topic, qos: &DdsQos, on_sample: F) -> Result<Reader, DdsError>
     where
         F: Fn(Sample) + Send + Sync + 'static,
     {
-        let ctx: Box<ReaderCtx> = Box::new(ReaderCtx {
+        let ctx = Box::into_raw(Box::new(ReaderCtx {
             on_sample: Box::new(on_sample),
-        });
+        }));
         let raw = qos.raw();
-        let ctx_ptr = &*ctx as *const ReaderCtx as *mut c_void;
         // SAFETY: `ctx` outlives the reader: `Reader` deletes the entity
-        // (which waits for a running listener) before dropping it.
-        let e =
-            unsafe { ffi::ferry_dds_reader(self.handle.0, topic.handle.0, &raw, on_data, ctx_ptr) };
-        let handle = Handle(created("reader", e)?);
+        // (which waits for a running listener) before freeing it.
+        let e = unsafe {
+            ffi::ferry_dds_reader(self.handle.pp.0, topic.handle.0, &raw, on_data, ctx.cast())
+        };
+        let handle = match created("reader", e) {
+            Ok(e) => Handle(e),
+            Err(err) => {
+                // SAFETY: no reader was made: nothing else holds `ctx`.
+                drop(unsafe { Box::from_raw(ctx) });
+                return Err(err);
+            }
+        };
         Ok(Reader {
             handle: Some(handle),
-            _ctx: ctx,
+            ctx,
             topic: topic.clone(),
         })
     }
@@ -235,7 +291,7 @@ unsafe impl Sync for Sertype {}
 pub struct Topic {
     // Field order: the topic is deleted before its participant.
     handle: Arc<Handle>,
-    _participant: Arc<Handle>,
+    _participant: Arc<PpHandle>,
     sertype: Sertype,
     name: String,
     type_name: String,
@@ -263,6 +319,16 @@ impl Writer {
     /// Writes one sample: `cdr` is the serialized sample with its 4-byte
     /// encapsulation header, as every ferry path carries it.
     pub fn write(&self, cdr: &[u8]) -> Result<(), DdsError> {
+        if cdr.len() < 4 || u32::try_from(cdr.len()).is_err() {
+            return Err(DdsError::Write {
+                code: 0,
+                text: format!(
+                    "{} bytes is not a serialized sample (a 4-byte encapsulation header, \
+                     at most 4 GiB)",
+                    cdr.len()
+                ),
+            });
+        }
         // SAFETY: the sertype belongs to this writer's topic (alive: held in
         // `self.topic`); the C side copies `cdr`.
         let rc = unsafe {
@@ -338,8 +404,12 @@ extern "C" fn on_data(reader: ffi::Entity, ctx: *mut c_void) {
             // SAFETY: the first `n` entries were written by the C side.
             let t = unsafe { t.assume_init_ref() };
             if t.valid_data != 0 {
-                // SAFETY: `data` holds `len` bytes until released below.
-                let cdr = unsafe { std::slice::from_raw_parts(t.data, t.len) }.to_vec();
+                let cdr = if t.data.is_null() || t.len == 0 {
+                    Vec::new()
+                } else {
+                    // SAFETY: `data` holds `len` bytes until released below.
+                    unsafe { std::slice::from_raw_parts(t.data, t.len) }.to_vec()
+                };
                 let sample = Sample {
                     cdr,
                     source_timestamp_ns: t.source_timestamp,
@@ -362,9 +432,15 @@ extern "C" fn on_data(reader: ffi::Entity, ctx: *mut c_void) {
 /// A DDS reader of serialized CDR; its handler runs until it is dropped.
 pub struct Reader {
     handle: Option<Handle>,
-    _ctx: Box<ReaderCtx>,
+    ctx: *mut ReaderCtx,
     topic: Topic,
 }
+
+// SAFETY: `ctx` is only read (by Cyclone's listener thread, and freed on
+// drop after the entity); the handler it holds is Send + Sync.
+unsafe impl Send for Reader {}
+// SAFETY: as above.
+unsafe impl Sync for Reader {}
 
 impl Reader {
     /// Writers matched now.
@@ -386,23 +462,32 @@ impl Reader {
     pub fn publication(&self, handle: u64) -> Result<Publication, DdsError> {
         let (mut guid, mut participant) = ([0u8; 16], [0u8; 16]);
         let mut user_data = vec![0u8; 512];
-        // SAFETY: buffers of the sizes given.
-        let rc = unsafe {
-            ffi::ferry_dds_publication(
-                self.entity(),
-                handle,
-                guid.as_mut_ptr(),
-                participant.as_mut_ptr(),
-                user_data.as_mut_ptr(),
-                user_data.len(),
-            )
-        };
-        let len = usize::try_from(rc).map_err(|_| DdsError::Query {
-            what: "matched publication",
-            code: rc,
-            text: text(rc),
-        })?;
-        user_data.truncate(len);
+        loop {
+            // SAFETY: buffers of the sizes given.
+            let rc = unsafe {
+                ffi::ferry_dds_publication(
+                    self.entity(),
+                    handle,
+                    guid.as_mut_ptr(),
+                    participant.as_mut_ptr(),
+                    user_data.as_mut_ptr(),
+                    user_data.len(),
+                )
+            };
+            let len = usize::try_from(rc).map_err(|_| DdsError::Query {
+                what: "matched publication",
+                code: rc,
+                text: text(rc),
+            })?;
+            // Longer than the buffer: once more with room (bounded: DDS
+            // user data fits a discovery message).
+            if len > user_data.len() && len <= 1 << 16 {
+                user_data.resize(len, 0);
+                continue;
+            }
+            user_data.truncate(len);
+            break;
+        }
         Ok(Publication {
             guid,
             participant,
@@ -419,29 +504,47 @@ impl Drop for Reader {
     fn drop(&mut self) {
         // The entity first (no listener runs after), then the context.
         self.handle.take();
+        // SAFETY: made by `Box::into_raw` in `Participant::reader`; the
+        // reader is deleted, so Cyclone no longer holds it.
+        drop(unsafe { Box::from_raw(self.ctx) });
     }
 }
 
 /// This participant's part of ROS 2's node graph (`ros_discovery_info`):
 /// announces ferry's nodes, and keeps every other participant's latest.
+///
+/// Entries are kept per DDS writer of the graph topic (not per GID a
+/// sample claims: a peer cannot grow the table by inventing GIDs), at most
+/// [`Graph::MAX_PARTICIPANTS`], and forgotten once their writer is gone.
 pub struct Graph {
     writer: Writer,
     gid: Guid,
-    _reader: Reader,
-    known: std::sync::Arc<Mutex<HashMap<Guid, graph::ParticipantEntities>>>,
+    reader: Reader,
+    known: std::sync::Arc<Mutex<HashMap<u64, graph::ParticipantEntities>>>,
 }
 
 impl Graph {
+    /// Most participants' graphs kept at once.
+    pub const MAX_PARTICIPANTS: usize = 4096;
+
     /// Joins the graph of `pp`'s domain.
     pub fn new(pp: &Participant) -> Result<Self, DdsError> {
         let topic = pp.topic(graph::TOPIC, graph::TYPE_NAME)?;
-        let known: std::sync::Arc<Mutex<HashMap<Guid, graph::ParticipantEntities>>> =
+        let known: std::sync::Arc<Mutex<HashMap<u64, graph::ParticipantEntities>>> =
             Default::default();
         let sink = known.clone();
         let reader = pp.reader(&topic, &graph::reader_qos(), move |s| {
             match graph::ParticipantEntities::decode(&s.cdr) {
                 Ok(p) => {
-                    sink.lock().insert(p.gid, p);
+                    let mut known = sink.lock();
+                    if known.len() < Self::MAX_PARTICIPANTS || known.contains_key(&s.publication) {
+                        known.insert(s.publication, p);
+                    } else {
+                        tracing::warn!(
+                            "ROS 2 graph: more than {} participants; one more is not listed",
+                            Self::MAX_PARTICIPANTS
+                        );
+                    }
                 }
                 Err(e) => tracing::debug!("a malformed ros_discovery_info sample: {e}"),
             }
@@ -449,7 +552,7 @@ impl Graph {
         Ok(Graph {
             writer: pp.writer(&topic, &graph::writer_qos())?,
             gid: pp.guid()?,
-            _reader: reader,
+            reader,
             known,
         })
     }
@@ -463,11 +566,19 @@ impl Graph {
         self.writer.write(&p.encode())
     }
 
-    /// Every other participant's nodes as last announced.
+    /// Every other participant's nodes as last announced, by participants
+    /// whose graph writer is still there.
     pub fn participants(&self) -> Vec<graph::ParticipantEntities> {
-        let mut v: Vec<_> = self
-            .known
-            .lock()
+        let handles: Vec<u64> = self.known.lock().keys().copied().collect();
+        let gone: Vec<u64> = handles
+            .into_iter()
+            .filter(|&h| self.reader.publication(h).is_err())
+            .collect();
+        let mut known = self.known.lock();
+        for h in gone {
+            known.remove(&h);
+        }
+        let mut v: Vec<_> = known
             .values()
             .filter(|p| p.gid != self.gid)
             .cloned()

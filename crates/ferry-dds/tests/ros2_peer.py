@@ -1,10 +1,12 @@
 """A real ROS 2 node (rclpy, Jazzy, rmw_fastrtps_cpp from PyPI) for
 ferry-dds's tests. One role per run; prints one line per event, flushed.
 
-  listen TOPIC COUNT TIMEOUT_S   print `got <data>` for each std_msgs/String
+  listen TOPIC COUNT TIMEOUT_S [DURABILITY]
+                                 print `got <data>` for each std_msgs/String
   talk TOPIC COUNT HZ DURABILITY publish `hello <i>` (after a match, bounded),
                                  DURABILITY volatile or transient_local
-  graph TOPIC TIMEOUT_S          print `topic <name> <types>` once TOPIC shows
+  graph TOPIC TIMEOUT_S          print `topic <name> <types> publishers <n>` once
+                                 TOPIC has a publisher
   node NAME TIMEOUT_S            print `node <ns> <name>` once node NAME shows,
                                  then `pub <topic> <types>` per publisher of it
   stay SECONDS                   only be there (a node named ros2_peer_stay)
@@ -18,6 +20,10 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import String
 
 
+DURABILITY = {"volatile": DurabilityPolicy.VOLATILE,
+              "transient_local": DurabilityPolicy.TRANSIENT_LOCAL}
+
+
 def main():
     role = sys.argv[1]
     rclpy.init()
@@ -25,16 +31,16 @@ def main():
     try:
         if role == "listen":
             topic, count, timeout = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+            durability = DURABILITY[sys.argv[5] if len(sys.argv) > 5 else "volatile"]
             got = []
-            node.create_subscription(String, topic, lambda m: (got.append(m.data), print("got", m.data, flush=True)), QoSProfile(depth=100))
+            node.create_subscription(String, topic, lambda m: (got.append(m.data), print("got", m.data, flush=True)), QoSProfile(depth=100, durability=durability))
             print("ready", flush=True)
             end = time.monotonic() + timeout
             while len(got) < count and time.monotonic() < end:
                 rclpy.spin_once(node, timeout_sec=0.05)
         elif role == "talk":
             topic, count, hz = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-            durability = {"volatile": DurabilityPolicy.VOLATILE,
-                          "transient_local": DurabilityPolicy.TRANSIENT_LOCAL}[sys.argv[5]]
+            durability = DURABILITY[sys.argv[5]]
             pub = node.create_publisher(String, topic, QoSProfile(depth=100, durability=durability))
             end = time.monotonic() + 20.0
             while pub.get_subscription_count() == 0 and time.monotonic() < end:
@@ -54,8 +60,9 @@ def main():
             while time.monotonic() < end:
                 rclpy.spin_once(node, timeout_sec=0.1)
                 found = dict(node.get_topic_names_and_types())
-                if topic in found:
-                    print("topic", topic, ",".join(found[topic]), flush=True)
+                publishers = node.count_publishers(topic)
+                if topic in found and publishers > 0:
+                    print("topic", topic, ",".join(found[topic]), "publishers", publishers, flush=True)
                     break
         elif role == "node":
             name, timeout = sys.argv[2], float(sys.argv[3])

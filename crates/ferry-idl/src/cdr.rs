@@ -217,6 +217,14 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// An `octet[N]` (`char[N]`, a GID): N bytes as they are, no
+    /// alignment, no byte order.
+    pub fn octets<const N: usize>(&mut self, what: &str) -> Result<[u8; N], CdrError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N, what)?);
+        Ok(out)
+    }
+
     /// `N` bytes, aligned to `N`, in the stream's byte order.
     pub fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N], CdrError> {
         self.align(N);

@@ -76,7 +76,7 @@ impl Lab {
 
     /// Runs the ROS 2 peer with `args` in `ns`; its stdout lines arrive on
     /// the channel.
-    pub fn ros2(&self, ns: &str, domain: u32, args: &[&str]) -> (Child, mpsc::Receiver<String>) {
+    pub fn ros2(&self, ns: &str, domain: u32, args: &[&str]) -> (Peer, mpsc::Receiver<String>) {
         let py = python();
         let mut argv = vec![py.as_str(), PEER];
         argv.extend_from_slice(args);
@@ -91,9 +91,26 @@ impl Lab {
     }
 }
 
+/// A peer process, killed when the test ends (also when it fails).
+pub struct Peer(Child);
+
+impl Peer {
+    /// Waits for the peer to exit.
+    pub fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        self.0.wait()
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Runs `argv` in namespace `ns` with `env`; its stdout lines arrive on the
 /// channel.
-pub fn spawn(ns: &str, argv: &[&str], env: &[(&str, String)]) -> (Child, mpsc::Receiver<String>) {
+pub fn spawn(ns: &str, argv: &[&str], env: &[(&str, String)]) -> (Peer, mpsc::Receiver<String>) {
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", ns]).args(argv);
     for (k, v) in env {
@@ -113,7 +130,7 @@ pub fn spawn(ns: &str, argv: &[&str], env: &[(&str, String)]) -> (Child, mpsc::R
             }
         }
     });
-    (child, rx)
+    (Peer(child), rx)
 }
 
 impl Drop for Lab {
