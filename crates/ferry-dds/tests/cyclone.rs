@@ -58,8 +58,7 @@ fn ferry_and_a_cyclone_dds_node_with_ros2_names_talk_both_ways() {
             wait_for(&said, "done", Duration::from_secs(40));
             let _ = talker.wait();
             let got: Vec<_> = rx.try_iter().collect();
-            let want: Vec<_> = (0..30).map(|i| format!("cyclone {i}")).collect();
-            assert_eq!(got, want);
+            assert_eq!(got, common::numbered("cyclone", 0..30));
             drop(r);
 
             // ferry → Cyclone.
@@ -79,14 +78,8 @@ fn ferry_and_a_cyclone_dds_node_with_ros2_names_talk_both_ways() {
                 w.write(&string_cdr(&format!("ferry {i}"))).unwrap();
                 std::thread::sleep(Duration::from_millis(10));
             }
-            let lines = wait_for(&heard, "done", Duration::from_secs(40));
-            let _ = listener.wait();
-            let got: Vec<_> = lines
-                .iter()
-                .filter_map(|l| l.strip_prefix("got "))
-                .collect();
-            let want: Vec<_> = (0..30).map(|i| format!("ferry {i}")).collect();
-            assert_eq!(got, want);
+            let got = common::heard(&mut listener, &heard, Duration::from_secs(40));
+            assert_eq!(got, common::numbered("ferry", 0..30));
         });
     });
 }

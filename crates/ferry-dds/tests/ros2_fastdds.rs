@@ -62,8 +62,11 @@ fn a_ros2_node_on_fast_dds_receives_what_ferry_writes() {
             .unwrap()
         });
         let got: Vec<_> = got.iter().filter_map(|l| l.strip_prefix("got ")).collect();
-        let want: Vec<_> = (0..20).map(|i| format!("ferry {i}")).collect();
-        assert_eq!(got, want, "same host: {same_host}");
+        assert_eq!(
+            got,
+            common::numbered("ferry", 0..20),
+            "same host: {same_host}"
+        );
         let shown = wait_for(&graph, "topic", Duration::from_secs(30));
         assert!(
             shown
@@ -255,14 +258,8 @@ fn a_late_ros2_subscription_gets_the_transient_local_history() {
                 domain,
                 &["listen", "/latched", "10", "30", "transient_local"],
             );
-            let lines = wait_for(&heard, "done", Duration::from_secs(40));
-            let _ = listener.wait();
-            let got: Vec<_> = lines
-                .iter()
-                .filter_map(|l| l.strip_prefix("got "))
-                .collect();
-            let want: Vec<_> = (0..10).map(|i| format!("late {i}")).collect();
-            assert_eq!(got, want);
+            let got = common::heard(&mut listener, &heard, Duration::from_secs(40));
+            assert_eq!(got, common::numbered("late", 0..10));
         });
     });
 }

@@ -157,6 +157,22 @@ pub fn string_from_cdr(cdr: &[u8]) -> String {
     String::from_utf8(cdr[8..8 + n - 1].to_vec()).unwrap()
 }
 
+/// What a listening peer got (its `got <data>` lines), once it said
+/// `done` within `within` and exited.
+pub fn heard(peer: &mut Peer, rx: &mpsc::Receiver<String>, within: Duration) -> Vec<String> {
+    let lines = wait_for(rx, "done", within);
+    let _ = peer.wait();
+    lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("got ").map(str::to_string))
+        .collect()
+}
+
+/// `<prefix> <i>` for every i in `range`: what a talker sends.
+pub fn numbered(prefix: &str, range: std::ops::Range<usize>) -> Vec<String> {
+    range.map(|i| format!("{prefix} {i}")).collect()
+}
+
 pub fn wait_for(rx: &mpsc::Receiver<String>, what: &str, within: Duration) -> Vec<String> {
     let end = Instant::now() + within;
     let mut lines = Vec::new();
