@@ -363,6 +363,7 @@ impl Broker {
 
     /// Connection state and counters.
     pub fn state(&self) -> BrokerState {
+        // Lock order everywhere: `state`, then `session`.
         let st = self.state.lock();
         let s = self.session.lock();
         BrokerState {

@@ -342,6 +342,11 @@ impl Broker {
             .map_or(self.keep_alive, |s| {
                 Duration::from_secs(u64::from(s).max(1))
             });
+        // Read before the session lock: `Broker::state` takes `state` then
+        // `session`, so nothing may take them the other way round (it did
+        // here, and a test hung in CI).
+        let reconnect = self.state.lock().connects > 0;
+        let awaiting = self.heard.lock().clone();
         {
             let mut s = self.session.lock();
             s.out
@@ -350,8 +355,6 @@ impl Broker {
             s.wire = Some(wire.clone());
             // A broker that lost our session (a restart) lost the others'
             // subscriptions too: hold what we have until they are back.
-            let reconnect = self.state.lock().connects > 0;
-            let awaiting = self.heard.lock().clone();
             if reconnect && !ack.session_present && !awaiting.is_empty() {
                 tracing::info!(
                     "MQTT broker {}: it lost this runtime's session (restarted?); queued \
