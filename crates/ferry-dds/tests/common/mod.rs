@@ -86,6 +86,10 @@ impl Lab {
             &[
                 ("ROS_DOMAIN_ID", domain.to_string()),
                 ("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp".to_string()),
+                // UDP only: Fast DDS's shared-memory transport leaves
+                // segments in /dev/shm when a peer is killed (and Cyclone
+                // does not speak it).
+                ("FASTDDS_BUILTIN_TRANSPORTS", "UDPv4".to_string()),
             ],
         )
     }
