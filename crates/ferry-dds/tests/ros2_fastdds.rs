@@ -55,19 +55,21 @@ fn a_ros2_node_on_fast_dds_receives_what_ferry_writes() {
                     std::thread::sleep(Duration::from_millis(20));
                 }
                 let lines = wait_for(&rx, "done", Duration::from_secs(30));
+                // ROS 2's graph is asked while the writer still exists.
+                let shown = wait_for(&graph, "topic", Duration::from_secs(30));
                 drop(w);
-                lines
+                (lines, shown)
             })
             .join()
             .unwrap()
         });
+        let (got, shown) = got;
         let got: Vec<_> = got.iter().filter_map(|l| l.strip_prefix("got ")).collect();
         assert_eq!(
             got,
             common::numbered("ferry", 0..20),
             "same host: {same_host}"
         );
-        let shown = wait_for(&graph, "topic", Duration::from_secs(30));
         assert!(
             shown
                 .last()
