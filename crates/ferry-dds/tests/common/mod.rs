@@ -148,17 +148,16 @@ impl Drop for Lab {
 
 /// CDR of std_msgs/msg/String (little endian, encapsulation header).
 pub fn string_cdr(s: &str) -> Vec<u8> {
-    let mut v = vec![0, 1, 0, 0];
-    v.extend_from_slice(&(s.len() as u32 + 1).to_le_bytes());
-    v.extend_from_slice(s.as_bytes());
-    v.push(0);
-    v
+    let mut w = ferry_idl::cdr::Writer::new();
+    w.string(s);
+    w.finish()
 }
 
 pub fn string_from_cdr(cdr: &[u8]) -> String {
     assert_eq!(&cdr[..4], &[0, 1, 0, 0], "little-endian plain CDR");
-    let n = u32::from_le_bytes(cdr[4..8].try_into().unwrap()) as usize;
-    String::from_utf8(cdr[8..8 + n - 1].to_vec()).unwrap()
+    ferry_idl::cdr::Reader::new(cdr)
+        .and_then(|mut r| r.string("data"))
+        .expect("a std_msgs/String")
 }
 
 /// What a listening peer got (its `got <data>` lines), once it said
