@@ -16,6 +16,7 @@
  * (what ROS 2's RMWs write), without type information (matching is then by
  * type name, as between ROS 2's RMWs), and never derived.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -335,6 +336,7 @@ typedef struct ferry_dds_qos {
   int64_t lease_ns;        /* < 0: infinite */
   const unsigned char *user_data; /* NULL: none */
   size_t user_data_len;
+  const char *partition; /* NULL: the default partition */
 } ferry_dds_qos;
 
 static dds_duration_t dur(int64_t ns)
@@ -379,15 +381,17 @@ static dds_qos_t *make_qos(const ferry_dds_qos *q)
  * send (Cyclone's default is 2 GiB, held up to three times while it is
  * reassembled and handed over), the user's own CYCLONEDDS_URI on top.
  * PRECONDITION_NOT_MET: it exists already. */
-dds_entity_t ferry_dds_domain(uint32_t domain, uint32_t max_sample_bytes)
+dds_entity_t ferry_dds_domain(uint32_t domain, uint32_t max_sample_bytes, const char *extra)
 {
   const char *uri = getenv("CYCLONEDDS_URI");
-  size_t n = 128 + (uri != NULL ? strlen(uri) : 0);
+  if (extra == NULL)
+    extra = "";
+  size_t n = 128 + strlen(extra) + (uri != NULL ? strlen(uri) : 0);
   char *cfg = malloc(n);
   if (cfg == NULL)
     return DDS_RETCODE_OUT_OF_RESOURCES;
-  snprintf(cfg, n, "<Internal><MaxSampleSize>%uB</MaxSampleSize></Internal>%s%s", (unsigned)max_sample_bytes,
-           uri != NULL && *uri != 0 ? "," : "", uri != NULL ? uri : "");
+  snprintf(cfg, n, "<Internal><MaxSampleSize>%uB</MaxSampleSize></Internal>%s%s%s", (unsigned)max_sample_bytes,
+           extra, uri != NULL && *uri != 0 ? "," : "", uri != NULL ? uri : "");
   dds_entity_t dom = dds_create_domain((dds_domainid_t)domain, cfg);
   free(cfg);
   return dom;
@@ -422,11 +426,89 @@ dds_entity_t ferry_dds_topic(dds_entity_t pp, const char *topic_name, const char
   return tp;
 }
 
-dds_entity_t ferry_dds_writer(dds_entity_t pp, dds_entity_t topic, const ferry_dds_qos *q)
+/* The publisher or subscriber of one writer or reader, in `partition`
+ * (partition is a publisher/subscriber policy: Cyclone ignores it on a
+ * writer or reader). Deleted with its endpoint (`ferry_dds_delete_endpoint`). */
+static dds_entity_t make_parent(dds_entity_t pp, const char *partition, bool publisher)
 {
-  dds_qos_t *qos = make_qos(q);
-  dds_entity_t wr = dds_create_writer(pp, topic, qos, NULL);
+  dds_qos_t *qos = dds_create_qos();
+  if (partition != NULL)
+    dds_qset_partition1(qos, partition);
+  dds_entity_t e = publisher ? dds_create_publisher(pp, qos, NULL) : dds_create_subscriber(pp, qos, NULL);
   dds_delete_qos(qos);
+  return e;
+}
+
+/* How many matched readers a writer has, leaving out those whose user data
+ * contains `ignore` (when not empty): kept by the writer's listener. */
+typedef struct ferry_dds_match_ctx {
+  int32_t count;
+  char ignore[64]; /* NUL-terminated */
+} ferry_dds_match_ctx;
+
+static bool userdata_contains(const dds_qos_t *qos, const char *key)
+{
+  void *ud = NULL;
+  size_t sz = 0;
+  bool found = false;
+  if (qos != NULL && dds_qget_userdata(qos, &ud, &sz) && ud != NULL)
+  {
+    const size_t k = strlen(key);
+    for (size_t i = 0; k > 0 && i + k <= sz && !found; i++)
+      found = memcmp((const char *)ud + i, key, k) == 0;
+    dds_free(ud);
+  }
+  return found;
+}
+
+static void on_publication_matched(dds_entity_t wr, const dds_publication_matched_status_t status, void *arg)
+{
+  ferry_dds_match_ctx *c = arg;
+  int32_t count = (int32_t)status.current_count;
+  if (c->ignore[0] != 0 && count > 0)
+  {
+    enum { MAX = 256 };
+    dds_instance_handle_t hs[MAX];
+    const dds_return_t n = dds_get_matched_subscriptions(wr, hs, MAX);
+    if (n >= 0)
+    {
+      /* Readers beyond MAX are counted as not ignored. */
+      count = n > MAX ? n - MAX : 0;
+      for (dds_return_t i = 0; i < n && i < MAX; i++)
+      {
+        dds_builtintopic_endpoint_t *ep = dds_get_matched_subscription_data(wr, hs[i]);
+        if (ep == NULL)
+          continue;
+        if (!userdata_contains(ep->qos, c->ignore))
+          count++;
+        dds_builtintopic_free_endpoint(ep);
+      }
+    }
+  }
+  __atomic_store_n(&c->count, count, __ATOMIC_RELAXED);
+}
+
+/* A writer; `matched->count` follows its matched readers (written by
+ * Cyclone's threads until the writer is deleted; may be NULL). */
+dds_entity_t ferry_dds_writer(dds_entity_t pp, dds_entity_t topic, const ferry_dds_qos *q,
+                              ferry_dds_match_ctx *matched)
+{
+  dds_entity_t pub = make_parent(pp, q->partition, true);
+  if (pub < 0)
+    return pub;
+  dds_qos_t *qos = make_qos(q);
+  dds_listener_t *l = NULL;
+  if (matched != NULL)
+  {
+    l = dds_create_listener(matched);
+    dds_lset_publication_matched(l, on_publication_matched);
+  }
+  dds_entity_t wr = dds_create_writer(pub, topic, qos, l);
+  if (l != NULL)
+    dds_delete_listener(l);
+  dds_delete_qos(qos);
+  if (wr < 0)
+    dds_delete(pub);
   return wr;
 }
 
@@ -435,12 +517,17 @@ typedef void (*ferry_dds_on_data)(dds_entity_t reader, void *ctx);
 dds_entity_t ferry_dds_reader(dds_entity_t pp, dds_entity_t topic, const ferry_dds_qos *q, ferry_dds_on_data cb,
                               void *ctx)
 {
+  dds_entity_t sub = make_parent(pp, q->partition, false);
+  if (sub < 0)
+    return sub;
   dds_qos_t *qos = make_qos(q);
   dds_listener_t *l = dds_create_listener(ctx);
   dds_lset_data_available(l, cb);
-  dds_entity_t rd = dds_create_reader(pp, topic, qos, l);
+  dds_entity_t rd = dds_create_reader(sub, topic, qos, l);
   dds_delete_listener(l);
   dds_delete_qos(qos);
+  if (rd < 0)
+    dds_delete(sub);
   return rd;
 }
 
@@ -551,4 +638,13 @@ const char *ferry_dds_strretcode(dds_return_t rc)
 dds_return_t ferry_dds_delete(dds_entity_t e)
 {
   return dds_delete(e);
+}
+
+/* Deletes a writer or reader made by ferry_dds_writer / _reader with its
+ * own publisher or subscriber (which deletes the endpoint with it, waiting
+ * for a listener that runs). */
+dds_return_t ferry_dds_delete_endpoint(dds_entity_t e)
+{
+  dds_entity_t parent = dds_get_parent(e);
+  return dds_delete(parent < 0 ? e : parent);
 }

@@ -23,6 +23,16 @@ pub struct RawQos {
     pub lease_ns: i64,
     pub user_data: *const u8,
     pub user_data_len: usize,
+    pub partition: *const c_char,
+}
+
+/// A writer's matched-reader count, as `ferry_dds_match_ctx` in C: readers
+/// whose user data contains `ignore` (NUL-terminated; empty: none) are
+/// left out.
+#[repr(C)]
+pub struct MatchCtx {
+    pub count: std::sync::atomic::AtomicI32,
+    pub ignore: [u8; 64],
 }
 
 /// One taken sample, as `ferry_dds_taken` in C.
@@ -40,7 +50,7 @@ pub struct Taken {
 pub type OnData = extern "C" fn(reader: Entity, ctx: *mut c_void);
 
 extern "C" {
-    pub fn ferry_dds_domain(domain: u32, max_sample_bytes: u32) -> Entity;
+    pub fn ferry_dds_domain(domain: u32, max_sample_bytes: u32, extra: *const c_char) -> Entity;
     pub fn ferry_dds_participant(domain: u32, user_data: *const u8, len: usize) -> Entity;
     pub fn ferry_dds_topic(
         pp: Entity,
@@ -48,7 +58,12 @@ extern "C" {
         type_name: *const c_char,
         sertype: *mut *const c_void,
     ) -> Entity;
-    pub fn ferry_dds_writer(pp: Entity, topic: Entity, qos: *const RawQos) -> Entity;
+    pub fn ferry_dds_writer(
+        pp: Entity,
+        topic: Entity,
+        qos: *const RawQos,
+        matched: *mut MatchCtx,
+    ) -> Entity;
     pub fn ferry_dds_reader(
         pp: Entity,
         topic: Entity,
@@ -71,4 +86,5 @@ extern "C" {
     pub fn ferry_dds_matched(e: Entity, is_writer: i32) -> i32;
     pub fn ferry_dds_strretcode(rc: i32) -> *const c_char;
     pub fn ferry_dds_delete(e: Entity) -> i32;
+    pub fn ferry_dds_delete_endpoint(e: Entity) -> i32;
 }

@@ -17,15 +17,18 @@
 mod ffi;
 pub mod graph;
 pub mod names;
+pub mod path;
 mod qos;
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+pub use path::discovery_xml;
 pub use qos::{DdsQos, Liveliness};
 
 /// What went wrong in a DDS call, with Cyclone's own words.
@@ -108,6 +111,17 @@ pub type Guid = [u8; 16];
 
 struct Handle(ffi::Entity);
 
+/// A writer or reader with its own publisher or subscriber.
+struct EndpointHandle(ffi::Entity);
+
+impl Drop for EndpointHandle {
+    fn drop(&mut self) {
+        // SAFETY: made by `ferry_dds_writer` / `_reader`, deleted once (with
+        // its parent); Cyclone waits for running listeners.
+        unsafe { ffi::ferry_dds_delete_endpoint(self.0) };
+    }
+}
+
 impl Drop for Handle {
     fn drop(&mut self) {
         // SAFETY: the entity was created by this crate and is deleted once;
@@ -127,14 +141,15 @@ struct PpHandle {
 /// participant.
 static DOMAINS: Mutex<Option<HashMap<u32, std::sync::Weak<Handle>>>> = Mutex::new(None);
 
-fn domain_handle(domain: u32, max_sample_bytes: u32) -> Result<Option<Arc<Handle>>, DdsError> {
+fn domain_handle(domain: u32, settings: &DomainSettings) -> Result<Option<Arc<Handle>>, DdsError> {
     let mut domains = DOMAINS.lock();
     let map = domains.get_or_insert_with(HashMap::new);
     if let Some(h) = map.get(&domain).and_then(std::sync::Weak::upgrade) {
         return Ok(Some(h));
     }
-    // SAFETY: plain values.
-    let e = unsafe { ffi::ferry_dds_domain(domain, max_sample_bytes) };
+    let xml = cstring(&settings.config_xml)?;
+    // SAFETY: plain values and a C string alive for the call.
+    let e = unsafe { ffi::ferry_dds_domain(domain, settings.max_sample_bytes, xml.as_ptr()) };
     if e == ffi::PRECONDITION_NOT_MET {
         // Created in this process by other code: it owns it.
         return Ok(None);
@@ -143,6 +158,26 @@ fn domain_handle(domain: u32, max_sample_bytes: u32) -> Result<Option<Arc<Handle
     map.insert(domain, Arc::downgrade(&h));
     map.retain(|_, w| w.strong_count() > 0);
     Ok(Some(h))
+}
+
+/// How this process creates a DDS domain (its first participant of the
+/// domain decides; later ones share it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DomainSettings {
+    /// The largest sample a peer may send (larger ones are dropped).
+    pub max_sample_bytes: u32,
+    /// Cyclone configuration (XML fragments) applied before the user's
+    /// `CYCLONEDDS_URI`: e.g. [`discovery_xml`].
+    pub config_xml: String,
+}
+
+impl Default for DomainSettings {
+    fn default() -> Self {
+        DomainSettings {
+            max_sample_bytes: Participant::DEFAULT_MAX_SAMPLE,
+            config_xml: String::new(),
+        }
+    }
 }
 
 /// One DDS domain participant (one per ferry runtime).
@@ -170,7 +205,21 @@ impl Participant {
         user_data: &[u8],
         max_sample_bytes: u32,
     ) -> Result<Self, DdsError> {
-        let dom = domain_handle(domain, max_sample_bytes)?;
+        let settings = DomainSettings {
+            max_sample_bytes,
+            ..DomainSettings::default()
+        };
+        Self::with_settings(domain, user_data, &settings)
+    }
+
+    /// As [`Participant::new`], creating the domain with `settings` if this
+    /// process has not yet; `CYCLONEDDS_URI` applies on top.
+    pub fn with_settings(
+        domain: u32,
+        user_data: &[u8],
+        settings: &DomainSettings,
+    ) -> Result<Self, DdsError> {
+        let dom = domain_handle(domain, settings)?;
         // SAFETY: plain values; the C side copies the user data.
         let e = unsafe { ffi::ferry_dds_participant(domain, user_data.as_ptr(), user_data.len()) };
         Ok(Participant {
@@ -211,11 +260,45 @@ impl Participant {
 
     /// A writer of `topic` with `qos`.
     pub fn writer(&self, topic: &Topic, qos: &DdsQos) -> Result<Writer, DdsError> {
-        let raw = qos.raw();
-        // SAFETY: `raw` borrows `qos`, alive for the call; the C side copies.
-        let e = unsafe { ffi::ferry_dds_writer(self.handle.pp.0, topic.handle.0, &raw) };
+        self.writer_ignoring(topic, qos, "")
+    }
+
+    /// A writer whose [`Writer::has_readers`] leaves out readers whose user
+    /// data contains `ignore` (at most 63 bytes; empty: none) — ferry's
+    /// own DDS readers, which take their samples over ferry's paths.
+    pub fn writer_ignoring(
+        &self,
+        topic: &Topic,
+        qos: &DdsQos,
+        ignore: &str,
+    ) -> Result<Writer, DdsError> {
+        let (raw, _partition) = qos.raw()?;
+        let mut key = [0u8; 64];
+        if ignore.len() >= key.len() || ignore.contains('\0') {
+            return Err(DdsError::Name {
+                name: ignore.to_string(),
+                why: "an ignore key of at most 63 bytes without NUL",
+            });
+        }
+        key[..ignore.len()].copy_from_slice(ignore.as_bytes());
+        let matched = Box::new(ffi::MatchCtx {
+            count: AtomicI32::new(0),
+            ignore: key,
+        });
+        // SAFETY: `raw` borrows `qos` and `_partition`, alive for the call;
+        // the C side copies. `matched` outlives the writer (dropped after
+        // its handle, which deletes the entity and its listener).
+        let e = unsafe {
+            ffi::ferry_dds_writer(
+                self.handle.pp.0,
+                topic.handle.0,
+                &raw,
+                std::ptr::from_ref(&*matched).cast_mut(),
+            )
+        };
         Ok(Writer {
-            handle: Handle(created("writer", e)?),
+            handle: EndpointHandle(created("writer", e)?),
+            matched,
             topic: topic.clone(),
         })
     }
@@ -229,15 +312,23 @@ impl Participant {
     {
         let ctx = Box::into_raw(Box::new(ReaderCtx {
             on_sample: Box::new(on_sample),
+            in_handler: Mutex::new(None),
         }));
-        let raw = qos.raw();
+        let (raw, _partition) = match qos.raw() {
+            Ok(r) => r,
+            Err(e) => {
+                // SAFETY: nothing else holds `ctx` yet.
+                drop(unsafe { Box::from_raw(ctx) });
+                return Err(e);
+            }
+        };
         // SAFETY: `ctx` outlives the reader: `Reader` deletes the entity
         // (which waits for a running listener) before freeing it.
         let e = unsafe {
             ffi::ferry_dds_reader(self.handle.pp.0, topic.handle.0, &raw, on_data, ctx.cast())
         };
         let handle = match created("reader", e) {
-            Ok(e) => Handle(e),
+            Ok(e) => EndpointHandle(e),
             Err(err) => {
                 // SAFETY: no reader was made: nothing else holds `ctx`.
                 drop(unsafe { Box::from_raw(ctx) });
@@ -311,7 +402,9 @@ impl Topic {
 
 /// A DDS writer of serialized CDR.
 pub struct Writer {
-    handle: Handle,
+    // Field order: the entity (and its listener) goes before `matched`.
+    handle: EndpointHandle,
+    matched: Box<ffi::MatchCtx>,
     topic: Topic,
 }
 
@@ -348,6 +441,13 @@ impl Writer {
         matched(self.handle.0, true)
     }
 
+    /// Whether any reader is matched (but those a
+    /// [`Participant::writer_ignoring`] key leaves out), as the last match
+    /// event said: one atomic load, for the publish path.
+    pub fn has_readers(&self) -> bool {
+        self.matched.count.load(Ordering::Relaxed) > 0
+    }
+
     /// This writer's GUID (ROS 2's gid of the publisher).
     pub fn guid(&self) -> Result<Guid, DdsError> {
         guid_of(self.handle.0)
@@ -368,6 +468,23 @@ pub struct Sample {
     pub source_timestamp_ns: i64,
     /// The writer's instance handle (see [`Reader::publication`]).
     pub publication: u64,
+    /// The reader that took it.
+    reader: ffi::Entity,
+}
+
+impl Sample {
+    /// The matched writer that sent this sample, as discovery describes it
+    /// (usable inside the reader's handler, where the [`Reader`] itself is
+    /// not at hand).
+    pub fn writer(&self) -> Result<Publication, DdsError> {
+        publication_of(self.reader, self.publication)
+    }
+
+    /// Whether writer `handle` is still matched with the reader that took
+    /// this sample.
+    pub(crate) fn still_matched(&self, handle: u64) -> bool {
+        publication_of(self.reader, handle).is_ok()
+    }
 }
 
 /// A matched writer as discovery describes it.
@@ -385,12 +502,32 @@ type OnSample = Box<dyn Fn(Sample) + Send + Sync>;
 
 struct ReaderCtx {
     on_sample: OnSample,
+    /// The thread running the handler now, if any (a reader dropped from
+    /// its own handler is deleted on another thread).
+    in_handler: Mutex<Option<std::thread::ThreadId>>,
+}
+
+/// Marks the handler as running on this thread until dropped.
+struct InHandler<'a>(&'a ReaderCtx);
+
+impl<'a> InHandler<'a> {
+    fn enter(ctx: &'a ReaderCtx) -> Self {
+        *ctx.in_handler.lock() = Some(std::thread::current().id());
+        InHandler(ctx)
+    }
+}
+
+impl Drop for InHandler<'_> {
+    fn drop(&mut self) {
+        *self.0.in_handler.lock() = None;
+    }
 }
 
 extern "C" fn on_data(reader: ffi::Entity, ctx: *mut c_void) {
     // SAFETY: `ctx` is the `ReaderCtx` registered with this reader, alive
     // until the reader is deleted (see `Participant::reader`).
     let ctx = unsafe { &*(ctx as *const ReaderCtx) };
+    let _running = InHandler::enter(ctx);
     const BATCH: usize = 16;
     loop {
         let mut taken: [std::mem::MaybeUninit<ffi::Taken>; BATCH] =
@@ -414,6 +551,7 @@ extern "C" fn on_data(reader: ffi::Entity, ctx: *mut c_void) {
                     cdr,
                     source_timestamp_ns: t.source_timestamp,
                     publication: t.publication_handle,
+                    reader,
                 };
                 // A panic must not cross into C.
                 if catch_unwind(AssertUnwindSafe(|| (ctx.on_sample)(sample))).is_err() {
@@ -431,7 +569,7 @@ extern "C" fn on_data(reader: ffi::Entity, ctx: *mut c_void) {
 
 /// A DDS reader of serialized CDR; its handler runs until it is dropped.
 pub struct Reader {
-    handle: Option<Handle>,
+    handle: Option<EndpointHandle>,
     ctx: *mut ReaderCtx,
     topic: Topic,
 }
@@ -460,13 +598,23 @@ impl Reader {
 
     /// The matched writer behind a sample's `publication` handle.
     pub fn publication(&self, handle: u64) -> Result<Publication, DdsError> {
+        publication_of(self.entity(), handle)
+    }
+
+    fn entity(&self) -> ffi::Entity {
+        self.handle.as_ref().map_or(-1, |h| h.0)
+    }
+}
+
+fn publication_of(reader: ffi::Entity, handle: u64) -> Result<Publication, DdsError> {
+    {
         let (mut guid, mut participant) = ([0u8; 16], [0u8; 16]);
         let mut user_data = vec![0u8; 512];
         loop {
             // SAFETY: buffers of the sizes given.
             let rc = unsafe {
                 ffi::ferry_dds_publication(
-                    self.entity(),
+                    reader,
                     handle,
                     guid.as_mut_ptr(),
                     participant.as_mut_ptr(),
@@ -494,21 +642,43 @@ impl Reader {
             user_data,
         })
     }
-
-    fn entity(&self) -> ffi::Entity {
-        self.handle.as_ref().map_or(-1, |h| h.0)
-    }
 }
 
 impl Drop for Reader {
     fn drop(&mut self) {
+        let handle = self.handle.take();
+        let ctx = SendCtx(self.ctx);
         // The entity first (no listener runs after), then the context.
-        self.handle.take();
-        // SAFETY: made by `Box::into_raw` in `Participant::reader`; the
-        // reader is deleted, so Cyclone no longer holds it.
-        drop(unsafe { Box::from_raw(self.ctx) });
+        let delete = move || {
+            let ctx = ctx;
+            drop(handle);
+            // SAFETY: made by `Box::into_raw` in `Participant::reader`; the
+            // reader is deleted, so Cyclone no longer holds it.
+            drop(unsafe { Box::from_raw(ctx.0) });
+        };
+        // SAFETY: `ctx` is alive until `delete` runs.
+        let own_handler =
+            unsafe { &*self.ctx }.in_handler.lock().as_ref() == Some(&std::thread::current().id());
+        if own_handler {
+            // Dropped from its own handler: deleting waits for the handler,
+            // so it happens on another thread once this one returns.
+            if std::thread::Builder::new()
+                .name("ferry-dds-drop".into())
+                .spawn(delete)
+                .is_err()
+            {
+                tracing::error!("a DDS reader dropped from its own handler is leaked");
+            }
+        } else {
+            delete();
+        }
     }
 }
+
+/// The context pointer on its way to the thread that frees it.
+struct SendCtx(*mut ReaderCtx);
+// SAFETY: only the deleting thread uses it, after the reader is gone.
+unsafe impl Send for SendCtx {}
 
 /// This participant's part of ROS 2's node graph (`ros_discovery_info`):
 /// announces ferry's nodes, and keeps every other participant's latest.
@@ -529,11 +699,35 @@ impl Graph {
 
     /// Joins the graph of `pp`'s domain.
     pub fn new(pp: &Participant) -> Result<Self, DdsError> {
+        Self::marked(pp, "")
+    }
+
+    /// Joins the graph with `mark` (`key=value;`) added to its writer's
+    /// user data, leaving out the graphs of writers whose user data has the
+    /// same key: ferry's runtimes know each other from ferry's own
+    /// discovery, and list only ROS 2's nodes from here.
+    pub fn marked(pp: &Participant, mark: &str) -> Result<Self, DdsError> {
         let topic = pp.topic(graph::TOPIC, graph::TYPE_NAME)?;
+        let rq = graph::reader_qos();
+        let mut wq = graph::writer_qos();
+        wq.user_data.extend_from_slice(mark.as_bytes());
+        let key: Vec<u8> = mark
+            .split_once('=')
+            .map(|(k, _)| format!("{k}=").into_bytes())
+            .unwrap_or_default();
         let known: std::sync::Arc<Mutex<HashMap<u64, graph::ParticipantEntities>>> =
             Default::default();
         let sink = known.clone();
-        let reader = pp.reader(&topic, &graph::reader_qos(), move |s| {
+        let reader = pp.reader(&topic, &rq, move |s| {
+            if !key.is_empty()
+                && s.writer().is_ok_and(|w| {
+                    w.user_data
+                        .windows(key.len())
+                        .any(|win| win == key.as_slice())
+                })
+            {
+                return;
+            }
             match graph::ParticipantEntities::decode(&s.cdr) {
                 Ok(p) => {
                     let mut known = sink.lock();
@@ -550,7 +744,7 @@ impl Graph {
             }
         })?;
         Ok(Graph {
-            writer: pp.writer(&topic, &graph::writer_qos())?,
+            writer: pp.writer(&topic, &wq)?,
             gid: pp.guid()?,
             reader,
             known,

@@ -16,6 +16,7 @@
 //! ```
 
 pub mod mqtt;
+pub mod ros2;
 pub mod security;
 
 use std::path::PathBuf;
@@ -118,6 +119,9 @@ pub struct TopicRule {
     /// MQTT QoS override (0, 1, 2); default: best_effort → 0, reliable → 1.
     #[serde(default)]
     pub mqtt_qos: Option<u8>,
+    /// `false`: the topic stays off DDS when `[ros2]` is on (default: on it).
+    #[serde(default)]
+    pub ros2: Option<bool>,
 }
 
 fn de_transport<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TransportKind>, D::Error> {
@@ -224,6 +228,9 @@ pub struct Config {
     pub shm_pool_mb: u32,
     /// The MQTT broker of cloud-scope topics (`FERRY_MQTT=url`).
     pub mqtt: Option<mqtt::MqttConfig>,
+    /// DDS to ROS 2 nodes (`FERRY_ROS2=1`): every port also a DDS endpoint
+    /// with ROS 2's names and QoS (`docs/DDS.md`).
+    pub ros2: Option<ros2::Ros2Config>,
     /// Identity and access control (`FERRY_SECURITY`, `FERRY_KEYSTORE`,
     /// `FERRY_ENCLAVE`).
     pub security: security::SecurityConfig,
@@ -254,6 +261,7 @@ impl Default for Config {
             shm_spin_us: 50,
             shm_pool_mb: 1024,
             mqtt: None,
+            ros2: None,
             security: Default::default(),
         }
     }
@@ -351,6 +359,24 @@ impl Config {
             }
         }
         cfg.security.apply_env()?;
+        if let Ok(v) = std::env::var("FERRY_ROS2") {
+            match v.as_str() {
+                "on" | "1" | "true" => {
+                    cfg.ros2.get_or_insert_with(Default::default);
+                }
+                "off" | "0" | "false" => cfg.ros2 = None,
+                _ => {
+                    return Err(ConfigError::Env {
+                        var: "FERRY_ROS2",
+                        value: v.clone(),
+                        expected: "on or off",
+                    })
+                }
+            }
+        }
+        if let Some(r) = &mut cfg.ros2 {
+            r.apply_env()?;
+        }
         if let Ok(v) = std::env::var("FERRY_PEERS") {
             cfg.peers = v
                 .split(',')
@@ -447,6 +473,9 @@ impl Config {
         if let Some(m) = &self.mqtt {
             m.validate()?;
         }
+        if let Some(r) = &self.ros2 {
+            r.validate()?;
+        }
         self.security.validate()?;
         for r in &self.topics {
             if r.mqtt_qos.is_some_and(|q| q > 2) {
@@ -541,6 +570,25 @@ impl Config {
             .filter(|r| glob(&r.pattern, topic))
             .find_map(|r| r.scope)
             .unwrap_or_default()
+    }
+
+    /// Whether `topic` is also a DDS topic for ROS 2 nodes: `[ros2]` is on
+    /// and no rule (first with a `ros2` key) keeps it off.
+    pub fn topic_ros2(&self, topic: &str) -> bool {
+        self.ros2.is_some()
+            && self
+                .topics
+                .iter()
+                .filter(|r| glob(&r.pattern, topic))
+                .find_map(|r| r.ros2)
+                .unwrap_or(true)
+    }
+
+    /// The DDS domain of the `[ros2]` path: its `domain`, else `domain_id`.
+    pub fn ros2_domain(&self) -> Option<u16> {
+        self.ros2
+            .as_ref()
+            .map(|r| r.domain.unwrap_or(self.domain_id))
     }
 
     /// The broker payload format of `topic` and its MQTT QoS override.

@@ -55,6 +55,14 @@ pub enum BuildError {
         /// What failed.
         why: String,
     },
+    /// The `[ros2]` DDS path could not start (or ferry was built without it).
+    #[error("ROS 2 (DDS) path, domain {domain}: {why}")]
+    Ros2 {
+        /// The DDS domain.
+        domain: u16,
+        /// What failed, with the remedy.
+        why: String,
+    },
 }
 
 /// Encoding a message failed.

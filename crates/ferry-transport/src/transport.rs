@@ -365,6 +365,8 @@ pub enum Origin {
     },
     /// Through the MQTT broker: anyone the broker let in.
     Broker,
+    /// A DDS writer (`[ros2]`): anyone on the DDS domain.
+    Dds,
 }
 
 impl Origin {
@@ -381,7 +383,7 @@ impl Origin {
         match self {
             Origin::SameProcess | Origin::SharedMemory => true,
             Origin::Network { local, .. } => *local,
-            Origin::Broker => false,
+            Origin::Broker | Origin::Dds => false,
         }
     }
 }

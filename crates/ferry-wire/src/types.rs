@@ -179,17 +179,21 @@ pub enum TransportKind {
     Mqtt = 5,
     /// Through Zenoh.
     Zenoh = 6,
+    /// DDS-RTPS to ROS 2 nodes (`[ros2]`): carries samples between ferry
+    /// ports and DDS endpoints that are not ferry's.
+    Dds = 7,
 }
 
 impl TransportKind {
     /// Every kind, in order of preference when several can reach a peer.
-    pub const ALL: [TransportKind; 6] = [
+    pub const ALL: [TransportKind; 7] = [
         Self::InProcess,
         Self::SharedMemory,
         Self::Udp,
         Self::Tcp,
         Self::Mqtt,
         Self::Zenoh,
+        Self::Dds,
     ];
 
     /// Short name used in locators, config and the CLI.
@@ -201,6 +205,7 @@ impl TransportKind {
             Self::Tcp => "tcp",
             Self::Mqtt => "mqtt",
             Self::Zenoh => "zenoh",
+            Self::Dds => "dds",
         }
     }
 
@@ -223,7 +228,7 @@ impl fmt::Display for TransportKind {
 
 /// Error for a transport name that is not one of ferry's.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-#[error("unknown transport `{0}`: expected one of intra, shm, udp, tcp, mqtt, zenoh")]
+#[error("unknown transport `{0}`: expected one of intra, shm, udp, tcp, mqtt, zenoh, dds")]
 pub struct UnknownTransport(pub String);
 
 impl FromStr for TransportKind {
@@ -418,7 +423,7 @@ impl FromStr for Locator {
                 }
                 Address::Name(a.to_string())
             }
-            TransportKind::InProcess | TransportKind::Mqtt => {
+            TransportKind::InProcess | TransportKind::Mqtt | TransportKind::Dds => {
                 return Err(bad("this transport has no locators"))
             }
         };

@@ -59,6 +59,8 @@ pub struct Graph {
     pub nodes: Vec<GraphNode>,
     /// Endpoints, sorted by topic.
     pub endpoints: Vec<GraphEndpoint>,
+    /// ROS 2 nodes on DDS (with `[ros2]`), as ROS 2's graph names them.
+    pub ros2_nodes: Vec<crate::ros2::Ros2Node>,
 }
 
 /// Names starting with this are ferry's own (admin plane) and hidden by default.

@@ -106,6 +106,14 @@ impl<T: Codec> PublisherBuilder<T> {
                 ));
             }
         }
+        if let Some(link) = rt
+            .shared
+            .ros2
+            .as_ref()
+            .and_then(|r| r.writer_link(&rt.shared.cfg, id, &record))
+        {
+            shared.add_link(link);
+        }
         let port: Arc<dyn WriterPort> = shared.clone();
         rt.shared.add_writer(record, Arc::downgrade(&port));
         Ok(Publisher {

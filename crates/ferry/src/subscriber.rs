@@ -166,6 +166,9 @@ impl<T: Codec> SubscriberBuilder<T> {
                 b.subscribe(&record.topic, id);
             }
         }
+        if let Some(r) = &rt.shared.ros2 {
+            r.subscribe(&rt.shared.cfg, id, &record);
+        }
         let thread = match (&shared.callback, mode) {
             (Some(_), Mode::Thread) => {
                 let s = shared.clone();

@@ -7,7 +7,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-pub const PEER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ros2_peer.py");
+/// The ROS 2 peer script (the path works from ferry-dds's tests and from
+/// ferry's, which share this file).
+pub const PEER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../ferry-dds/tests/ros2_peer.py"
+);
 
 pub fn sh(cmd: &str) -> bool {
     Command::new("sh")

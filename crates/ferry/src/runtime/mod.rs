@@ -81,6 +81,8 @@ pub(crate) struct Shared {
     /// The MQTT broker connection, with an `[mqtt]` section.
     #[cfg(feature = "mqtt")]
     pub mqtt: Option<Arc<ferry_mqtt::Broker>>,
+    /// The DDS path to ROS 2 nodes, with a `[ros2]` section.
+    pub ros2: Option<crate::ros2::Ros2>,
     pub io: crate::reactor::IoHandle,
     next_entity: AtomicU32,
     /// Scheduling the I/O thread should run at (it delivers every inbound
@@ -235,6 +237,7 @@ impl Runtime {
             .map(|t| Arc::new(RouteOf(t.clone())) as Arc<dyn ferry_conn::Route>)
             .collect();
         let table = Table::new(local.clone(), routes);
+        let ros2 = crate::ros2::Ros2::start(&cfg, id)?;
         let shared = Arc::new(Shared {
             id,
             cfg,
@@ -253,6 +256,7 @@ impl Runtime {
             shm,
             #[cfg(feature = "mqtt")]
             mqtt,
+            ros2,
             io: sockets.handle.clone(),
             next_entity: AtomicU32::new(1),
             io_policy: Default::default(),
@@ -319,12 +323,18 @@ impl Shared {
     }
 
     pub fn add_node(&self, rec: NodeRecord) {
+        if let Some(r) = &self.ros2 {
+            r.add_node(rec.id, &rec.namespace, &rec.name);
+        }
         let mut core = self.core.lock();
         core.nodes.insert(rec.id, rec);
         self.publish_records(&mut core);
     }
 
     pub fn remove_node(&self, id: u32) {
+        if let Some(r) = &self.ros2 {
+            r.remove_node(id);
+        }
         let mut core = self.core.lock();
         core.nodes.remove(&id);
         self.publish_records(&mut core);
@@ -402,6 +412,9 @@ impl Shared {
         };
         for t in &self.transports {
             t.forget_writer(id);
+        }
+        if let Some(r) = &self.ros2 {
+            r.unsubscribe(id);
         }
         {
             let mut core = self.core.lock();
@@ -873,8 +886,11 @@ impl Shared {
 
     /// A snapshot of everything known: local and remote nodes and endpoints.
     pub fn graph(&self) -> Graph {
+        let mut g = Graph {
+            ros2_nodes: self.ros2.as_ref().map(|r| r.nodes()).unwrap_or_default(),
+            ..Graph::default()
+        };
         let core = self.core.lock();
-        let mut g = Graph::default();
         let local_name = |nodes: &BTreeMap<u32, NodeRecord>, id: u32| {
             nodes
                 .get(&id)

@@ -1,0 +1,569 @@
+//! The DDS path of one ferry runtime (`[ros2]`): one DDS participant, a DDS
+//! writer beside every ferry publisher and a DDS reader beside every ferry
+//! subscriber, with ROS 2's names, types and QoS, and the runtime's nodes
+//! in ROS 2's graph (`ros_discovery_info`).
+//!
+//! **Only ROS 2's endpoints, never another ferry's.** Every DDS endpoint
+//! of ferry carries `ferry=<runtime id>;` in its user data (after ROS 2's
+//! `typehash=…;`, which ROS 2 reads as before). Ferry runtimes keep ferry's
+//! own faster paths between them, chosen by ferry's discovery, so over DDS:
+//! a ferry writer writes only while a reader that is *not* ferry's is
+//! matched (its listener counts them), a ferry reader drops what a ferry
+//! writer sends (checked once per writer), and ferry's graph lists only
+//! the nodes of participants whose graph writer is not ferry's. (Partitions
+//! cannot do this: a wildcard partition does not match Fast DDS's default
+//! one.) When a ROS 2 reader and a ferry reader of one topic are both
+//! matched, the ferry reader is sent the samples too and drops them.
+//!
+//! **What it costs a publisher**: a sample is encoded and handed to DDS
+//! only while a ROS 2 reader is matched (one atomic load otherwise), or
+//! always for a transient-local writer (DDS keeps the late joiners'
+//! history). A reliable DDS writer never blocks a keep-last publisher: a
+//! sample DDS has no room for is dropped and counted; keep-all blocks up to
+//! `keep_all_block_ms`, as on ferry's own paths.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ferry_transport::priority::{Applied, Packets, Priority, PriorityError};
+use ferry_transport::stats::ConnStats;
+use ferry_transport::transport::{
+    deliver_sample, lookup_reader, InboundConn, Link, OutFrame, SendError,
+};
+use ferry_wire::{
+    Durability, EndpointId, History, ParticipantId, Qos, Reliability, TransportKind, TypeHash,
+};
+use parking_lot::Mutex;
+
+use crate::graph::{NodeEntities, ParticipantEntities};
+use crate::{names, DdsError, DdsQos, DomainSettings, Graph, Guid, Participant, Reader, Writer};
+
+/// The user-data key that marks ferry's DDS endpoints (see the module docs).
+pub const FERRY_KEY: &str = "ferry=";
+
+/// The remote end of a writer's DDS link: DDS itself (the ROS 2 readers it
+/// serves are DDS's business).
+pub const DDS_ENDPOINT: EndpointId = EndpointId {
+    participant: ParticipantId(0),
+    entity: u32::MAX - 1,
+};
+
+/// Most DDS writers one ferry subscriber keeps a connection record for.
+const MAX_WRITERS_PER_READER: usize = 1024;
+
+/// How far DDS discovery looks (ROS 2's `ROS_AUTOMATIC_DISCOVERY_RANGE`).
+pub use ferry_transport::config::ros2::DiscoveryRange;
+
+/// Cyclone configuration for ROS 2's discovery settings, as rmw_cyclonedds
+/// (Jazzy) builds it ahead of the user's `CYCLONEDDS_URI`: `subnet` keeps
+/// multicast and adds the static peers; `localhost` turns multicast off and
+/// asks `localhost` and the static peers; `off` discovers nothing (no
+/// multicast, no peers, a tag no one else has); `system_default` leaves
+/// everything to `CYCLONEDDS_URI`. Participant indices are automatic (up
+/// to 32 per host), so unicast discovery knows which ports to ask.
+pub fn discovery_xml(range: DiscoveryRange, static_peers: &[String]) -> String {
+    const INDEX: &str =
+        "<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>32</MaxAutoParticipantIndex>";
+    const NO_MULTICAST: &str = "<General><AllowMulticast>false</AllowMulticast></General>";
+    let peers = |extra: &[&str]| -> String {
+        let list: String = extra
+            .iter()
+            .copied()
+            .chain(static_peers.iter().map(String::as_str))
+            .map(|p| format!("<Peer address=\"{}\"/>", xml_escape(p)))
+            .collect();
+        if list.is_empty() {
+            list
+        } else {
+            format!("<Peers>{list}</Peers>")
+        }
+    };
+    match range {
+        DiscoveryRange::SystemDefault => String::new(),
+        DiscoveryRange::Subnet => format!("<Discovery>{INDEX}{}</Discovery>", peers(&[])),
+        DiscoveryRange::Localhost => {
+            format!(
+                "{NO_MULTICAST}<Discovery>{INDEX}{}</Discovery>",
+                peers(&["localhost"])
+            )
+        }
+        DiscoveryRange::Off => format!(
+            "{NO_MULTICAST}<Discovery><ParticipantIndex>none</ParticipantIndex>\
+             <Tag>ros_discovery_off_{}</Tag></Discovery>",
+            std::process::id()
+        ),
+    }
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// ROS 2's DDS QoS for a ferry port's QoS (the same policies one to one),
+/// the endpoint marked as runtime `runtime`'s.
+pub fn dds_qos(qos: &Qos, type_hash: &TypeHash, runtime: ParticipantId) -> DdsQos {
+    DdsQos {
+        reliable: qos.reliability == Reliability::Reliable,
+        transient_local: qos.durability == Durability::TransientLocal,
+        keep_last: match qos.history {
+            History::KeepLast(n) => Some(n),
+            History::KeepAll => None,
+        },
+        max_blocking: Duration::ZERO,
+        deadline: qos.deadline,
+        lifespan: qos.lifespan,
+        liveliness: crate::Liveliness::Automatic,
+        lease: qos.liveliness_lease,
+        user_data: user_data(type_hash, runtime),
+        partition: None,
+    }
+}
+
+/// Endpoint user data as ROS 2 Jazzy writes it, `typehash=RIHS01_…;`
+/// (none for raw ports, whose type is not known), then ferry's mark.
+fn user_data(hash: &TypeHash, runtime: ParticipantId) -> Vec<u8> {
+    let mut s = String::new();
+    if !hash.is_any() {
+        s = format!("typehash={hash};");
+    }
+    s.push_str(&mark(runtime));
+    s.into_bytes()
+}
+
+/// `ferry=<runtime id>;`
+fn mark(runtime: ParticipantId) -> String {
+    format!("{FERRY_KEY}{:016x};", runtime.0)
+}
+
+fn is_ferry(user_data: &[u8]) -> bool {
+    user_data
+        .windows(FERRY_KEY.len())
+        .any(|w| w == FERRY_KEY.as_bytes())
+}
+
+/// What the path needs of the runtime's configuration.
+#[derive(Debug, Clone)]
+pub struct PathConfig {
+    /// The ferry runtime (named in the endpoints' user data).
+    pub runtime: ParticipantId,
+    /// The DDS domain.
+    pub domain: u16,
+    /// The enclave in the participant's user data.
+    pub enclave: String,
+    /// Discovery range and static peers.
+    pub discovery: (DiscoveryRange, Vec<String>),
+    /// Largest sample taken from a DDS writer.
+    pub max_sample_bytes: u32,
+    /// How long a keep-all writer may block on DDS.
+    pub keep_all_block: Duration,
+}
+
+#[derive(Default)]
+struct NodeGids {
+    namespace: String,
+    name: String,
+    readers: BTreeMap<u32, Guid>,
+    writers: BTreeMap<u32, Guid>,
+}
+
+/// The DDS path of one runtime.
+pub struct DdsPath {
+    // Field order: endpoints before the graph before the participant.
+    readers: Mutex<HashMap<EndpointId, Reader>>,
+    graph: Graph,
+    nodes: Mutex<BTreeMap<u32, NodeGids>>,
+    /// endpoint entity → node id, for the graph.
+    owner: Mutex<HashMap<u32, u32>>,
+    cfg: PathConfig,
+    pp: Participant,
+}
+
+impl DdsPath {
+    /// Joins the DDS domain of `cfg` with ROS 2's participant user data.
+    pub fn start(cfg: PathConfig) -> Result<Arc<DdsPath>, DdsError> {
+        let settings = DomainSettings {
+            max_sample_bytes: cfg.max_sample_bytes,
+            config_xml: discovery_xml(cfg.discovery.0, &cfg.discovery.1),
+        };
+        let user_data = format!("enclave={};", cfg.enclave);
+        let pp =
+            Participant::with_settings(u32::from(cfg.domain), user_data.as_bytes(), &settings)?;
+        let graph = Graph::marked(&pp, &mark(cfg.runtime))?;
+        Ok(Arc::new(DdsPath {
+            readers: Mutex::new(HashMap::new()),
+            graph,
+            nodes: Mutex::new(BTreeMap::new()),
+            owner: Mutex::new(HashMap::new()),
+            cfg,
+            pp,
+        }))
+    }
+
+    /// The DDS domain.
+    pub fn domain(&self) -> u16 {
+        self.cfg.domain
+    }
+
+    /// This runtime's DDS participant GUID.
+    pub fn guid(&self) -> Result<Guid, DdsError> {
+        self.pp.guid()
+    }
+
+    /// A ferry node joins ROS 2's graph.
+    pub fn add_node(&self, node: u32, namespace: &str, name: &str) {
+        self.nodes.lock().insert(
+            node,
+            NodeGids {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                ..NodeGids::default()
+            },
+        );
+        self.announce();
+    }
+
+    /// A ferry node leaves ROS 2's graph.
+    pub fn remove_node(&self, node: u32) {
+        if self.nodes.lock().remove(&node).is_some() {
+            self.announce();
+        }
+    }
+
+    /// Every other DDS participant's ROS 2 nodes, as their graph says.
+    pub fn ros_graph(&self) -> Vec<ParticipantEntities> {
+        self.graph.participants()
+    }
+
+    fn announce(&self) {
+        let nodes: Vec<NodeEntities> = self
+            .nodes
+            .lock()
+            .values()
+            .map(|n| NodeEntities {
+                namespace: n.namespace.clone(),
+                name: n.name.clone(),
+                readers: n.readers.values().copied().collect(),
+                writers: n.writers.values().copied().collect(),
+            })
+            .collect();
+        if let Err(e) = self.graph.announce(nodes) {
+            tracing::warn!("ROS 2 graph: could not announce ferry's nodes: {e}");
+        }
+    }
+
+    fn register(&self, node: u32, entity: u32, gid: Guid, writer: bool) {
+        if let Some(n) = self.nodes.lock().get_mut(&node) {
+            let set = if writer {
+                &mut n.writers
+            } else {
+                &mut n.readers
+            };
+            set.insert(entity, gid);
+        }
+        self.owner.lock().insert(entity, node);
+        self.announce();
+    }
+
+    fn unregister(&self, entity: u32) {
+        let Some(node) = self.owner.lock().remove(&entity) else {
+            return;
+        };
+        if let Some(n) = self.nodes.lock().get_mut(&node) {
+            n.writers.remove(&entity);
+            n.readers.remove(&entity);
+        }
+        self.announce();
+    }
+
+    /// The DDS writer beside ferry publisher `id` of node `node`: a link
+    /// that carries each sample to the matched ROS 2 readers.
+    pub fn writer_link(
+        self: &Arc<Self>,
+        node: u32,
+        id: EndpointId,
+        topic: &str,
+        (type_name, type_hash): (&str, &TypeHash),
+        qos: &Qos,
+    ) -> Result<Arc<DdsLink>, DdsError> {
+        let topic_name = names::topic(topic)?;
+        let t = self.pp.topic(&topic_name, &names::dds_type(type_name)?)?;
+        let mut q = dds_qos(qos, type_hash, self.cfg.runtime);
+        let keep_all = qos.history == History::KeepAll && q.reliable;
+        if keep_all {
+            q.max_blocking = self.cfg.keep_all_block;
+        }
+        let writer = self.pp.writer_ignoring(&t, &q, FERRY_KEY)?;
+        self.register(node, id.entity, writer.guid()?, true);
+        Ok(Arc::new(DdsLink {
+            path: self.clone(),
+            id,
+            locator: format!("dds/{}/{topic_name}", self.cfg.domain),
+            durable: q.transient_local,
+            keep_all: keep_all.then_some(self.cfg.keep_all_block),
+            writer,
+            stats: ConnStats::new(),
+            priority: Mutex::new(Priority::default()),
+            closed: AtomicBool::new(false),
+            warned: AtomicBool::new(false),
+        }))
+    }
+
+    /// The DDS reader beside ferry subscriber `id` of node `node`: samples
+    /// of ROS 2 writers go to the subscriber (found in the process's reader
+    /// registry), one connection per DDS writer.
+    pub fn subscribe(
+        &self,
+        node: u32,
+        id: EndpointId,
+        topic: &str,
+        (type_name, type_hash): (&str, &TypeHash),
+        qos: &Qos,
+    ) -> Result<(), DdsError> {
+        let topic_name = names::topic(topic)?;
+        let t = self.pp.topic(&topic_name, &names::dds_type(type_name)?)?;
+        let locator = format!("dds/{}/{topic_name}", self.cfg.domain);
+        // Per DDS writer: its connection, or None for a ferry writer.
+        let conns: Mutex<HashMap<u64, Option<Arc<InboundConn>>>> = Mutex::new(HashMap::new());
+        let seqs = AtomicU64::new(0);
+        let q = dds_qos(qos, type_hash, self.cfg.runtime);
+        let reader = self.pp.reader(&t, &q, move |s| {
+            let Some(inbox) = lookup_reader(id) else {
+                return;
+            };
+            let conn = {
+                let mut conns = conns.lock();
+                if conns.len() >= MAX_WRITERS_PER_READER && !conns.contains_key(&s.publication) {
+                    // Writers that went away make room; a reader matched
+                    // to more live writers than this drops the rest.
+                    conns.retain(|&h, _| s.still_matched(h));
+                    if conns.len() >= MAX_WRITERS_PER_READER {
+                        return;
+                    }
+                }
+                conns
+                    .entry(s.publication)
+                    .or_insert_with(|| {
+                        let writer = s.writer().ok();
+                        if writer.as_ref().is_some_and(|w| is_ferry(&w.user_data)) {
+                            // Another ferry runtime: ferry's paths carry it.
+                            return None;
+                        }
+                        let remote = writer.map_or(
+                            EndpointId {
+                                participant: ParticipantId(s.publication),
+                                entity: 0,
+                            },
+                            |p| endpoint_of(&p.guid),
+                        );
+                        let conn = Arc::new(InboundConn {
+                            remote,
+                            origin: ferry_transport::transport::Origin::Dds,
+                            transport: TransportKind::Dds,
+                            locator: locator.clone(),
+                            stats: Arc::new(ConnStats::new()),
+                            replier: None,
+                            same_clock: false,
+                            seqs: Default::default(),
+                            identity: None,
+                        });
+                        conn.seqs.settled.store(true, Ordering::Relaxed);
+                        inbox.attach(conn.clone());
+                        Some(conn)
+                    })
+                    .clone()
+            };
+            let Some(conn) = conn else {
+                return;
+            };
+            let seq = seqs.fetch_add(1, Ordering::Relaxed) + 1;
+            let stamp = u64::try_from(s.source_timestamp_ns).unwrap_or(0);
+            conn.stats.message(s.cdr.len());
+            deliver_sample(&*inbox, &conn, seq, stamp, 0, Bytes::from(s.cdr));
+        })?;
+        self.register(node, id.entity, reader.guid()?, false);
+        self.readers.lock().insert(id, reader);
+        Ok(())
+    }
+
+    /// Ferry subscriber `id` is gone: its DDS reader goes too.
+    pub fn unsubscribe(&self, id: EndpointId) {
+        let reader = self.readers.lock().remove(&id);
+        drop(reader);
+        self.unregister(id.entity);
+    }
+}
+
+/// A DDS writer's GUID as a ferry endpoint id (for connection listings):
+/// the participant from the GUID prefix, the entity from its entity id.
+pub fn endpoint_of(guid: &Guid) -> EndpointId {
+    let mut p = [0u8; 8];
+    // The prefix's last 8 bytes vary per participant (Cyclone: pid and a
+    // counter; Fast DDS: host, pid, counter).
+    p.copy_from_slice(&guid[4..12]);
+    EndpointId {
+        participant: ParticipantId(u64::from_be_bytes(p)),
+        entity: u32::from_be_bytes([guid[12], guid[13], guid[14], guid[15]]),
+    }
+}
+
+/// A ferry publisher's DDS writer as one of its links.
+pub struct DdsLink {
+    path: Arc<DdsPath>,
+    id: EndpointId,
+    locator: String,
+    durable: bool,
+    /// Reliable keep-all: how long a write may block.
+    keep_all: Option<Duration>,
+    writer: Writer,
+    stats: ConnStats,
+    priority: Mutex<Priority>,
+    closed: AtomicBool,
+    warned: AtomicBool,
+}
+
+impl DdsLink {
+    /// ROS 2 readers matched now.
+    pub fn matched(&self) -> usize {
+        self.writer.matched().unwrap_or(0)
+    }
+}
+
+impl Link for DdsLink {
+    fn transport(&self) -> TransportKind {
+        TransportKind::Dds
+    }
+    fn remote(&self) -> EndpointId {
+        DDS_ENDPOINT
+    }
+    fn locator(&self) -> String {
+        self.locator.clone()
+    }
+    fn send(&self, frame: &OutFrame<'_>) -> Result<(), SendError> {
+        if self.is_closed() {
+            return Err(SendError::Closed);
+        }
+        // Nobody on DDS to tell: nothing to encode (a transient-local
+        // writer still writes: DDS keeps its late joiners' history).
+        if !self.durable && !self.writer.has_readers() {
+            return Ok(());
+        }
+        let bytes = (frame.payload.bytes)()?;
+        match self.writer.write(&bytes) {
+            Ok(()) => {
+                self.stats.message(bytes.len());
+                Ok(())
+            }
+            Err(e) => {
+                self.stats.drops.fetch_add(1, Ordering::Relaxed);
+                if !self.warned.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "{}: DDS did not take a sample ({e}); dropped (counted in drops; \
+                         logged once per writer)",
+                        self.locator
+                    );
+                }
+                match self.keep_all {
+                    Some(d) => Err(SendError::Blocked(d)),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+    /// DDS is not a subscriber: the ROS 2 readers it serves are not ferry's.
+    fn reaches_reader(&self) -> bool {
+        false
+    }
+    fn stats(&self) -> &ConnStats {
+        &self.stats
+    }
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+    fn close(&self) {
+        if !self.closed.swap(true, Ordering::Relaxed) {
+            self.path.unregister(self.id.entity);
+        }
+    }
+    fn priority(&self) -> Priority {
+        *self.priority.lock()
+    }
+    fn set_priority(&self, p: Priority) -> Result<Applied, PriorityError> {
+        *self.priority.lock() = p;
+        Ok(Applied::packets(Packets::Shared))
+    }
+}
+
+impl Drop for DdsLink {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn discovery_settings_as_ros2_names_them() {
+        let subnet = discovery_xml(DiscoveryRange::Subnet, &[]);
+        assert!(
+            subnet.contains("<ParticipantIndex>auto</ParticipantIndex>"),
+            "{subnet}"
+        );
+        assert!(
+            !subnet.contains("Peer") && !subnet.contains("AllowMulticast"),
+            "{subnet}"
+        );
+        assert_eq!(
+            discovery_xml(DiscoveryRange::SystemDefault, &["a".into()]),
+            ""
+        );
+        let local = discovery_xml(DiscoveryRange::Localhost, &["10.0.0.2".into()]);
+        assert!(
+            local.contains("<AllowMulticast>false</AllowMulticast>"),
+            "{local}"
+        );
+        assert!(local.contains("<Peer address=\"localhost\"/><Peer address=\"10.0.0.2\"/>"));
+        let off = discovery_xml(DiscoveryRange::Off, &["10.0.0.2".into()]);
+        assert!(
+            !off.contains("<Peer") && off.contains("<ParticipantIndex>none"),
+            "{off}"
+        );
+        let subnet = discovery_xml(DiscoveryRange::Subnet, &["robot\"2".into()]);
+        assert!(
+            subnet.contains("<Peer address=\"robot&quot;2\"/>"),
+            "{subnet}"
+        );
+    }
+
+    #[test]
+    fn qos_maps_one_to_one() {
+        let q = dds_qos(&Qos::sensor_data(), &TypeHash([7; 32]), ParticipantId(0xab));
+        assert!(!q.reliable && !q.transient_local);
+        assert_eq!(q.keep_last, Some(5));
+        let ud = String::from_utf8(q.user_data).unwrap();
+        assert!(ud.starts_with("typehash=RIHS01_0707"), "{ud}");
+        assert!(ud.ends_with(";ferry=00000000000000ab;"), "{ud}");
+        assert!(is_ferry(ud.as_bytes()) && !is_ferry(b"typehash=RIHS01_07;"));
+        let durable = Qos::default().transient_local().keep_all();
+        let q = dds_qos(&durable, &TypeHash::ANY, ParticipantId(1));
+        assert!(q.reliable && q.transient_local && q.keep_last.is_none());
+        assert_eq!(q.user_data, b"ferry=0000000000000001;");
+    }
+
+    #[test]
+    fn guid_to_endpoint_keeps_prefix_and_entity() {
+        let mut g = [0u8; 16];
+        g[4..12].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        g[12..].copy_from_slice(&[0, 0, 0x12, 0x03]);
+        let e = endpoint_of(&g);
+        assert_eq!(e.participant, ParticipantId(0x0102_0304_0506_0708));
+        assert_eq!(e.entity, 0x1203);
+    }
+}

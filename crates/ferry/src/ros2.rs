@@ -1,0 +1,183 @@
+//! The `[ros2]` path of a runtime: its nodes in ROS 2's graph, and every
+//! port (but those a `[[topics]] ros2 = false` rule keeps off, and ferry's
+//! own `/_ferry` ones) also a DDS endpoint ROS 2 nodes match — through
+//! `ferry-dds` (Cyclone DDS) when ferry is built with the `ros2` feature.
+//! Ferry runtimes never match each other over DDS (`ferry_dds::path`).
+
+use std::sync::Arc;
+
+use ferry_wire::beacon::EndpointRecord;
+use ferry_wire::EndpointId;
+
+use crate::config::Config;
+use crate::error::BuildError;
+use crate::transport::Link;
+
+/// A ROS 2 node as DDS's graph (`ros_discovery_info`) names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Ros2Node {
+    /// Its namespace (`/` for none).
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl Ros2Node {
+    /// `/namespace/name`.
+    pub fn fully_qualified_name(&self) -> String {
+        crate::runtime::full_name(&self.namespace, &self.name)
+    }
+}
+
+/// The runtime's DDS path.
+pub(crate) struct Ros2 {
+    #[cfg(feature = "ros2")]
+    path: Arc<ferry_dds::path::DdsPath>,
+}
+
+impl Ros2 {
+    /// Starts the path of runtime `runtime` when `[ros2]` is on.
+    pub fn start(
+        cfg: &Config,
+        runtime: ferry_wire::ParticipantId,
+    ) -> Result<Option<Ros2>, BuildError> {
+        let Some(r) = &cfg.ros2 else {
+            return Ok(None);
+        };
+        let domain = r.domain.unwrap_or(cfg.domain_id);
+        let fail = |why: String| BuildError::Ros2 { domain, why };
+        if cfg.security.mode == ferry_security::Mode::Enforce {
+            return Err(fail(
+                "security is `enforce`, and the DDS path carries samples unauthenticated and in \
+                 clear (DDS Security is not built in): leave `[ros2]` off, or use `permissive`"
+                    .into(),
+            ));
+        }
+        #[cfg(feature = "ros2")]
+        {
+            if cfg.security.mode != ferry_security::Mode::Off {
+                tracing::warn!(
+                    "security is `{:?}`: the ROS 2 (DDS) path is neither authenticated nor \
+                     encrypted",
+                    cfg.security.mode
+                );
+            }
+            let path = ferry_dds::path::DdsPath::start(ferry_dds::path::PathConfig {
+                runtime,
+                domain,
+                enclave: r.enclave.clone(),
+                discovery: (r.discovery_range, r.static_peers.clone()),
+                max_sample_bytes: u32::try_from(cfg.max_frame_bytes).unwrap_or(u32::MAX),
+                keep_all_block: std::time::Duration::from_millis(cfg.keep_all_block_ms),
+            })
+            .map_err(|e| fail(e.to_string()))?;
+            tracing::info!(
+                "ROS 2 path on: DDS domain {domain}, discovery {:?}",
+                r.discovery_range
+            );
+            Ok(Some(Ros2 { path }))
+        }
+        #[cfg(not(feature = "ros2"))]
+        let _ = runtime;
+        #[cfg(not(feature = "ros2"))]
+        Err(fail(
+            "ferry was built without its `ros2` feature (cargo feature `ferry/ros2`)".into(),
+        ))
+    }
+
+    fn carries(cfg: &Config, topic: &str) -> bool {
+        !topic.starts_with(crate::graph::HIDDEN_PREFIX) && cfg.topic_ros2(topic)
+    }
+
+    /// A node joins ROS 2's graph.
+    pub fn add_node(&self, node: u32, namespace: &str, name: &str) {
+        #[cfg(feature = "ros2")]
+        self.path.add_node(node, namespace, name);
+        #[cfg(not(feature = "ros2"))]
+        let _ = (node, namespace, name);
+    }
+
+    /// A node leaves it.
+    pub fn remove_node(&self, node: u32) {
+        #[cfg(feature = "ros2")]
+        self.path.remove_node(node);
+        #[cfg(not(feature = "ros2"))]
+        let _ = node;
+    }
+
+    /// The DDS link of publisher `id`, when its topic goes to DDS (a topic
+    /// DDS cannot carry is logged and stays off it).
+    pub fn writer_link(
+        &self,
+        cfg: &Config,
+        id: EndpointId,
+        record: &EndpointRecord,
+    ) -> Option<Arc<dyn Link>> {
+        if !Self::carries(cfg, &record.topic) {
+            return None;
+        }
+        #[cfg(feature = "ros2")]
+        match self.path.writer_link(
+            record.node,
+            id,
+            &record.topic,
+            (&record.type_name, &record.type_hash),
+            &record.qos,
+        ) {
+            Ok(l) => return Some(l),
+            Err(e) => tracing::warn!("`{}` stays off DDS: {e}", record.topic),
+        }
+        #[cfg(not(feature = "ros2"))]
+        let _ = id;
+        None
+    }
+
+    /// Subscriber `id` also reads its topic's ROS 2 writers.
+    pub fn subscribe(&self, cfg: &Config, id: EndpointId, record: &EndpointRecord) {
+        if !Self::carries(cfg, &record.topic) {
+            return;
+        }
+        #[cfg(feature = "ros2")]
+        if let Err(e) = self.path.subscribe(
+            record.node,
+            id,
+            &record.topic,
+            (&record.type_name, &record.type_hash),
+            &record.qos,
+        ) {
+            tracing::warn!("`{}` stays off DDS: {e}", record.topic);
+        }
+        #[cfg(not(feature = "ros2"))]
+        let _ = id;
+    }
+
+    /// Subscriber `id` is gone.
+    pub fn unsubscribe(&self, id: EndpointId) {
+        #[cfg(feature = "ros2")]
+        self.path.unsubscribe(id);
+        #[cfg(not(feature = "ros2"))]
+        let _ = id;
+    }
+
+    /// The ROS 2 nodes DDS's graph knows (not ferry's own), sorted.
+    pub fn nodes(&self) -> Vec<Ros2Node> {
+        #[cfg(feature = "ros2")]
+        {
+            let mut v: Vec<Ros2Node> = self
+                .path
+                .ros_graph()
+                .into_iter()
+                .flat_map(|p| p.nodes)
+                .map(|n| Ros2Node {
+                    namespace: n.namespace,
+                    name: n.name,
+                })
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        }
+        #[cfg(not(feature = "ros2"))]
+        Vec::new()
+    }
+}

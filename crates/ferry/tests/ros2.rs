@@ -1,0 +1,294 @@
+//! Ferry nodes with `[ros2]` and real ROS 2 nodes (rclpy of ROS 2 Jazzy on
+//! rmw_fastrtps_cpp, from PyPI: `scripts/setup.sh`), in network namespaces:
+//! ferry's publishers and subscribers are DDS endpoints ROS 2 matches, with
+//! no code of the application's for it, and ferry runtimes never meet each
+//! other over DDS.
+#![cfg(feature = "ros2")]
+
+#[path = "../../ferry-dds/tests/common/mod.rs"]
+mod common;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use common::{heard, wait_for, Lab};
+use ferry::config::ros2::Ros2Config;
+use ferry::msgs::std_msgs;
+use ferry::{Config, DiscoveryRange, Node, Qos, TransportKind};
+
+fn ros2_config(domain: u16) -> Config {
+    Config {
+        domain_id: domain,
+        // Ferry's own discovery off: whatever arrives came over DDS.
+        discovery: DiscoveryRange::Off,
+        shared_memory: false,
+        ros2: Some(Ros2Config::default()),
+        ..Config::default()
+    }
+}
+
+/// Whether `got` is `prefix i, prefix i+1, …` with no gap or repeat.
+fn consecutive(got: &[String], prefix: &str) -> bool {
+    let n: Vec<u64> = got
+        .iter()
+        .filter_map(|s| s.strip_prefix(prefix)?.trim().parse().ok())
+        .collect();
+    n.len() == got.len() && n.windows(2).all(|w| w[1] == w[0] + 1)
+}
+
+/// Publishes (`publish(i)`, every 50 ms, at most 40 s) until the ROS 2
+/// listener is done; what it heard.
+fn publish_until_heard(
+    listener: &mut common::Peer,
+    said: &std::sync::mpsc::Receiver<String>,
+    mut publish: impl FnMut(u64),
+) -> Vec<String> {
+    let end = Instant::now() + Duration::from_secs(40);
+    let mut lines = Vec::new();
+    let mut i = 0;
+    while !lines.iter().any(|l: &String| l == "done") && Instant::now() < end {
+        publish(i);
+        i += 1;
+        std::thread::sleep(Duration::from_millis(50));
+        lines.extend(said.try_iter());
+    }
+    if !lines.iter().any(|l| l == "done") {
+        let rest = heard(listener, said, Duration::from_secs(5));
+        lines.extend(rest.into_iter().map(|g| format!("got {g}")));
+    }
+    let _ = listener.wait();
+    lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("got ").map(str::to_string))
+        .collect()
+}
+
+/// Two hosts: ferry's publisher → a ROS 2 subscription, a ROS 2 publisher
+/// → ferry's subscriber, and each side's node graph names the other's
+/// nodes. The application code is plain ferry: `[ros2]` does the rest.
+#[test]
+fn a_ferry_node_and_a_ros2_node_exchange_messages_and_names() {
+    let Some(lab) = Lab::new(10) else { return };
+    let domain = 91u16;
+    let lab_ref = &lab;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            lab_ref.enter(&lab_ref.a);
+            let node = Node::builder()
+                .name("ferry_talker")
+                .namespace("/robot")
+                .config(ros2_config(domain))
+                .build()
+                .unwrap();
+            let publisher = node
+                .publisher::<std_msgs::String>("/chatter")
+                .qos(Qos::default())
+                .build()
+                .unwrap();
+            let sub = node
+                .subscriber::<std_msgs::String>("/ros_chatter")
+                .qos(Qos::default().keep_last(100))
+                .build()
+                .unwrap();
+
+            // ferry → ROS 2: publish until the listener has 20.
+            let (mut listener, said) = lab_ref.ros2(
+                &lab_ref.b,
+                domain.into(),
+                &["listen", "/chatter", "20", "40"],
+            );
+            wait_for(&said, "ready", Duration::from_secs(30));
+            let got = publish_until_heard(&mut listener, &said, |i| {
+                publisher
+                    .publish(std_msgs::String {
+                        data: format!("ferry {i}"),
+                    })
+                    .unwrap()
+            });
+            assert_eq!(got.len(), 20, "the ROS 2 subscription got {got:?}");
+            assert!(consecutive(&got, "ferry "), "gaps or repeats: {got:?}");
+
+            // ROS 2 → ferry: the talker waits for ferry's DDS reader.
+            let (mut talker, out) = lab_ref.ros2(
+                &lab_ref.b,
+                domain.into(),
+                &["talk", "/ros_chatter", "40", "20", "volatile"],
+            );
+            wait_for(&out, "done", Duration::from_secs(60));
+            let _ = talker.wait();
+            let mut samples = Vec::new();
+            while let Ok(s) = sub.recv_timeout(Duration::from_millis(500)) {
+                samples.push(s);
+            }
+            let texts: Vec<String> = samples.iter().map(|s| s.data.clone()).collect();
+            assert!(
+                texts.len() >= 30 && texts.last().map(String::as_str) == Some("hello 39"),
+                "ferry got {texts:?}"
+            );
+            assert!(consecutive(&texts, "hello "), "gaps or repeats: {texts:?}");
+            assert!(samples
+                .iter()
+                .all(|s| s.info.transport == TransportKind::Dds));
+
+            // The graph both ways: ROS 2 names ferry's node and its
+            // publisher; ferry names the ROS 2 node.
+            let (mut asker, out) =
+                lab_ref.ros2(&lab_ref.b, domain.into(), &["node", "ferry_talker", "30"]);
+            let ferry_seen = Instant::now() + Duration::from_secs(30);
+            let mut ros_nodes = Vec::new();
+            while Instant::now() < ferry_seen {
+                ros_nodes = node.graph().ros2_nodes;
+                if ros_nodes.iter().any(|n| n.name == "ros2_peer_node") {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let lines = wait_for(&out, "done", Duration::from_secs(40));
+            let _ = asker.wait();
+            assert!(
+                lines.iter().any(|l| l == "node /robot ferry_talker"),
+                "ROS 2 did not list ferry's node: {lines:?}"
+            );
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l == "pub /chatter std_msgs/msg/String"),
+                "ROS 2 did not list ferry's publisher: {lines:?}"
+            );
+            assert!(
+                ros_nodes
+                    .iter()
+                    .any(|n| n.fully_qualified_name() == "/ros2_peer_node"),
+                "ferry's graph: {ros_nodes:?}"
+            );
+            drop(publisher);
+        })
+        .join()
+        .unwrap();
+    });
+}
+
+/// Two ferry runtimes with `[ros2]` and ferry's own discovery off do not
+/// match each other over DDS (ferry's endpoints share a wildcard
+/// partition), while a ROS 2 node beside them gets the same samples; with
+/// ferry's discovery on they meet over ferry's own path, each sample once.
+#[test]
+fn ferry_runtimes_never_meet_over_dds() {
+    let Some(lab) = Lab::new(11) else { return };
+    let domain = 100u16;
+    let lab_ref = &lab;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            lab_ref.enter(&lab_ref.a);
+            let a = Node::builder()
+                .name("a")
+                .config(ros2_config(domain))
+                .build()
+                .unwrap();
+            // Another runtime: another config (any field differs).
+            let b = Node::builder()
+                .name("b")
+                .config(Config {
+                    lease_ms: 3100,
+                    ..ros2_config(domain)
+                })
+                .build()
+                .unwrap();
+            assert_ne!(a.participant(), b.participant());
+            let publisher = a.publisher::<std_msgs::String>("/both").build().unwrap();
+            let sub = b
+                .subscriber::<std_msgs::String>("/both")
+                .qos(Qos::default().keep_last(100))
+                .build()
+                .unwrap();
+            let (mut listener, said) =
+                lab_ref.ros2(&lab_ref.a, domain.into(), &["listen", "/both", "10", "40"]);
+            wait_for(&said, "ready", Duration::from_secs(30));
+            let ros_got = publish_until_heard(&mut listener, &said, |i| {
+                publisher
+                    .publish(std_msgs::String {
+                        data: format!("x {i}"),
+                    })
+                    .unwrap()
+            });
+            assert_eq!(ros_got.len(), 10, "the ROS 2 node got {ros_got:?}");
+            let to_dds: u64 = publisher
+                .connections()
+                .iter()
+                .filter(|c| c.transport == TransportKind::Dds)
+                .map(|c| c.stats.messages)
+                .sum();
+            assert!(to_dds >= 10, "{to_dds} sample(s) went to DDS");
+            // Meanwhile the other ferry runtime heard nothing over DDS.
+            std::thread::sleep(Duration::from_millis(500));
+            let leaked: Vec<_> = std::iter::from_fn(|| sub.try_recv()).collect();
+            assert!(
+                leaked.is_empty(),
+                "ferry runtime b got {} sample(s) over {:?} with ferry's discovery off",
+                leaked.len(),
+                leaked.first().map(|s| s.info.transport)
+            );
+        })
+        .join()
+        .unwrap();
+    });
+
+    // Discovery on (this host): the runtimes meet over ferry's own path
+    // and each sample arrives once.
+    let Some(lab) = Lab::new(12) else { return };
+    let lab_ref = &lab;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            lab_ref.enter(&lab_ref.a);
+            let with_discovery = |lease_ms| Config {
+                discovery: DiscoveryRange::Localhost,
+                lease_ms,
+                ..ros2_config(domain)
+            };
+            let a = Node::builder()
+                .name("a")
+                .config(with_discovery(3000))
+                .build()
+                .unwrap();
+            let b = Node::builder()
+                .name("b")
+                .config(with_discovery(3100))
+                .build()
+                .unwrap();
+            let publisher = a.publisher::<std_msgs::String>("/once").build().unwrap();
+            let sub = b
+                .subscriber::<std_msgs::String>("/once")
+                .qos(Qos::default().keep_last(100))
+                .build()
+                .unwrap();
+            assert!(publisher.wait_for_subscribers(1, Duration::from_secs(10)));
+            for i in 0..50 {
+                publisher
+                    .publish(std_msgs::String {
+                        data: format!("y {i}"),
+                    })
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let mut got = Vec::new();
+            while let Ok(s) = sub.recv_timeout(Duration::from_millis(1000)) {
+                got.push(s);
+            }
+            let texts: Vec<String> = got.iter().map(|s| s.data.clone()).collect();
+            let unique: HashSet<&String> = texts.iter().collect();
+            assert_eq!(texts.len(), 50, "{texts:?}");
+            assert_eq!(unique.len(), 50, "duplicates: {texts:?}");
+            assert!(got.iter().all(|s| s.info.transport != TransportKind::Dds));
+            // With no ROS 2 reader, nothing went to DDS at all.
+            let dds: Vec<_> = publisher
+                .connections()
+                .into_iter()
+                .filter(|c| c.transport == TransportKind::Dds)
+                .collect();
+            assert_eq!(dds.len(), 1, "the DDS link is listed");
+            assert_eq!(dds[0].stats.messages, 0, "{:?}", dds[0]);
+        })
+        .join()
+        .unwrap();
+    });
+}
