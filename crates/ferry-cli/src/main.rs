@@ -456,6 +456,15 @@ fn run(cli: Cli) -> Result<(), String> {
             } else {
                 g.node_names()
             };
+            // ROS 2 nodes on DDS (`FERRY_ROS2=1`), hidden ones (`_…`) with --all.
+            let mut names = names;
+            names.extend(
+                g.ros2_nodes
+                    .iter()
+                    .filter(|n| all || !n.name.starts_with('_'))
+                    .map(|n| n.fully_qualified_name()),
+            );
+            names.sort();
             for n in names {
                 // Like `ros2 node list`: a shared name is listed once per node.
                 let times = dups.iter().find(|(d, _)| *d == n).map_or(1, |(_, c)| *c);

@@ -1,0 +1,42 @@
+//! `ferry node list` with `FERRY_ROS2=1` lists the ROS 2 nodes on DDS (a
+//! real rclpy node on Fast DDS in another network namespace), as `ros2
+//! node list` lists ferry's.
+
+#[path = "../../ferry-dds/tests/common/mod.rs"]
+mod dds;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+
+#[test]
+fn node_list_shows_ros2_nodes() {
+    let Some(lab) = dds::Lab::new(13) else { return };
+    let domain = 91u32;
+    let (_ros, _said) = lab.ros2(&lab.b, domain, &["stay", "40"]);
+    let end = Instant::now() + Duration::from_secs(30);
+    let mut last = String::new();
+    while Instant::now() < end {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &lab.a, FERRY, "node", "list"])
+            .args(["--spin-time", "2000"])
+            .env("FERRY_ROS2", "1")
+            .env("ROS_DOMAIN_ID", domain.to_string())
+            .env("FERRY_SHM", "off")
+            .output()
+            .expect("run ferry");
+        assert!(
+            out.status.success(),
+            "ferry node list failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        last = String::from_utf8_lossy(&out.stdout).into_owned();
+        if last.lines().any(|l| l == "/ros2_peer_stay") {
+            // ferry's own CLI node is hidden, as ROS 2 hides `_` nodes.
+            assert!(!last.contains("_ferry_cli"), "{last}");
+            return;
+        }
+    }
+    panic!("`ferry node list` never listed the ROS 2 node; last said:\n{last}");
+}
