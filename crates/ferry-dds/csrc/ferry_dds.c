@@ -443,6 +443,7 @@ static dds_entity_t make_parent(dds_entity_t pp, const char *partition, bool pub
  * contains `ignore` (when not empty): kept by the writer's listener. */
 typedef struct ferry_dds_match_ctx {
   int32_t count;
+  int32_t busy;    /* a spin lock: one count at a time, stored in order */
   char ignore[64]; /* NUL-terminated */
 } ferry_dds_match_ctx;
 
@@ -461,10 +462,14 @@ static bool userdata_contains(const dds_qos_t *qos, const char *key)
   return found;
 }
 
-static void on_publication_matched(dds_entity_t wr, const dds_publication_matched_status_t status, void *arg)
+/* Counts `wr`'s matched readers into `c` (`current`: all of them). When the
+ * readers cannot be listed (the writer is still being created), all count:
+ * a sample too many is dropped by its reader; one too few would be lost. */
+static void count_readers(dds_entity_t wr, ferry_dds_match_ctx *c, int32_t current)
 {
-  ferry_dds_match_ctx *c = arg;
-  int32_t count = (int32_t)status.current_count;
+  while (__atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQUIRE) != 0)
+    ;
+  int32_t count = current;
   if (c->ignore[0] != 0 && count > 0)
   {
     enum { MAX = 256 };
@@ -486,6 +491,12 @@ static void on_publication_matched(dds_entity_t wr, const dds_publication_matche
     }
   }
   __atomic_store_n(&c->count, count, __ATOMIC_RELAXED);
+  __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+}
+
+static void on_publication_matched(dds_entity_t wr, const dds_publication_matched_status_t status, void *arg)
+{
+  count_readers(wr, arg, (int32_t)status.current_count);
 }
 
 /* A writer; `matched->count` follows its matched readers (written by
@@ -508,7 +519,15 @@ dds_entity_t ferry_dds_writer(dds_entity_t pp, dds_entity_t topic, const ferry_d
     dds_delete_listener(l);
   dds_delete_qos(qos);
   if (wr < 0)
+  {
     dds_delete(pub);
+    return wr;
+  }
+  /* Readers matched while the writer was being created were counted
+   * before they could be listed: count them again now. */
+  dds_publication_matched_status_t st;
+  if (matched != NULL && dds_get_publication_matched_status(wr, &st) == 0)
+    count_readers(wr, matched, (int32_t)st.current_count);
   return wr;
 }
 

@@ -32,6 +32,7 @@ pub struct RawQos {
 #[repr(C)]
 pub struct MatchCtx {
     pub count: std::sync::atomic::AtomicI32,
+    pub busy: std::sync::atomic::AtomicI32,
     pub ignore: [u8; 64],
 }
 

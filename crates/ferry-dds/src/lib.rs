@@ -116,17 +116,59 @@ struct EndpointHandle(ffi::Entity);
 
 impl Drop for EndpointHandle {
     fn drop(&mut self) {
+        let e = self.0;
         // SAFETY: made by `ferry_dds_writer` / `_reader`, deleted once (with
         // its parent); Cyclone waits for running listeners.
-        unsafe { ffi::ferry_dds_delete_endpoint(self.0) };
+        delete_outside_listener(move || unsafe {
+            ffi::ferry_dds_delete_endpoint(e);
+        });
     }
 }
 
 impl Drop for Handle {
     fn drop(&mut self) {
+        let e = self.0;
         // SAFETY: the entity was created by this crate and is deleted once;
         // Cyclone waits for running listeners of a deleted reader.
-        unsafe { ffi::ferry_dds_delete(self.0) };
+        delete_outside_listener(move || unsafe {
+            ffi::ferry_dds_delete(e);
+        });
+    }
+}
+
+thread_local! {
+    /// This thread is running a reader's handler (a Cyclone thread).
+    static IN_LISTENER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+type Deletion = Box<dyn FnOnce() + Send>;
+
+/// Runs `delete` now — or, on a thread running a reader's handler (where
+/// Cyclone's deletes wait for that very thread: the handler of the entity
+/// itself, or its cleanup of any entity), on ferry's reaper thread, in the
+/// order asked. `delete` captures entity ids only: if the reaper cannot
+/// run, dropping it deletes nothing (a leak, logged, never a hang).
+fn delete_outside_listener(delete: impl FnOnce() + Send + 'static) {
+    if !IN_LISTENER.with(std::cell::Cell::get) {
+        delete();
+        return;
+    }
+    static REAPER: std::sync::OnceLock<Mutex<Option<std::sync::mpsc::Sender<Deletion>>>> =
+        std::sync::OnceLock::new();
+    let reaper = REAPER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Deletion>();
+        let spawned = std::thread::Builder::new()
+            .name("ferry-dds-reaper".into())
+            .spawn(move || rx.into_iter().for_each(|d| d()))
+            .is_ok();
+        Mutex::new(spawned.then_some(tx))
+    });
+    let sent = reaper
+        .lock()
+        .as_ref()
+        .is_some_and(|tx| tx.send(Box::new(delete)).is_ok());
+    if !sent {
+        tracing::error!("a DDS entity dropped inside a DDS handler could not be deleted");
     }
 }
 
@@ -283,6 +325,7 @@ impl Participant {
         key[..ignore.len()].copy_from_slice(ignore.as_bytes());
         let matched = Box::new(ffi::MatchCtx {
             count: AtomicI32::new(0),
+            busy: AtomicI32::new(0),
             ignore: key,
         });
         // SAFETY: `raw` borrows `qos` and `_partition`, alive for the call;
@@ -312,7 +355,6 @@ impl Participant {
     {
         let ctx = Box::into_raw(Box::new(ReaderCtx {
             on_sample: Box::new(on_sample),
-            in_handler: Mutex::new(None),
         }));
         let (raw, _partition) = match qos.raw() {
             Ok(r) => r,
@@ -502,24 +544,20 @@ type OnSample = Box<dyn Fn(Sample) + Send + Sync>;
 
 struct ReaderCtx {
     on_sample: OnSample,
-    /// The thread running the handler now, if any (a reader dropped from
-    /// its own handler is deleted on another thread).
-    in_handler: Mutex<Option<std::thread::ThreadId>>,
 }
 
 /// Marks the handler as running on this thread until dropped.
-struct InHandler<'a>(&'a ReaderCtx);
+struct InHandler(bool);
 
-impl<'a> InHandler<'a> {
-    fn enter(ctx: &'a ReaderCtx) -> Self {
-        *ctx.in_handler.lock() = Some(std::thread::current().id());
-        InHandler(ctx)
+impl InHandler {
+    fn enter() -> Self {
+        InHandler(IN_LISTENER.with(|f| f.replace(true)))
     }
 }
 
-impl Drop for InHandler<'_> {
+impl Drop for InHandler {
     fn drop(&mut self) {
-        *self.0.in_handler.lock() = None;
+        IN_LISTENER.with(|f| f.set(self.0));
     }
 }
 
@@ -527,7 +565,7 @@ extern "C" fn on_data(reader: ffi::Entity, ctx: *mut c_void) {
     // SAFETY: `ctx` is the `ReaderCtx` registered with this reader, alive
     // until the reader is deleted (see `Participant::reader`).
     let ctx = unsafe { &*(ctx as *const ReaderCtx) };
-    let _running = InHandler::enter(ctx);
+    let _running = InHandler::enter();
     const BATCH: usize = 16;
     loop {
         let mut taken: [std::mem::MaybeUninit<ffi::Taken>; BATCH] =
@@ -646,32 +684,31 @@ fn publication_of(reader: ffi::Entity, handle: u64) -> Result<Publication, DdsEr
 
 impl Drop for Reader {
     fn drop(&mut self) {
-        let handle = self.handle.take();
+        let Some(handle) = self.handle.take() else {
+            return;
+        };
+        let e = handle.0;
+        std::mem::forget(handle);
         let ctx = SendCtx(self.ctx);
-        // The entity first (no listener runs after), then the context.
-        let delete = move || {
+        // The entity first (no handler runs after), then the context; on
+        // a handler's thread both happen on the reaper thread.
+        delete_outside_listener(move || {
             let ctx = ctx;
-            drop(handle);
+            // SAFETY: made by `ferry_dds_reader`, deleted once here.
+            let rc = unsafe { ffi::ferry_dds_delete_endpoint(e) };
+            if rc < 0 {
+                // Not deleted by us (a delete elsewhere may still wait for
+                // a running handler): the context stays, leaked.
+                tracing::warn!(
+                    "a DDS reader's delete failed ({}); its context is kept",
+                    text(rc)
+                );
+                return;
+            }
             // SAFETY: made by `Box::into_raw` in `Participant::reader`; the
             // reader is deleted, so Cyclone no longer holds it.
             drop(unsafe { Box::from_raw(ctx.0) });
-        };
-        // SAFETY: `ctx` is alive until `delete` runs.
-        let own_handler =
-            unsafe { &*self.ctx }.in_handler.lock().as_ref() == Some(&std::thread::current().id());
-        if own_handler {
-            // Dropped from its own handler: deleting waits for the handler,
-            // so it happens on another thread once this one returns.
-            if std::thread::Builder::new()
-                .name("ferry-dds-drop".into())
-                .spawn(delete)
-                .is_err()
-            {
-                tracing::error!("a DDS reader dropped from its own handler is leaked");
-            }
-        } else {
-            delete();
-        }
+        });
     }
 }
 
@@ -696,6 +733,9 @@ pub struct Graph {
 impl Graph {
     /// Most participants' graphs kept at once.
     pub const MAX_PARTICIPANTS: usize = 4096;
+    /// Largest graph sample decoded (64 KiB: about 200 nodes of 10
+    /// endpoints each).
+    pub const MAX_SAMPLE: usize = 64 << 10;
 
     /// Joins the graph of `pp`'s domain.
     pub fn new(pp: &Participant) -> Result<Self, DdsError> {
@@ -719,6 +759,12 @@ impl Graph {
             Default::default();
         let sink = known.clone();
         let reader = pp.reader(&topic, &rq, move |s| {
+            // A node graph is a few hundred bytes per node: a larger sample
+            // is not decoded (what is kept stays bounded by count × this).
+            if s.cdr.len() > Self::MAX_SAMPLE {
+                tracing::debug!("a {} B ros_discovery_info sample ignored", s.cdr.len());
+                return;
+            }
             if !key.is_empty()
                 && s.writer().is_ok_and(|w| {
                     w.user_data

@@ -23,9 +23,9 @@
 //! `keep_all_block_ms`, as on ferry's own paths.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ferry_transport::priority::{Applied, Packets, Priority, PriorityError};
@@ -178,6 +178,9 @@ pub struct DdsPath {
     readers: Mutex<HashMap<EndpointId, Reader>>,
     graph: Graph,
     nodes: Mutex<BTreeMap<u32, NodeGids>>,
+    /// Held from a snapshot of `nodes` to its write, so the graph's last
+    /// sample (what late joiners get) is the latest.
+    announcing: Mutex<()>,
     /// endpoint entity → node id, for the graph.
     owner: Mutex<HashMap<u32, u32>>,
     cfg: PathConfig,
@@ -199,6 +202,7 @@ impl DdsPath {
             readers: Mutex::new(HashMap::new()),
             graph,
             nodes: Mutex::new(BTreeMap::new()),
+            announcing: Mutex::new(()),
             owner: Mutex::new(HashMap::new()),
             cfg,
             pp,
@@ -241,6 +245,7 @@ impl DdsPath {
     }
 
     fn announce(&self) {
+        let _order = self.announcing.lock();
         let nodes: Vec<NodeEntities> = self
             .nodes
             .lock()
@@ -306,7 +311,7 @@ impl DdsPath {
             locator: format!("dds/{}/{topic_name}", self.cfg.domain),
             durable: q.transient_local,
             keep_all: keep_all.then_some(self.cfg.keep_all_block),
-            writer,
+            writer: Mutex::new(Some(writer)),
             stats: ConnStats::new(),
             priority: Mutex::new(Priority::default()),
             closed: AtomicBool::new(false),
@@ -328,60 +333,15 @@ impl DdsPath {
         let topic_name = names::topic(topic)?;
         let t = self.pp.topic(&topic_name, &names::dds_type(type_name)?)?;
         let locator = format!("dds/{}/{topic_name}", self.cfg.domain);
-        // Per DDS writer: its connection, or None for a ferry writer.
-        let conns: Mutex<HashMap<u64, Option<Arc<InboundConn>>>> = Mutex::new(HashMap::new());
-        let seqs = AtomicU64::new(0);
+        let writers = Mutex::new(WriterConns::default());
         let q = dds_qos(qos, type_hash, self.cfg.runtime);
         let reader = self.pp.reader(&t, &q, move |s| {
             let Some(inbox) = lookup_reader(id) else {
                 return;
             };
-            let conn = {
-                let mut conns = conns.lock();
-                if conns.len() >= MAX_WRITERS_PER_READER && !conns.contains_key(&s.publication) {
-                    // Writers that went away make room; a reader matched
-                    // to more live writers than this drops the rest.
-                    conns.retain(|&h, _| s.still_matched(h));
-                    if conns.len() >= MAX_WRITERS_PER_READER {
-                        return;
-                    }
-                }
-                conns
-                    .entry(s.publication)
-                    .or_insert_with(|| {
-                        let writer = s.writer().ok();
-                        if writer.as_ref().is_some_and(|w| is_ferry(&w.user_data)) {
-                            // Another ferry runtime: ferry's paths carry it.
-                            return None;
-                        }
-                        let remote = writer.map_or(
-                            EndpointId {
-                                participant: ParticipantId(s.publication),
-                                entity: 0,
-                            },
-                            |p| endpoint_of(&p.guid),
-                        );
-                        let conn = Arc::new(InboundConn {
-                            remote,
-                            origin: ferry_transport::transport::Origin::Dds,
-                            transport: TransportKind::Dds,
-                            locator: locator.clone(),
-                            stats: Arc::new(ConnStats::new()),
-                            replier: None,
-                            same_clock: false,
-                            seqs: Default::default(),
-                            identity: None,
-                        });
-                        conn.seqs.settled.store(true, Ordering::Relaxed);
-                        inbox.attach(conn.clone());
-                        Some(conn)
-                    })
-                    .clone()
-            };
-            let Some(conn) = conn else {
+            let Some((conn, seq)) = writers.lock().conn_of(&s, &*inbox, &locator) else {
                 return;
             };
-            let seq = seqs.fetch_add(1, Ordering::Relaxed) + 1;
             let stamp = u64::try_from(s.source_timestamp_ns).unwrap_or(0);
             conn.stats.message(s.cdr.len());
             deliver_sample(&*inbox, &conn, seq, stamp, 0, Bytes::from(s.cdr));
@@ -396,6 +356,79 @@ impl DdsPath {
         let reader = self.readers.lock().remove(&id);
         drop(reader);
         self.unregister(id.entity);
+    }
+}
+
+/// One ferry subscriber's DDS writers: a connection per writer that is not
+/// ferry's (None for ferry's), at most [`MAX_WRITERS_PER_READER`].
+#[derive(Default)]
+struct WriterConns {
+    map: HashMap<u64, Option<(Arc<InboundConn>, u64)>>,
+    last_sweep: Option<Instant>,
+}
+
+impl WriterConns {
+    /// The connection of the writer of `s` (made on its first sample) and
+    /// the sample's number on it; None: a ferry writer's, or no room.
+    fn conn_of(
+        &mut self,
+        s: &crate::Sample,
+        inbox: &dyn ferry_transport::transport::Inbox,
+        locator: &str,
+    ) -> Option<(Arc<InboundConn>, u64)> {
+        if self.map.len() >= MAX_WRITERS_PER_READER && !self.map.contains_key(&s.publication) {
+            // Writers that went away make room, looked up at most once a
+            // second; a reader matched to more live writers drops the rest.
+            if self
+                .last_sweep
+                .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+            {
+                self.last_sweep = Some(Instant::now());
+                self.map.retain(|&h, c| {
+                    let live = s.still_matched(h);
+                    if let (false, Some((conn, _))) = (live, c) {
+                        inbox.detach(conn);
+                    }
+                    live
+                });
+            }
+            if self.map.len() >= MAX_WRITERS_PER_READER {
+                return None;
+            }
+        }
+        let entry = self.map.entry(s.publication).or_insert_with(|| {
+            let writer = s.writer().ok();
+            if writer.as_ref().is_some_and(|w| is_ferry(&w.user_data)) {
+                // Another ferry runtime: ferry's own paths carry it.
+                return None;
+            }
+            // The GUID as the writer's discovery data says (unproven: any
+            // DDS participant may claim any GUID).
+            let remote = writer.map_or(
+                EndpointId {
+                    participant: ParticipantId(s.publication),
+                    entity: 0,
+                },
+                |p| endpoint_of(&p.guid),
+            );
+            let conn = Arc::new(InboundConn {
+                remote,
+                origin: ferry_transport::transport::Origin::Dds,
+                transport: TransportKind::Dds,
+                locator: locator.to_string(),
+                stats: Arc::new(ConnStats::new()),
+                replier: None,
+                same_clock: false,
+                seqs: Default::default(),
+                identity: None,
+            });
+            conn.seqs.settled.store(true, Ordering::Relaxed);
+            inbox.attach(conn.clone());
+            Some((conn, 0))
+        });
+        let (conn, seq) = entry.as_mut()?;
+        *seq += 1;
+        Some((conn.clone(), *seq))
     }
 }
 
@@ -420,7 +453,8 @@ pub struct DdsLink {
     durable: bool,
     /// Reliable keep-all: how long a write may block.
     keep_all: Option<Duration>,
-    writer: Writer,
+    /// Taken (the DDS writer deleted) when the link closes.
+    writer: Mutex<Option<Writer>>,
     stats: ConnStats,
     priority: Mutex<Priority>,
     closed: AtomicBool,
@@ -430,7 +464,10 @@ pub struct DdsLink {
 impl DdsLink {
     /// ROS 2 readers matched now.
     pub fn matched(&self) -> usize {
-        self.writer.matched().unwrap_or(0)
+        self.writer
+            .lock()
+            .as_ref()
+            .map_or(0, |w| w.matched().unwrap_or(0))
     }
 }
 
@@ -445,16 +482,17 @@ impl Link for DdsLink {
         self.locator.clone()
     }
     fn send(&self, frame: &OutFrame<'_>) -> Result<(), SendError> {
-        if self.is_closed() {
+        let writer = self.writer.lock();
+        let Some(writer) = writer.as_ref() else {
             return Err(SendError::Closed);
-        }
+        };
         // Nobody on DDS to tell: nothing to encode (a transient-local
         // writer still writes: DDS keeps its late joiners' history).
-        if !self.durable && !self.writer.has_readers() {
+        if !self.durable && !writer.has_readers() {
             return Ok(());
         }
         let bytes = (frame.payload.bytes)()?;
-        match self.writer.write(&bytes) {
+        match writer.write(&bytes) {
             Ok(()) => {
                 self.stats.message(bytes.len());
                 Ok(())
@@ -488,6 +526,9 @@ impl Link for DdsLink {
     fn close(&self) {
         if !self.closed.swap(true, Ordering::Relaxed) {
             self.path.unregister(self.id.entity);
+            // ROS 2 sees the writer go now, not when the link is pruned.
+            let writer = self.writer.lock().take();
+            drop(writer);
         }
     }
     fn priority(&self) -> Priority {

@@ -9,13 +9,14 @@
 //! side receives through its [`Inbox`], whatever the transport.
 //!
 //! Preference follows [`TransportKind::ALL`]: in-process, shared memory, UDP,
-//! TCP, MQTT, Zenoh. A transport is a module of `ferry` or a crate of its
+//! TCP, MQTT, Zenoh (DDS, last, never carries a ferry pair). A transport is a module of `ferry` or a crate of its
 //! own over this one (`ferry-mqtt`): a start function ([`Start`]) that opens
 //! its sockets (handed to the I/O loop as [`crate::reactor::Source`]s) and
 //! returns its [`Transport`], plus one line in `ferry`'s registry; the runtime, the
 //! connection table and the I/O loop know no transport by name. (The
-//! runtime keeps two typed handles: shared-memory loans for publishers and
-//! the broker connection for cloud-scope ports.)
+//! runtime keeps typed handles for shared-memory loans of publishers, the
+//! broker connection of cloud-scope ports, and the `[ros2]` DDS path, which
+//! is not a transport of path selection: it never carries ferry pairs.)
 
 use std::any::Any;
 use std::collections::HashMap;

@@ -166,9 +166,6 @@ impl<T: Codec> SubscriberBuilder<T> {
                 b.subscribe(&record.topic, id);
             }
         }
-        if let Some(r) = &rt.shared.ros2 {
-            r.subscribe(&rt.shared.cfg, id, &record);
-        }
         let thread = match (&shared.callback, mode) {
             (Some(_), Mode::Thread) => {
                 let s = shared.clone();
@@ -184,6 +181,9 @@ impl<T: Codec> SubscriberBuilder<T> {
             }
             _ => None,
         };
+        if let Some(r) = &rt.shared.ros2 {
+            r.subscribe(&rt.shared.cfg, id, &record);
+        }
         let port: Arc<dyn ReaderPort> = shared.clone();
         rt.shared.add_reader(record, Arc::downgrade(&port));
         Ok(Subscriber {

@@ -65,11 +65,12 @@ impl Links {
         self.update(|_| {}); // re-sort
         out
     }
-    /// Closes and forgets the link to `reader`.
+    /// Closes and forgets the link to `reader`. A link to an intermediary
+    /// (the broker, DDS) is not a reader's, whatever id a peer announced.
     pub fn remove(&self, reader: EndpointId) {
         self.update(|v| {
             v.retain(|l| {
-                if l.remote() == reader {
+                if l.remote() == reader && l.reaches_reader() {
                     l.close();
                     false
                 } else {
