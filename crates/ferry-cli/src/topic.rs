@@ -286,14 +286,20 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
         } => {
             let g = node.graph();
             for (t, ty) in g.topics() {
-                let pubs = g
-                    .endpoints_of(&t)
-                    .filter(|e| e.kind == EndpointKind::Publisher && e.id.participant != me)
-                    .count();
-                let subs = g
-                    .endpoints_of(&t)
-                    .filter(|e| e.kind == EndpointKind::Subscriber && e.id.participant != me)
-                    .count();
+                // Ferry's endpoints (not this command's own) and ROS 2's on DDS.
+                let count = |kind| {
+                    g.endpoints_of(&t)
+                        .filter(|e| e.kind == kind && e.id.participant != me)
+                        .count()
+                        + g.ros2_endpoints
+                            .iter()
+                            .filter(|e| e.kind == kind && e.name == t)
+                            .count()
+                };
+                let (pubs, subs) = (
+                    count(EndpointKind::Publisher),
+                    count(EndpointKind::Subscriber),
+                );
                 if pubs + subs == 0 {
                     continue;
                 }

@@ -10,6 +10,50 @@ use std::time::{Duration, Instant};
 
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 
+/// Runs `ferry ARGS` in `ns` with the ROS 2 path on until its output has
+/// a line `want` (within 30 s).
+fn ferry_until(ns: &str, domain: u32, args: &[&str], want: &str) -> String {
+    let end = Instant::now() + Duration::from_secs(30);
+    let mut last = String::new();
+    while Instant::now() < end {
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, FERRY])
+            .args(args)
+            .args(["--spin-time", "2000"])
+            .env("FERRY_ROS2", "1")
+            .env("ROS_DOMAIN_ID", domain.to_string())
+            .env("FERRY_SHM", "off")
+            .output()
+            .expect("run ferry");
+        assert!(
+            out.status.success(),
+            "ferry {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        last = String::from_utf8_lossy(&out.stdout).into_owned();
+        if last.lines().any(|l| l.trim() == want) {
+            return last;
+        }
+    }
+    panic!("`ferry {args:?}` never printed `{want}`; last said:\n{last}");
+}
+
+#[test]
+fn topic_list_shows_ros2_topics() {
+    let Some(lab) = dds::Lab::new(15) else { return };
+    let domain = 91u32;
+    // A talker waits (up to 20 s) for a subscription: its publisher is there.
+    let (_ros, _said) = lab.ros2(&lab.b, domain, &["talk", "/from_ros", "1", "1", "volatile"]);
+    ferry_until(&lab.a, domain, &["topic", "list"], "/from_ros");
+    let typed = ferry_until(
+        &lab.a,
+        domain,
+        &["topic", "list", "-t"],
+        "/from_ros [std_msgs/msg/String]",
+    );
+    assert!(!typed.contains("_ferry"), "{typed}");
+}
+
 #[test]
 fn node_list_shows_ros2_nodes() {
     let Some(lab) = dds::Lab::new(13) else { return };

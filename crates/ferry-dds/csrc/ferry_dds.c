@@ -626,6 +626,63 @@ dds_return_t ferry_dds_publication(dds_entity_t rd, uint64_t handle, unsigned ch
   return len;
 }
 
+/* A reader of the participant's discovered writers (`writers` != 0) or
+ * readers: DDS's built-in DCPSPublication / DCPSSubscription topic. */
+dds_entity_t ferry_dds_builtin_reader(dds_entity_t pp, int32_t writers)
+{
+  return dds_create_reader(pp, writers ? DDS_BUILTIN_TOPIC_DCPSPUBLICATION : DDS_BUILTIN_TOPIC_DCPSSUBSCRIPTION,
+                           NULL, NULL);
+}
+
+/* One discovered endpoint, as `ferry_dds_endpoints` hands it over (valid
+ * for the call only). */
+typedef struct ferry_dds_endpoint {
+  const char *topic;
+  const char *type_name;
+  const unsigned char *guid;        /* 16 bytes */
+  const unsigned char *participant; /* 16 bytes */
+  const unsigned char *user_data;
+  size_t user_data_len;
+} ferry_dds_endpoint;
+
+typedef void (*ferry_dds_on_endpoint)(void *ctx, const ferry_dds_endpoint *ep);
+
+/* Calls `cb` for every endpoint alive in built-in reader `rd` (at most
+ * `max`); returns how many, or an error. */
+dds_return_t ferry_dds_endpoints(dds_entity_t rd, uint32_t max, ferry_dds_on_endpoint cb, void *ctx)
+{
+  if (max == 0)
+    return 0;
+  void **buf = calloc(max, sizeof(*buf));
+  dds_sample_info_t *info = calloc(max, sizeof(*info));
+  if (buf == NULL || info == NULL)
+  {
+    free(buf);
+    free(info);
+    return DDS_RETCODE_OUT_OF_RESOURCES;
+  }
+  const dds_return_t n =
+      dds_read_mask(rd, buf, info, max, max, DDS_ANY_SAMPLE_STATE | DDS_ANY_VIEW_STATE | DDS_ALIVE_INSTANCE_STATE);
+  for (dds_return_t i = 0; i < n; i++)
+  {
+    const dds_builtintopic_endpoint_t *e = buf[i];
+    if (!info[i].valid_data || e == NULL || e->topic_name == NULL || e->type_name == NULL)
+      continue;
+    void *ud = NULL;
+    size_t sz = 0;
+    if (e->qos == NULL || !dds_qget_userdata(e->qos, &ud, &sz))
+      ud = NULL;
+    const ferry_dds_endpoint ep = {e->topic_name, e->type_name, e->key.v, e->participant_key.v, ud, ud != NULL ? sz : 0};
+    cb(ctx, &ep);
+    dds_free(ud);
+  }
+  if (n > 0)
+    dds_return_loan(rd, buf, n);
+  free(buf);
+  free(info);
+  return n;
+}
+
 /* This entity's GUID (writers and readers: ROS 2's gid). */
 dds_return_t ferry_dds_guid(dds_entity_t e, unsigned char guid[16])
 {

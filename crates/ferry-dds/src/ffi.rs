@@ -47,6 +47,21 @@ pub struct Taken {
     pub serdata: *mut c_void,
 }
 
+/// One discovered endpoint, as `ferry_dds_endpoint` in C (valid for the
+/// callback only).
+#[repr(C)]
+pub struct RawEndpoint {
+    pub topic: *const c_char,
+    pub type_name: *const c_char,
+    pub guid: *const u8,
+    pub participant: *const u8,
+    pub user_data: *const u8,
+    pub user_data_len: usize,
+}
+
+/// Receives one discovered endpoint.
+pub type OnEndpoint = extern "C" fn(ctx: *mut c_void, ep: *const RawEndpoint);
+
 /// Called by Cyclone's listener thread when a reader has data.
 pub type OnData = extern "C" fn(reader: Entity, ctx: *mut c_void);
 
@@ -84,6 +99,8 @@ extern "C" {
         cap: usize,
     ) -> i32;
     pub fn ferry_dds_guid(e: Entity, guid: *mut u8) -> i32;
+    pub fn ferry_dds_builtin_reader(pp: Entity, writers: i32) -> Entity;
+    pub fn ferry_dds_endpoints(rd: Entity, max: u32, cb: OnEndpoint, ctx: *mut c_void) -> i32;
     pub fn ferry_dds_matched(e: Entity, is_writer: i32) -> i32;
     pub fn ferry_dds_strretcode(rc: i32) -> *const c_char;
     pub fn ferry_dds_delete(e: Entity) -> i32;

@@ -385,6 +385,109 @@ impl Participant {
     }
 }
 
+impl Participant {
+    /// What DDS discovery tells this participant of the domain's writers
+    /// and readers (built-in readers, kept while the [`Discovery`] lives).
+    pub fn discovery(&self) -> Result<Discovery, DdsError> {
+        let reader = |writers| {
+            // SAFETY: plain values.
+            let e = unsafe { ffi::ferry_dds_builtin_reader(self.handle.pp.0, writers) };
+            created("built-in reader", e).map(Handle)
+        };
+        Ok(Discovery {
+            writers: reader(1)?,
+            readers: reader(0)?,
+            _participant: self.handle.clone(),
+        })
+    }
+}
+
+/// A writer or reader as DDS discovery describes it (what its participant
+/// declared: unproven).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovered {
+    /// The DDS topic name.
+    pub topic: String,
+    /// The DDS type name.
+    pub type_name: String,
+    /// Its GUID.
+    pub guid: Guid,
+    /// Its participant's GUID.
+    pub participant: Guid,
+    /// Its user data.
+    pub user_data: Vec<u8>,
+}
+
+/// The domain's writers and readers as discovery knows them now.
+pub struct Discovery {
+    // Field order: the readers before their participant.
+    writers: Handle,
+    readers: Handle,
+    _participant: Arc<PpHandle>,
+}
+
+impl Discovery {
+    /// Most endpoints listed per call (the rest are left out).
+    pub const MAX: u32 = 16384;
+
+    /// The writers alive now (this participant's too).
+    pub fn writers(&self) -> Result<Vec<Discovered>, DdsError> {
+        endpoints(self.writers.0)
+    }
+
+    /// The readers alive now.
+    pub fn readers(&self) -> Result<Vec<Discovered>, DdsError> {
+        endpoints(self.readers.0)
+    }
+}
+
+extern "C" fn collect_endpoint(ctx: *mut c_void, ep: *const ffi::RawEndpoint) {
+    // SAFETY: `ctx` is the Vec handed to `ferry_dds_endpoints` below, and
+    // `ep` is valid for this call (strings NUL-terminated, GUIDs 16 bytes,
+    // user data `user_data_len` bytes), as the C side promises.
+    let _ = catch_unwind(AssertUnwindSafe(|| unsafe {
+        let out = &mut *(ctx as *mut Vec<Discovered>);
+        let ep = &*ep;
+        let guid16 = |p: *const u8| {
+            let mut g = [0u8; 16];
+            g.copy_from_slice(std::slice::from_raw_parts(p, 16));
+            g
+        };
+        out.push(Discovered {
+            topic: CStr::from_ptr(ep.topic).to_string_lossy().into_owned(),
+            type_name: CStr::from_ptr(ep.type_name).to_string_lossy().into_owned(),
+            guid: guid16(ep.guid),
+            participant: guid16(ep.participant),
+            user_data: if ep.user_data.is_null() {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(ep.user_data, ep.user_data_len).to_vec()
+            },
+        });
+    }));
+}
+
+fn endpoints(reader: ffi::Entity) -> Result<Vec<Discovered>, DdsError> {
+    let mut out: Vec<Discovered> = Vec::new();
+    // SAFETY: `out` outlives the call; the callback only pushes to it.
+    let rc = unsafe {
+        ffi::ferry_dds_endpoints(
+            reader,
+            Discovery::MAX,
+            collect_endpoint,
+            std::ptr::from_mut(&mut out).cast(),
+        )
+    };
+    if rc < 0 {
+        return Err(DdsError::Query {
+            what: "discovered endpoints",
+            code: rc,
+            text: text(rc),
+        });
+    }
+    Ok(out)
+}
+
 fn guid_of(e: ffi::Entity) -> Result<Guid, DdsError> {
     let mut g = [0u8; 16];
     // SAFETY: `g` has the 16 bytes the C side writes.
@@ -487,7 +590,13 @@ impl Writer {
     /// [`Participant::writer_ignoring`] key leaves out), as the last match
     /// event said: one atomic load, for the publish path.
     pub fn has_readers(&self) -> bool {
-        self.matched.count.load(Ordering::Relaxed) > 0
+        self.readers() > 0
+    }
+
+    /// The matched readers (but those a [`Participant::writer_ignoring`]
+    /// key leaves out), as the last match event said.
+    pub fn readers(&self) -> usize {
+        usize::try_from(self.matched.count.load(Ordering::Relaxed)).unwrap_or(0)
     }
 
     /// This writer's GUID (ROS 2's gid of the publisher).

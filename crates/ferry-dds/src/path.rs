@@ -176,6 +176,7 @@ struct NodeGids {
 pub struct DdsPath {
     // Field order: endpoints before the graph before the participant.
     readers: Mutex<HashMap<EndpointId, Reader>>,
+    discovery: crate::Discovery,
     graph: Graph,
     nodes: Mutex<BTreeMap<u32, NodeGids>>,
     /// Held from a snapshot of `nodes` to its write, so the graph's last
@@ -200,6 +201,7 @@ impl DdsPath {
         let graph = Graph::marked(&pp, &mark(cfg.runtime))?;
         Ok(Arc::new(DdsPath {
             readers: Mutex::new(HashMap::new()),
+            discovery: pp.discovery()?,
             graph,
             nodes: Mutex::new(BTreeMap::new()),
             announcing: Mutex::new(()),
@@ -242,6 +244,57 @@ impl DdsPath {
     /// Every other DDS participant's ROS 2 nodes, as their graph says.
     pub fn ros_graph(&self) -> Vec<ParticipantEntities> {
         self.graph.participants()
+    }
+
+    /// The ROS 2 topics' and services' writers and readers DDS discovery
+    /// knows now (not ferry's), with their nodes as ROS 2's graph says.
+    pub fn ros_endpoints(&self) -> Vec<RosEndpoint> {
+        let mut node_of: HashMap<Guid, (String, String)> = HashMap::new();
+        for p in self.graph.participants() {
+            for n in p.nodes {
+                for g in n.readers.iter().chain(&n.writers) {
+                    node_of.insert(*g, (n.namespace.clone(), n.name.clone()));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (writer, list) in [
+            (true, self.discovery.writers()),
+            (false, self.discovery.readers()),
+        ] {
+            let list = list.unwrap_or_else(|e| {
+                tracing::debug!("DDS discovery could not be read: {e}");
+                Vec::new()
+            });
+            for d in list {
+                if is_ferry(&d.user_data) {
+                    continue;
+                }
+                let (Some((kind, name)), Some(type_name)) =
+                    (names::ros_name(&d.topic), names::ros_type(&d.type_name))
+                else {
+                    continue;
+                };
+                let type_name = match kind {
+                    names::RosKind::Topic => type_name,
+                    _ => type_name
+                        .strip_suffix("_Request")
+                        .or_else(|| type_name.strip_suffix("_Response"))
+                        .unwrap_or(&type_name)
+                        .to_string(),
+                };
+                out.push(RosEndpoint {
+                    writer,
+                    kind,
+                    name,
+                    type_name,
+                    node: node_of.get(&d.guid).cloned(),
+                    guid: d.guid,
+                });
+            }
+        }
+        out.sort_by(|a, b| (&a.name, a.writer, a.guid).cmp(&(&b.name, b.writer, b.guid)));
+        out
     }
 
     fn announce(&self) {
@@ -357,6 +410,24 @@ impl DdsPath {
         drop(reader);
         self.unregister(id.entity);
     }
+}
+
+/// A ROS 2 writer or reader on DDS (discovery's word: unproven).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RosEndpoint {
+    /// A writer (publisher, a service's replies, a client's requests) or a
+    /// reader.
+    pub writer: bool,
+    /// A topic's, or a service's request or reply.
+    pub kind: names::RosKind,
+    /// The ROS 2 name (`/chatter`, the service's name).
+    pub name: String,
+    /// The ROS 2 type (`std_msgs/msg/String`; a service's `pkg/srv/Name`).
+    pub type_name: String,
+    /// Its node (namespace, name), when ROS 2's graph names it.
+    pub node: Option<(String, String)>,
+    /// Its GUID.
+    pub guid: Guid,
 }
 
 /// One ferry subscriber's DDS writers: a connection per writer that is not
@@ -516,6 +587,10 @@ impl Link for DdsLink {
     /// DDS is not a subscriber: the ROS 2 readers it serves are not ferry's.
     fn reaches_reader(&self) -> bool {
         false
+    }
+    /// The ROS 2 readers matched now (`subscriber_count` counts them).
+    fn readers(&self) -> usize {
+        self.writer.lock().as_ref().map_or(0, Writer::readers)
     }
     fn stats(&self) -> &ConnStats {
         &self.stats

@@ -156,6 +156,12 @@ pub trait Link: Send + Sync {
     fn reaches_reader(&self) -> bool {
         true
     }
+    /// How many subscribers it serves, for `subscriber_count`: one for a
+    /// link to a reader, none for an intermediary, the matched ROS 2
+    /// readers for the DDS path.
+    fn readers(&self) -> usize {
+        usize::from(self.reaches_reader())
+    }
     /// Writer-side counters.
     fn stats(&self) -> &ConnStats;
     /// True once the connection broke or was closed.

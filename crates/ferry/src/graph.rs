@@ -61,6 +61,8 @@ pub struct Graph {
     pub endpoints: Vec<GraphEndpoint>,
     /// ROS 2 nodes on DDS (with `[ros2]`), as ROS 2's graph names them.
     pub ros2_nodes: Vec<crate::ros2::Ros2Node>,
+    /// ROS 2 publishers, subscriptions, services and clients on DDS.
+    pub ros2_endpoints: Vec<crate::ros2::Ros2Endpoint>,
 }
 
 /// Names starting with this are ferry's own (admin plane) and hidden by default.
@@ -88,6 +90,15 @@ impl Graph {
             if e.type_name != "*" {
                 set.insert(e.type_name.clone());
             }
+        }
+        for e in self
+            .ros2_endpoints
+            .iter()
+            .filter(|e| kinds.contains(&e.kind))
+        {
+            out.entry(e.name.clone())
+                .or_default()
+                .insert(e.type_name.clone());
         }
         out.into_iter()
             .map(|(k, v)| (k, v.into_iter().collect()))

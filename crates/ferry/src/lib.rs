@@ -65,7 +65,7 @@ pub use priority::{
 };
 pub use publisher::{Publisher, PublisherBuilder, SampleMut};
 pub use room::Room;
-pub use ros2::Ros2Node;
+pub use ros2::{Ros2Endpoint, Ros2Node};
 pub use service::{CallFuture, Client, ClientBuilder, Service, ServiceBuilder};
 pub use stats::{ConnectionInfo, ConnectionStats, StatsSnapshot};
 pub use subscriber::{Subscriber, SubscriberBuilder, KEEP_ALL_DEPTH};

@@ -384,7 +384,8 @@ impl<T: Codec> Publisher<T> {
         self.shared.links.set_priority(|_| true, p)
     }
 
-    /// Number of connected subscribers.
+    /// Number of connected subscribers (with `[ros2]`, matched ROS 2
+    /// subscriptions count too).
     pub fn subscriber_count(&self) -> usize {
         self.shared.links.live()
     }

@@ -29,6 +29,21 @@ impl Ros2Node {
     }
 }
 
+/// A ROS 2 publisher, subscription, service or client on DDS, as DDS
+/// discovery and ROS 2's graph describe it (what the peer declared).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ros2Endpoint {
+    /// Topic or service name.
+    pub name: String,
+    /// Publisher, subscriber, service or client.
+    pub kind: ferry_wire::EndpointKind,
+    /// ROS 2 type (`std_msgs/msg/String`; a service's `pkg/srv/Name`).
+    pub type_name: String,
+    /// Fully qualified name of its node (empty when ROS 2's graph does not
+    /// name it).
+    pub node: String,
+}
+
 /// The runtime's DDS path.
 pub(crate) struct Ros2 {
     #[cfg(feature = "ros2")]
@@ -157,6 +172,45 @@ impl Ros2 {
         self.path.unsubscribe(id);
         #[cfg(not(feature = "ros2"))]
         let _ = id;
+    }
+
+    /// The ROS 2 endpoints DDS discovery knows (not ferry's), sorted.
+    pub fn endpoints(&self) -> Vec<Ros2Endpoint> {
+        #[cfg(feature = "ros2")]
+        {
+            use ferry_dds::names::RosKind;
+            use ferry_wire::EndpointKind;
+            let mut v: Vec<Ros2Endpoint> = self
+                .path
+                .ros_endpoints()
+                .into_iter()
+                .filter_map(|e| {
+                    let kind = match (e.kind, e.writer) {
+                        (RosKind::Topic, true) => EndpointKind::Publisher,
+                        (RosKind::Topic, false) => EndpointKind::Subscriber,
+                        (RosKind::Request, false) => EndpointKind::Service,
+                        (RosKind::Request, true) => EndpointKind::Client,
+                        // The other half of a service or client.
+                        (RosKind::Reply, _) => return None,
+                    };
+                    Some(Ros2Endpoint {
+                        name: e.name,
+                        kind,
+                        type_name: e.type_name,
+                        node: e
+                            .node
+                            .map(|(ns, n)| crate::runtime::full_name(&ns, &n))
+                            .unwrap_or_default(),
+                    })
+                })
+                .collect();
+            v.sort_by(|a, b| {
+                (&a.name, a.kind as u8, &a.node).cmp(&(&b.name, b.kind as u8, &b.node))
+            });
+            v
+        }
+        #[cfg(not(feature = "ros2"))]
+        Vec::new()
     }
 
     /// The ROS 2 nodes DDS's graph knows (not ferry's own), sorted.

@@ -91,6 +91,7 @@ fn a_ferry_node_and_a_ros2_node_exchange_messages_and_names() {
                 .build()
                 .unwrap();
 
+            assert_eq!(publisher.subscriber_count(), 0, "no ROS 2 node yet");
             // ferry → ROS 2: publish until the listener has 20.
             let (mut listener, said) = lab_ref.ros2(
                 &lab_ref.b,
@@ -98,6 +99,31 @@ fn a_ferry_node_and_a_ros2_node_exchange_messages_and_names() {
                 &["listen", "/chatter", "20", "40"],
             );
             wait_for(&said, "ready", Duration::from_secs(30));
+            // The ROS 2 subscription counts as a subscriber of ferry's.
+            assert!(publisher.wait_for_subscribers(1, Duration::from_secs(30)));
+            // Ferry's graph shows the ROS 2 subscription and its node.
+            let seen = Instant::now() + Duration::from_secs(20);
+            let mut endpoints = Vec::new();
+            while Instant::now() < seen {
+                endpoints = node.graph().ros2_endpoints;
+                if endpoints.iter().any(|e| e.node == "/ros2_peer_listen") {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            assert!(
+                endpoints.contains(&ferry::Ros2Endpoint {
+                    name: "/chatter".into(),
+                    kind: ferry::EndpointKind::Subscriber,
+                    type_name: "std_msgs/msg/String".into(),
+                    node: "/ros2_peer_listen".into(),
+                }),
+                "{endpoints:?}"
+            );
+            assert!(
+                !endpoints.iter().any(|e| e.node.contains("ferry_talker")),
+                "ferry's own endpoints are not ROS 2's: {endpoints:?}"
+            );
             let got = publish_until_heard(&mut listener, &said, |i| {
                 publisher
                     .publish(std_msgs::String {
@@ -279,6 +305,8 @@ fn ferry_runtimes_never_meet_over_dds() {
             assert_eq!(texts.len(), 50, "{texts:?}");
             assert_eq!(unique.len(), 50, "duplicates: {texts:?}");
             assert!(got.iter().all(|s| s.info.transport != TransportKind::Dds));
+            // Another ferry runtime's DDS reader is not a subscriber.
+            assert_eq!(publisher.subscriber_count(), 1);
             // With no ROS 2 reader, nothing went to DDS at all.
             let dds: Vec<_> = publisher
                 .connections()

@@ -888,6 +888,11 @@ impl Shared {
     pub fn graph(&self) -> Graph {
         let mut g = Graph {
             ros2_nodes: self.ros2.as_ref().map(|r| r.nodes()).unwrap_or_default(),
+            ros2_endpoints: self
+                .ros2
+                .as_ref()
+                .map(|r| r.endpoints())
+                .unwrap_or_default(),
             ..Graph::default()
         };
         let core = self.core.lock();

@@ -94,8 +94,9 @@ impl Links {
         self.0
             .read()
             .iter()
-            .filter(|l| !l.is_closed() && l.reaches_reader())
-            .count()
+            .filter(|l| !l.is_closed())
+            .map(|l| l.readers())
+            .sum()
     }
     pub fn first_live(&self) -> Option<Arc<dyn Link>> {
         self.0.read().iter().find(|l| !l.is_closed()).cloned()
