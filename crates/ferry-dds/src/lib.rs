@@ -19,6 +19,7 @@ pub mod graph;
 pub mod names;
 pub mod path;
 mod qos;
+mod service;
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};

@@ -31,7 +31,7 @@ use bytes::Bytes;
 use ferry_transport::priority::{Applied, Packets, Priority, PriorityError};
 use ferry_transport::stats::ConnStats;
 use ferry_transport::transport::{
-    deliver_sample, lookup_reader, InboundConn, Link, OutFrame, SendError,
+    deliver_sample, lookup_reader, InFrame, InboundConn, Link, OutFrame, Replier, SendError,
 };
 use ferry_wire::{
     Durability, EndpointId, History, ParticipantId, Qos, Reliability, TransportKind, TypeHash,
@@ -39,6 +39,7 @@ use ferry_wire::{
 use parking_lot::Mutex;
 
 use crate::graph::{NodeEntities, ParticipantEntities};
+use crate::service::{self, DdsReplier};
 use crate::{names, DdsError, DdsQos, DomainSettings, Graph, Guid, Participant, Reader, Writer};
 
 /// The user-data key that marks ferry's DDS endpoints (see the module docs).
@@ -176,6 +177,10 @@ struct NodeGids {
 pub struct DdsPath {
     // Field order: endpoints before the graph before the participant.
     readers: Mutex<HashMap<EndpointId, Reader>>,
+    /// Ferry services as ROS 2 services: request reader, reply writer.
+    services: Mutex<HashMap<EndpointId, (Reader, Arc<DdsReplier>)>>,
+    /// Counter of this participant's service ids.
+    service_ids: std::sync::atomic::AtomicU32,
     discovery: crate::Discovery,
     graph: Graph,
     nodes: Mutex<BTreeMap<u32, NodeGids>>,
@@ -201,6 +206,8 @@ impl DdsPath {
         let graph = Graph::marked(&pp, &mark(cfg.runtime))?;
         Ok(Arc::new(DdsPath {
             readers: Mutex::new(HashMap::new()),
+            services: Mutex::new(HashMap::new()),
+            service_ids: std::sync::atomic::AtomicU32::new(0),
             discovery: pp.discovery()?,
             graph,
             nodes: Mutex::new(BTreeMap::new()),
@@ -392,7 +399,7 @@ impl DdsPath {
             let Some(inbox) = lookup_reader(id) else {
                 return;
             };
-            let Some((conn, seq)) = writers.lock().conn_of(&s, &*inbox, &locator) else {
+            let Some((conn, seq)) = writers.lock().conn_of(&s, &*inbox, &locator, None) else {
                 return;
             };
             let stamp = u64::try_from(s.source_timestamp_ns).unwrap_or(0);
@@ -408,7 +415,81 @@ impl DdsPath {
     pub fn unsubscribe(&self, id: EndpointId) {
         let reader = self.readers.lock().remove(&id);
         drop(reader);
+        let service = self.services.lock().remove(&id);
+        drop(service);
         self.unregister(id.entity);
+    }
+
+    /// Ferry service `id` of node `node` (types `req` and `resp`: name and
+    /// hash) as a ROS 2 service on DDS that rmw_cyclonedds clients call
+    /// (`crate::service`); its handler answers them as any other client.
+    pub fn serve(
+        &self,
+        node: u32,
+        id: EndpointId,
+        name: &str,
+        req: (&str, &TypeHash),
+        resp: (&str, &TypeHash),
+        qos: &Qos,
+    ) -> Result<(), DdsError> {
+        let (rq, rr) = names::service(name)?;
+        let t_req = self.pp.topic(&rq, &names::dds_type(req.0)?)?;
+        let t_rep = self.pp.topic(&rr, &names::dds_type(resp.0)?)?;
+        let mut sid = [0u8; 16];
+        sid[..12].copy_from_slice(&self.pp.guid()?[..12]);
+        let n = self.service_ids.fetch_add(1, Ordering::Relaxed) + 1;
+        sid[12..].copy_from_slice(&n.to_be_bytes());
+        let tag = format!("serviceid={};", service::id_text(&sid)).into_bytes();
+        let with_tag = |mut q: DdsQos| {
+            q.user_data = [tag.as_slice(), &q.user_data].concat();
+            q
+        };
+        let writer = self
+            .pp
+            .writer(&t_rep, &with_tag(dds_qos(qos, resp.1, self.cfg.runtime)))?;
+        let replier = Arc::new(DdsReplier::new(writer, name));
+        let locator = format!("dds/{}/{rq}", self.cfg.domain);
+        let writers = Mutex::new(WriterConns::default());
+        let calls = replier.clone();
+        let answer: Arc<dyn Replier> = replier.clone();
+        let reader = self.pp.reader(
+            &t_req,
+            &with_tag(dds_qos(qos, req.1, self.cfg.runtime)),
+            move |s| {
+                let Some(inbox) = lookup_reader(id) else {
+                    return;
+                };
+                let Some((header, cdr)) = service::split_request(&s.cdr) else {
+                    tracing::debug!("{locator}: a {} B request that is not one", s.cdr.len());
+                    return;
+                };
+                let Some((conn, _)) = writers.lock().conn_of(&s, &*inbox, &locator, Some(&answer))
+                else {
+                    return;
+                };
+                conn.stats.message(s.cdr.len());
+                let request_id = calls.register(header);
+                let bytes = Bytes::from(cdr);
+                let payload = move || Ok(bytes.clone());
+                inbox.deliver(
+                    &conn,
+                    &InFrame {
+                        kind: ferry_wire::frame::FrameKind::Request,
+                        seq: request_id,
+                        stamp_ns: u64::try_from(s.source_timestamp_ns).unwrap_or(0),
+                        arrival_ns: 0,
+                        payload: ferry_transport::message::Payload {
+                            typed: None,
+                            bytes: &payload,
+                        },
+                    },
+                );
+            },
+        )?;
+        self.register(node, id.entity, reader.guid()?, false);
+        self.register(node, id.entity, replier.writer().guid()?, true);
+        self.services.lock().insert(id, (reader, replier));
+        Ok(())
     }
 }
 
@@ -446,6 +527,7 @@ impl WriterConns {
         s: &crate::Sample,
         inbox: &dyn ferry_transport::transport::Inbox,
         locator: &str,
+        replier: Option<&Arc<dyn Replier>>,
     ) -> Option<(Arc<InboundConn>, u64)> {
         if self.map.len() >= MAX_WRITERS_PER_READER && !self.map.contains_key(&s.publication) {
             // Writers that went away make room, looked up at most once a
@@ -488,7 +570,7 @@ impl WriterConns {
                 transport: TransportKind::Dds,
                 locator: locator.to_string(),
                 stats: Arc::new(ConnStats::new()),
-                replier: None,
+                replier: replier.cloned(),
                 same_clock: false,
                 seqs: Default::default(),
                 identity: None,

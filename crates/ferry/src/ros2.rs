@@ -166,7 +166,35 @@ impl Ros2 {
         let _ = id;
     }
 
-    /// Subscriber `id` is gone.
+    /// Service `id` (request and response types: name, hash) also answers
+    /// ROS 2 clients on DDS (rmw_cyclonedds's request header).
+    pub fn serve(
+        &self,
+        cfg: &Config,
+        id: EndpointId,
+        record: &EndpointRecord,
+        req: (&str, ferry_wire::TypeHash),
+        resp: (&str, ferry_wire::TypeHash),
+    ) {
+        if !Self::carries(cfg, &record.topic) {
+            return;
+        }
+        #[cfg(feature = "ros2")]
+        if let Err(e) = self.path.serve(
+            record.node,
+            id,
+            &record.topic,
+            (req.0, &req.1),
+            (resp.0, &resp.1),
+            &record.qos,
+        ) {
+            tracing::warn!("service `{}` stays off DDS: {e}", record.topic);
+        }
+        #[cfg(not(feature = "ros2"))]
+        let _ = (id, req, resp);
+    }
+
+    /// Subscriber or service `id` is gone.
     pub fn unsubscribe(&self, id: EndpointId) {
         #[cfg(feature = "ros2")]
         self.path.unsubscribe(id);

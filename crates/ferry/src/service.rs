@@ -141,6 +141,15 @@ impl<Req: Codec, Resp: Codec> ServiceBuilder<Req, Resp> {
             })?;
         let inbox: Arc<dyn Inbox> = shared.clone();
         crate::transport::intra::register_reader(&inbox);
+        if let Some(r) = &rt.shared.ros2 {
+            r.serve(
+                &rt.shared.cfg,
+                id,
+                &record,
+                (Req::type_name(), Req::type_hash()),
+                (Resp::type_name(), Resp::type_hash()),
+            );
+        }
         let port: Arc<dyn ReaderPort> = shared.clone();
         rt.shared.add_reader(record, Arc::downgrade(&port));
         Ok(Service {

@@ -320,3 +320,57 @@ fn ferry_runtimes_never_meet_over_dds() {
         .unwrap();
     });
 }
+
+/// A ROS 2 client as rmw_cyclonedds puts it on the wire (request header
+/// {client id, sequence} after the encapsulation, `clientid=` in the user
+/// data; a Cyclone DDS peer from PyPI, in another namespace) calls a plain
+/// ferry service: every call answered with its own header.
+#[test]
+fn an_rmw_cyclonedds_client_calls_a_ferry_service() {
+    use ferry::msgs::example_interfaces::srv::{AddTwoIntsRequest, AddTwoIntsResponse};
+    let Some(lab) = Lab::new(16) else { return };
+    let domain = 91u16;
+    let lab_ref = &lab;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            lab_ref.enter(&lab_ref.a);
+            let node = Node::builder()
+                .name("adder")
+                .config(ros2_config(domain))
+                .build()
+                .unwrap();
+            let _service = node
+                .service::<AddTwoIntsRequest, AddTwoIntsResponse, _>("/add_two_ints", |r| {
+                    AddTwoIntsResponse { sum: r.a + r.b }
+                })
+                .build()
+                .unwrap();
+            let py = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+            let (mut client, said) = common::spawn(
+                &lab_ref.b,
+                &[
+                    &py,
+                    concat!(
+                        env!("CARGO_MANIFEST_DIR"),
+                        "/../ferry-dds/tests/rmw_cyclonedds_client.py"
+                    ),
+                    "call",
+                    "/add_two_ints",
+                    "5",
+                    &domain.to_string(),
+                ],
+                &[],
+            );
+            let lines = wait_for(&said, "done", Duration::from_secs(60));
+            let _ = client.wait();
+            let sums: Vec<&str> = lines
+                .iter()
+                .filter_map(|l| l.strip_prefix("sum "))
+                .collect();
+            assert_eq!(sums, ["100", "101", "102", "103", "104"], "{lines:?}");
+            assert!(lines.iter().any(|l| l == "stray 0"), "{lines:?}");
+        })
+        .join()
+        .unwrap();
+    });
+}
