@@ -420,6 +420,89 @@ impl DdsPath {
         self.unregister(id.entity);
     }
 
+    /// A new client or service id: this participant's GUID prefix and a
+    /// counter (rmw_cyclonedds's form), as `clientid=`/`serviceid=` text.
+    fn csid(&self, key: &str) -> Result<Vec<u8>, DdsError> {
+        let mut sid = [0u8; 16];
+        sid[..12].copy_from_slice(&self.pp.guid()?[..12]);
+        let n = self.service_ids.fetch_add(1, Ordering::Relaxed) + 1;
+        sid[12..].copy_from_slice(&n.to_be_bytes());
+        Ok(format!("{key}={};", service::id_text(&sid)).into_bytes())
+    }
+
+    /// The DDS link of ferry client `id` of node `node`: calls to ROS 2
+    /// services (rmw_cyclonedds's way); replies go to `sink` (held weakly:
+    /// the client holds the link).
+    #[allow(clippy::too_many_arguments)]
+    pub fn client_link(
+        self: &Arc<Self>,
+        node: u32,
+        id: EndpointId,
+        name: &str,
+        req: (&str, &TypeHash),
+        resp: (&str, &TypeHash),
+        qos: &Qos,
+        sink: std::sync::Weak<dyn ferry_transport::transport::ReplySink>,
+    ) -> Result<Arc<service::DdsClientLink>, DdsError> {
+        let (rq, rr) = names::service(name)?;
+        let t_req = self.pp.topic(&rq, &names::dds_type(req.0)?)?;
+        let t_rep = self.pp.topic(&rr, &names::dds_type(resp.0)?)?;
+        let tag = self.csid("clientid")?;
+        let with_tag = |mut q: DdsQos| {
+            q.user_data = [tag.as_slice(), &q.user_data].concat();
+            q
+        };
+        let writer = self.pp.writer_ignoring(
+            &t_req,
+            &with_tag(dds_qos(qos, req.1, self.cfg.runtime)),
+            FERRY_KEY,
+        )?;
+        let guid = writer.guid()?;
+        let client = u64::from_le_bytes(guid[8..16].try_into().unwrap_or_default());
+        let reader = self.pp.reader(
+            &t_rep,
+            &with_tag(dds_qos(qos, resp.1, self.cfg.runtime)),
+            move |s| {
+                let Some((header, cdr)) = service::split_request(&s.cdr) else {
+                    return;
+                };
+                // Every client of the service gets every reply.
+                if header.client != client {
+                    return;
+                }
+                let Some(sink) = sink.upgrade() else {
+                    return;
+                };
+                let bytes = Bytes::from(cdr);
+                let payload = move || Ok(bytes.clone());
+                sink.on_reply(
+                    u64::try_from(header.seq).unwrap_or(0),
+                    Ok(ferry_transport::message::Payload {
+                        typed: None,
+                        bytes: &payload,
+                    }),
+                );
+            },
+        )?;
+        self.register(node, id.entity, guid, true);
+        self.register(node, id.entity, reader.guid()?, false);
+        let path = Arc::downgrade(self);
+        Ok(Arc::new(service::DdsClientLink {
+            client,
+            reader: Mutex::new(Some(reader)),
+            writer: Mutex::new(Some(writer)),
+            locator: format!("dds/{}/{rq}", self.cfg.domain),
+            stats: ConnStats::new(),
+            priority: Mutex::new(Priority::default()),
+            closed: AtomicBool::new(false),
+            on_close: Box::new(move || {
+                if let Some(p) = path.upgrade() {
+                    p.unregister(id.entity);
+                }
+            }),
+        }))
+    }
+
     /// Ferry service `id` of node `node` (types `req` and `resp`: name and
     /// hash) as a ROS 2 service on DDS that rmw_cyclonedds clients call
     /// (`crate::service`); its handler answers them as any other client.
@@ -435,11 +518,7 @@ impl DdsPath {
         let (rq, rr) = names::service(name)?;
         let t_req = self.pp.topic(&rq, &names::dds_type(req.0)?)?;
         let t_rep = self.pp.topic(&rr, &names::dds_type(resp.0)?)?;
-        let mut sid = [0u8; 16];
-        sid[..12].copy_from_slice(&self.pp.guid()?[..12]);
-        let n = self.service_ids.fetch_add(1, Ordering::Relaxed) + 1;
-        sid[12..].copy_from_slice(&n.to_be_bytes());
-        let tag = format!("serviceid={};", service::id_text(&sid)).into_bytes();
+        let tag = self.csid("serviceid")?;
         let with_tag = |mut q: DdsQos| {
             q.user_data = [tag.as_slice(), &q.user_data].concat();
             q

@@ -14,9 +14,13 @@
 //! ros2/rmw_cyclonedds#184.)
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use ferry_transport::transport::{Replier, ReplyBody};
+use ferry_transport::priority::{Applied, Packets, Priority, PriorityError};
+use ferry_transport::stats::ConnStats;
+use ferry_transport::transport::{Link, OutFrame, Replier, ReplyBody, SendError};
+use ferry_wire::frame::FrameKind;
+use ferry_wire::{EndpointId, TransportKind};
 use parking_lot::Mutex;
 
 use crate::Writer;
@@ -64,9 +68,10 @@ pub(crate) fn split_request(sample: &[u8]) -> Option<(RequestHeader, Vec<u8>)> {
     Some((header, cdr))
 }
 
-/// The reply sample for `h` carrying `response` (ferry's CDR, with its
-/// encapsulation header); None when `response` is not plain CDR.
-pub(crate) fn reply_sample(h: RequestHeader, response: &[u8]) -> Option<Vec<u8>> {
+/// The request or reply sample for call `h` carrying `message` (ferry's
+/// CDR, with its encapsulation header); None when it is not plain CDR.
+pub(crate) fn with_header(h: RequestHeader, message: &[u8]) -> Option<Vec<u8>> {
+    let response = message;
     let enc = response.get(..4)?;
     let (client, seq) = match enc[..2] {
         [0, 1] => (h.client.to_le_bytes(), h.seq.to_le_bytes()),
@@ -155,12 +160,106 @@ impl Replier for DdsReplier {
                 return;
             }
         };
-        let Some(sample) = reply_sample(h, &body) else {
+        let Some(sample) = with_header(h, &body) else {
             return;
         };
         if let Err(e) = self.writer.write(&sample) {
             tracing::warn!("`{}`: a reply did not go out over DDS: {e}", self.name);
         }
+    }
+}
+
+/// A ferry client's calls to ROS 2 services over DDS: its request writer
+/// and reply reader (made by `DdsPath::client_link`).
+pub struct DdsClientLink {
+    /// This client's id in the request header.
+    pub(crate) client: u64,
+    // Field order: the reader (its handler holds the sink) goes first.
+    pub(crate) reader: Mutex<Option<crate::Reader>>,
+    pub(crate) writer: Mutex<Option<Writer>>,
+    pub(crate) locator: String,
+    pub(crate) stats: ConnStats,
+    pub(crate) priority: Mutex<Priority>,
+    pub(crate) closed: AtomicBool,
+    pub(crate) on_close: Box<dyn Fn() + Send + Sync>,
+}
+
+impl DdsClientLink {
+    /// This client's id, as its requests carry it.
+    pub fn client_id(&self) -> u64 {
+        self.client
+    }
+}
+
+impl Link for DdsClientLink {
+    fn transport(&self) -> TransportKind {
+        TransportKind::Dds
+    }
+    fn remote(&self) -> EndpointId {
+        crate::path::DDS_ENDPOINT
+    }
+    fn locator(&self) -> String {
+        self.locator.clone()
+    }
+    fn send(&self, frame: &OutFrame<'_>) -> Result<(), SendError> {
+        if frame.kind != FrameKind::Request {
+            return Ok(());
+        }
+        let writer = self.writer.lock();
+        let Some(writer) = writer.as_ref() else {
+            return Err(SendError::Closed);
+        };
+        let body = (frame.payload.bytes)()?;
+        let header = RequestHeader {
+            client: self.client,
+            seq: i64::try_from(frame.seq).unwrap_or(i64::MAX),
+        };
+        let Some(sample) = with_header(header, &body) else {
+            self.stats.errors.fetch_add(1, Ordering::Relaxed);
+            return Err(SendError::Closed);
+        };
+        writer.write(&sample).map_err(|e| {
+            tracing::warn!("{}: a request did not go out: {e}", self.locator);
+            SendError::Closed
+        })?;
+        self.stats.message(sample.len());
+        Ok(())
+    }
+    /// DDS is not a service: the ROS 2 services it reaches are not ferry's.
+    fn reaches_reader(&self) -> bool {
+        false
+    }
+    /// The ROS 2 services whose request readers are matched now.
+    fn readers(&self) -> usize {
+        self.writer.lock().as_ref().map_or(0, Writer::readers)
+    }
+    fn stats(&self) -> &ConnStats {
+        &self.stats
+    }
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+    fn close(&self) {
+        if !self.closed.swap(true, Ordering::Relaxed) {
+            (self.on_close)();
+            let reader = self.reader.lock().take();
+            drop(reader);
+            let writer = self.writer.lock().take();
+            drop(writer);
+        }
+    }
+    fn priority(&self) -> Priority {
+        *self.priority.lock()
+    }
+    fn set_priority(&self, p: Priority) -> Result<Applied, PriorityError> {
+        *self.priority.lock() = p;
+        Ok(Applied::packets(Packets::Shared))
+    }
+}
+
+impl Drop for DdsClientLink {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
@@ -188,7 +287,7 @@ mod tests {
         assert_eq!(&cdr[4..], &s[20..]);
         let mut resp = vec![0, 1, 0, 0];
         resp.extend_from_slice(&42i64.to_le_bytes());
-        let r = reply_sample(h, &resp).unwrap();
+        let r = with_header(h, &resp).unwrap();
         assert_eq!(&r[..20], &s[..20], "the header is echoed");
         assert_eq!(&r[20..], &42i64.to_le_bytes());
         // Big endian: the header in the sample's order.
@@ -200,7 +299,7 @@ mod tests {
         // Too short, or not plain CDR.
         assert!(split_request(&s[..19]).is_none());
         assert!(split_request(&[0, 2, 0, 0, 0]).is_none());
-        assert!(reply_sample(h, &[1, 1]).is_none());
+        assert!(with_header(h, &[1, 1]).is_none());
     }
 
     #[test]

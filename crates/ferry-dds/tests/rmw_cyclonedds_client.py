@@ -1,4 +1,4 @@
-"""A ROS 2 service client as rmw_cyclonedds (Jazzy) puts one on the wire,
+"""A ROS 2 service client or server as rmw_cyclonedds (Jazzy) puts one on the wire,
 with Cyclone DDS through the PyPI `cyclonedds` package (no rmw_cyclonedds
 build is available from a package registry): a writer of
 `rq/<service>Request` and a reader of `rr/<service>Reply`, both with
@@ -11,6 +11,9 @@ rmw_node.cpp: rmw_send_request / rmw_take_response).
                               times (a=i, b=100); print `sum <s>` per reply
                               that carries this client's id and the call's
                               number; `stray <n>` for replies to others
+  serve SERVICE SECONDS DOMAIN
+                              answer AddTwoInts (sum = a + b) for SECONDS,
+                              echoing each request's header; `served <n>`
 """
 import random
 import sys
@@ -42,8 +45,31 @@ class AddTwoInts_Response_(IdlStruct, typename="example_interfaces::srv::dds_::A
     sum: int64
 
 
+def serve(service, seconds, domain):
+    csid = " 1.10." + ".".join(f"{random.getrandbits(8):x}" for _ in range(14))
+    qos = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(10),
+              Policy.DataRepresentation(use_cdrv0_representation=True),
+              Policy.Userdata(f"serviceid={csid};".encode()))
+    dp = DomainParticipant(domain, qos=Qos(Policy.Userdata(b"enclave=/;")))
+    rd = DataReader(dp, Topic(dp, f"rq{service}Request", AddTwoInts_Request_), qos=qos)
+    wr = DataWriter(dp, Topic(dp, f"rr{service}Reply", AddTwoInts_Response_), qos=qos)
+    print("ready", flush=True)
+    served, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        for s in rd.take(N=10):
+            if isinstance(s, AddTwoInts_Request_):
+                wr.write(AddTwoInts_Response_(client=s.client, seq=s.seq, sum=s.a + s.b))
+                served += 1
+        time.sleep(0.002)
+    print("served", served, flush=True)
+    print("done", flush=True)
+
+
 def main():
-    role, service, count, domain = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    role, service = sys.argv[1], sys.argv[2]
+    if role == "serve":
+        return serve(service, float(sys.argv[3]), int(sys.argv[4]))
+    count, domain = int(sys.argv[3]), int(sys.argv[4])
     assert role == "call"
     client = random.getrandbits(63) | 1
     csid = " 1.10." + ".".join(f"{random.getrandbits(8):x}" for _ in range(14))

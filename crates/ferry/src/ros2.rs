@@ -194,6 +194,37 @@ impl Ros2 {
         let _ = (id, req, resp);
     }
 
+    /// The DDS link of client `id`: calls to ROS 2 services (rmw_cyclonedds's
+    /// request header), replies to `sink`.
+    pub fn client_link(
+        &self,
+        cfg: &Config,
+        id: EndpointId,
+        record: &EndpointRecord,
+        (req, resp): ((&str, ferry_wire::TypeHash), (&str, ferry_wire::TypeHash)),
+        sink: std::sync::Weak<dyn crate::transport::ReplySink>,
+    ) -> Option<Arc<dyn Link>> {
+        if !Self::carries(cfg, &record.topic) {
+            return None;
+        }
+        #[cfg(feature = "ros2")]
+        match self.path.client_link(
+            record.node,
+            id,
+            &record.topic,
+            (req.0, &req.1),
+            (resp.0, &resp.1),
+            &record.qos,
+            sink,
+        ) {
+            Ok(l) => return Some(l),
+            Err(e) => tracing::warn!("client `{}` stays off DDS: {e}", record.topic),
+        }
+        #[cfg(not(feature = "ros2"))]
+        let _ = (id, req, resp, sink);
+        None
+    }
+
     /// Subscriber or service `id` is gone.
     pub fn unsubscribe(&self, id: EndpointId) {
         #[cfg(feature = "ros2")]

@@ -312,6 +312,16 @@ impl<Req: Codec, Resp: Codec> ClientBuilder<Req, Resp> {
         // own back to the client: it is the reader of its replies.
         let inbox: Arc<dyn Inbox> = shared.clone();
         crate::transport::intra::register_reader(&inbox);
+        if let Some(r) = &rt.shared.ros2 {
+            let sink: std::sync::Weak<dyn ReplySink> = Arc::downgrade(&shared) as _;
+            let types = (
+                (Req::type_name(), Req::type_hash()),
+                (Resp::type_name(), Resp::type_hash()),
+            );
+            if let Some(l) = r.client_link(&rt.shared.cfg, id, &record, types, sink) {
+                shared.links.push(l);
+            }
+        }
         let port: Arc<dyn WriterPort> = shared.clone();
         rt.shared.add_writer(record, Arc::downgrade(&port));
         Ok(Client {
@@ -473,7 +483,11 @@ impl<Req: Codec, Resp: Codec> Client<Req, Resp> {
         let end = Instant::now() + timeout;
         let mut g = self.shared.links_cv.0.lock();
         while self.shared.links.live() == 0 {
-            if self.shared.links_cv.1.wait_until(&mut g, end).timed_out() {
+            // Woken when a link comes; a ROS 2 service appearing on the DDS
+            // link is seen by looking again (every 20 ms).
+            let wake = end.min(Instant::now() + Duration::from_millis(20));
+            let _ = self.shared.links_cv.1.wait_until(&mut g, wake);
+            if Instant::now() >= end {
                 return self.shared.links.live() > 0;
             }
         }

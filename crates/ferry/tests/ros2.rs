@@ -16,6 +16,9 @@ use ferry::config::ros2::Ros2Config;
 use ferry::msgs::std_msgs;
 use ferry::{Config, DiscoveryRange, Node, Qos, TransportKind};
 
+// Every test here uses a DDS domain of its own: a process creates a domain
+// once, in the network namespace of the thread that first joins it, so two
+// tests sharing one would share one namespace's sockets.
 fn ros2_config(domain: u16) -> Config {
     Config {
         domain_id: domain,
@@ -329,7 +332,7 @@ fn ferry_runtimes_never_meet_over_dds() {
 fn an_rmw_cyclonedds_client_calls_a_ferry_service() {
     use ferry::msgs::example_interfaces::srv::{AddTwoIntsRequest, AddTwoIntsResponse};
     let Some(lab) = Lab::new(16) else { return };
-    let domain = 91u16;
+    let domain = 92u16;
     let lab_ref = &lab;
     std::thread::scope(|s| {
         s.spawn(move || {
@@ -369,6 +372,69 @@ fn an_rmw_cyclonedds_client_calls_a_ferry_service() {
                 .collect();
             assert_eq!(sums, ["100", "101", "102", "103", "104"], "{lines:?}");
             assert!(lines.iter().any(|l| l == "stray 0"), "{lines:?}");
+        })
+        .join()
+        .unwrap();
+    });
+}
+
+/// A plain ferry client calls a ROS 2 service as rmw_cyclonedds serves it
+/// (a Cyclone DDS peer from PyPI putting rmw_cyclonedds's samples on the
+/// wire, in another namespace): `wait_for_service` sees it, every call is
+/// answered; with no service, a call says so instead of timing out blind.
+#[test]
+fn a_ferry_client_calls_an_rmw_cyclonedds_service() {
+    use ferry::msgs::example_interfaces::srv::{AddTwoIntsRequest, AddTwoIntsResponse};
+    let Some(lab) = Lab::new(17) else { return };
+    let domain = 93u16;
+    let lab_ref = &lab;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            lab_ref.enter(&lab_ref.a);
+            let node = Node::builder()
+                .name("asker")
+                .config(ros2_config(domain))
+                .build()
+                .unwrap();
+            let client = node
+                .client::<AddTwoIntsRequest, AddTwoIntsResponse>("/ros_adder")
+                .build()
+                .unwrap();
+            assert!(!client.service_is_ready(), "no service yet");
+            let py = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+            let (server, said) = common::spawn(
+                &lab_ref.b,
+                &[
+                    &py,
+                    concat!(
+                        env!("CARGO_MANIFEST_DIR"),
+                        "/../ferry-dds/tests/rmw_cyclonedds_client.py"
+                    ),
+                    "serve",
+                    "/ros_adder",
+                    "30",
+                    &domain.to_string(),
+                ],
+                &[],
+            );
+            wait_for(&said, "ready", Duration::from_secs(30));
+            assert!(client.wait_for_service(Duration::from_secs(20)));
+            // The service's side of the match (discovery is per side).
+            std::thread::sleep(Duration::from_millis(500));
+            for i in 0..5i64 {
+                let r = client
+                    .call(AddTwoIntsRequest { a: i, b: 1000 }, Duration::from_secs(5))
+                    .unwrap_or_else(|e| panic!("call {i}: {e}"));
+                assert_eq!(r.sum, 1000 + i);
+            }
+            let dds: Vec<_> = client
+                .connections()
+                .into_iter()
+                .filter(|c| c.transport == TransportKind::Dds)
+                .collect();
+            assert_eq!(dds.len(), 1);
+            assert_eq!(dds[0].stats.messages, 5, "{:?}", dds[0]);
+            drop(server);
         })
         .join()
         .unwrap();

@@ -98,8 +98,15 @@ impl Links {
             .map(|l| l.readers())
             .sum()
     }
+    /// The link a call goes on: the first open one to a reader (ferry's
+    /// own paths), else the first that serves one (DDS to a ROS 2 service).
     pub fn first_live(&self) -> Option<Arc<dyn Link>> {
-        self.0.read().iter().find(|l| !l.is_closed()).cloned()
+        let links = self.0.read();
+        let open = || links.iter().filter(|l| !l.is_closed());
+        open()
+            .find(|l| l.reaches_reader())
+            .or_else(|| open().find(|l| l.readers() > 0))
+            .cloned()
     }
     pub fn connections(&self, topic: &str, id: EndpointId) -> Vec<ConnectionInfo> {
         self.0
