@@ -16,6 +16,9 @@ median of its per-second p50 (p99); per cell the median over rounds.
   ferry     `dds_pingpong ping DOMAIN S` / `pong`: a sequence<octet> of S
             bytes as raw CDR through ferry-dds, reliable, keep last 1, the
             next ping from the listener
+  node      `ros2_ping DOMAIN S` (crates/ferry/examples): a ferry node's
+            publisher and inline subscriber with `[ros2]` — the application
+            API over the DDS path — against `dds_pingpong pong`
 
 Usage (root): python3 bench/dds.py run [--quick] [--out PATH]
   --quick: 2 sizes, 1 round of 2 s (CI); full: 7 sizes, 3 rounds of 4 s
@@ -34,6 +37,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PINGPONG = os.path.join(ROOT, "target/release/examples/dds_pingpong")
+NODE_PING = os.path.join(ROOT, "target/release/examples/ros2_ping")
+SYSTEMS = ("ferry", "node", "ddsperf")
 NS = ("fdds_a", "fdds_b")
 DOMAIN = 89
 SIZES = [64, 1024, 16384, 65536, 262144, 1048576, 4194304]
@@ -73,6 +78,9 @@ def run_pair(system, size, secs, topo):
     if system == "ddsperf":
         pong = ["ddsperf", "-i", str(DOMAIN), "-D", str(secs + 4), "pong"]
         ping = ["ddsperf", "-i", str(DOMAIN), "-D", str(secs + 1), "ping", "size", str(size)]
+    elif system == "node":
+        pong = [PINGPONG, "pong", str(DOMAIN), str(secs + 4)]
+        ping = [NODE_PING, str(DOMAIN), str(size), str(secs)]
     else:
         pong = [PINGPONG, "pong", str(DOMAIN), str(secs + 4)]
         ping = [PINGPONG, "ping", str(DOMAIN), str(size), str(secs)]
@@ -101,9 +109,9 @@ def measure(sizes, rounds, secs):
     cells = []
     for topo in ("one host", "two hosts"):
         for size in sizes:
-            runs = {"ddsperf": [], "ferry": []}
+            runs = {system: [] for system in SYSTEMS}
             for _ in range(rounds):
-                for system in ("ferry", "ddsperf"):
+                for system in SYSTEMS:
                     per_s = run_pair(system, size, secs, topo)
                     if per_s:
                         runs[system].append((statistics.median(p for p, _ in per_s),
@@ -113,10 +121,11 @@ def measure(sizes, rounds, secs):
                 cell[system] = ({"p50_us": statistics.median(p for p, _ in rs),
                                  "p99_us": statistics.median(q for _, q in rs),
                                  "runs": len(rs)} if rs else None)
-            f, c = cell["ferry"], cell["ddsperf"]
+            f, n, c = cell["ferry"], cell["node"], cell["ddsperf"]
             cell["ratio_p50"] = round(f["p50_us"] / c["p50_us"], 2) if f and c else None
-            print(f"{topo:>9} {size_name(size):>8}: ferry {f} ddsperf {c} ratio {cell['ratio_p50']}",
-                  flush=True)
+            cell["node_ratio_p50"] = round(n["p50_us"] / c["p50_us"], 2) if n and c else None
+            print(f"{topo:>9} {size_name(size):>8}: ferry {f} node {n} ddsperf {c} "
+                  f"ratio {cell['ratio_p50']} node ratio {cell['node_ratio_p50']}", flush=True)
             cells.append(cell)
     return cells
 
@@ -132,21 +141,28 @@ def markdown(cells, args, rev):
         f"- {args.rounds} round(s) of {args.secs} s per cell, the systems alternating; figure = median over "
         "rounds of the median per-second percentile; one-way = RTT/2, µs; reliable, keep last 1, "
         "the next ping sent from the listener that got the pong",
-        "- ferry: `dds_pingpong` (ferry-dds: a `sequence<octet>` of the size as raw CDR); "
+        "- ferry-dds: `dds_pingpong` (a `sequence<octet>` of the size as raw CDR); "
+        "ferry node: `ros2_ping`, a ferry node's publisher and inline subscriber with `[ros2]` "
+        "(the application API over the DDS path) against `dds_pingpong pong`; "
         "Cyclone: `ddsperf ping size S` / `pong` (topic KS: seq, key and the octets)",
         "- one host: both ends in one namespace (over its veth address); two hosts: a veth pair",
         "- target (issue 23): ferry ≤ 1.2 × Cyclone's own latency",
         "",
-        "| topology | size | ferry-dds p50 / p99 | Cyclone (ddsperf) p50 / p99 | ferry / Cyclone p50 |",
-        "|---|---|---:|---:|---:|",
+        "| topology | size | ferry-dds p50 / p99 | ferry node p50 / p99 | Cyclone (ddsperf) p50 / p99 "
+        "| ferry-dds / Cyclone p50 | ferry node / Cyclone p50 |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
+    dash = lambda r: r if r is not None else "-"
     for c in cells:
-        r = c["ratio_p50"]
         lines.append(f"| {c['topology']} | {size_name(c['size'])} | {fmt(c['ferry'])} | "
-                     f"{fmt(c['ddsperf'])} | {r if r is not None else '-'} |")
-    ok = [c["ratio_p50"] for c in cells if c["ratio_p50"] is not None]
-    lines += ["", f"ferry / Cyclone p50: {min(ok):.2f}–{max(ok):.2f} over {len(ok)} cells "
-              f"({sum(r <= 1.2 for r in ok)} within the 1.2× target)." if ok else "no cell measured"]
+                     f"{fmt(c.get('node'))} | {fmt(c['ddsperf'])} | {dash(c['ratio_p50'])} | "
+                     f"{dash(c.get('node_ratio_p50'))} |")
+    lines.append("")
+    for key, name in (("ratio_p50", "ferry-dds"), ("node_ratio_p50", "ferry node")):
+        ok = [c[key] for c in cells if c.get(key) is not None]
+        lines.append(f"{name} / Cyclone p50: {min(ok):.2f}–{max(ok):.2f} over {len(ok)} cells "
+                     f"({sum(r <= 1.2 for r in ok)} within the 1.2× target)." if ok
+                     else f"{name}: no cell measured.")
     return "\n".join(lines) + "\n"
 
 
@@ -162,9 +178,10 @@ def plot(cells, path):
     for ax, topo in zip(axes, ("one host", "two hosts")):
         cs = [c for c in cells if c["topology"] == topo]
         xs = [c["size"] for c in cs]
-        for system, style in (("ferry", "o-"), ("ddsperf", "s--")):
-            ys = [c[system]["p50_us"] if c[system] else float("nan") for c in cs]
-            ax.plot(xs, ys, style, label="ferry-dds" if system == "ferry" else "Cyclone (ddsperf)")
+        for system, style, label in (("ferry", "o-", "ferry-dds"), ("node", "^-", "ferry node [ros2]"),
+                                     ("ddsperf", "s--", "Cyclone (ddsperf)")):
+            ys = [c[system]["p50_us"] if c.get(system) else float("nan") for c in cs]
+            ax.plot(xs, ys, style, label=label)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_title(topo)
@@ -185,8 +202,10 @@ def main():
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("dds: needs root (network namespaces)")
-    if not os.path.exists(PINGPONG):
-        sys.exit(f"dds: build it first: cargo build --release -p ferry-dds --example dds_pingpong ({PINGPONG})")
+    for path, build in ((PINGPONG, "-p ferry-dds --example dds_pingpong"),
+                        (NODE_PING, "-p ferry --features ros2 --example ros2_ping")):
+        if not os.path.exists(path):
+            sys.exit(f"dds: build it first: cargo build --release {build} ({path})")
     sizes = [64, 65536] if args.quick else SIZES
     args.rounds, args.secs = (1, 2) if args.quick else (3, 4)
     rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -205,7 +224,7 @@ def main():
         f.write(md)
     plot(cells, args.out + ".png")
     print(md)
-    missing = [c for c in cells if not c["ferry"] or not c["ddsperf"]]
+    missing = [c for c in cells if not all(c[s] for s in SYSTEMS)]
     if missing:
         sys.exit(f"dds: {len(missing)} cell(s) without a result")
 

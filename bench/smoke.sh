@@ -147,9 +147,10 @@ if grep -q 'never' "$out/disco.md" \
 fi
 echo "== dds.py --quick (ferry's DDS path beside Cyclone DDS's own ddsperf, latency, one host and two)"
 cargo build --release -q -p ferry-dds --example dds_pingpong
-# Exits non-zero when a cell has no figure for either system.
+cargo build --release -q -p ferry --features ros2 --example ros2_ping
+# Exits non-zero when a cell has no figure for any system.
 python3 bench/dds.py run --quick --out "$out/dds" | tee "$out/dds.txt"
-if [ "$(grep -cE '^\| (one host|two hosts) \| [0-9]+ (B|KiB|MiB) \| [0-9.]+ / [0-9.]+ \| [0-9.]+ / [0-9.]+ \| [0-9.]+ \|$' "$out/dds.md")" != 4 ]; then
+if [ "$(grep -cE '^\| (one host|two hosts) \| [0-9]+ (B|KiB|MiB) \| [0-9.]+ / [0-9.]+ \| [0-9.]+ / [0-9.]+ \| [0-9.]+ / [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$out/dds.md")" != 4 ]; then
   echo "bench smoke: the DDS comparison with Cyclone is incomplete" >&2
   exit 1
 fi

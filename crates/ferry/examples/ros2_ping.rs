@@ -1,0 +1,136 @@
+//! Round trips through a ferry node's `[ros2]` DDS path — the publisher
+//! and subscriber API an application uses — against ferry-dds's
+//! `dds_pingpong pong` (bench/dds.py runs it beside ddsperf and ferry-dds).
+//!
+//! ```text
+//! ros2_ping DOMAIN SIZE SECS
+//! ```
+//!
+//! As `dds_pingpong ping`: reliable, keep last 1, the next ping published
+//! from the subscriber's inline callback, one line per second
+//! `<t> size <SIZE> 50% <us>us 90% <us>us 99% <us>us cnt <n>` (one-way =
+//! RTT/2) after a 1 s warm-up. Ferry's own discovery is off: only DDS.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferry::config::ros2::Ros2Config;
+use ferry::{Config, DiscoveryRange, Node, Qos, RawBytes, TypeHash};
+use parking_lot::Mutex;
+
+const TYPE: &str = "ferry_bench/msg/Blob";
+
+struct State {
+    seq: u64,
+    sent: Instant,
+    rtts_ns: Vec<u64>,
+    template: Vec<u8>,
+}
+
+fn blob(size: usize) -> Vec<u8> {
+    let mut v = vec![0u8; 8 + size.max(8)];
+    v[1] = 1;
+    v[4..8].copy_from_slice(&(size.max(8) as u32).to_le_bytes());
+    v
+}
+
+fn send(p: &ferry::Publisher<RawBytes>, st: &mut State) {
+    st.seq += 1;
+    st.template[8..16].copy_from_slice(&st.seq.to_le_bytes());
+    st.sent = Instant::now();
+    let _ = p.publish(RawBytes::new(st.template.clone()));
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |i: usize| -> &str { args.get(i).map(String::as_str).unwrap_or("") };
+    let (Ok(domain), Ok(size), Ok(secs)) = (
+        arg(1).parse::<u16>(),
+        arg(2).parse::<usize>(),
+        arg(3).parse::<f64>(),
+    ) else {
+        eprintln!("usage: ros2_ping DOMAIN SIZE SECS");
+        std::process::exit(2);
+    };
+    let node = Node::builder()
+        .name("ros2_ping")
+        .config(Config {
+            domain_id: domain,
+            discovery: DiscoveryRange::Off,
+            shared_memory: false,
+            ros2: Some(Ros2Config::default()),
+            ..Config::default()
+        })
+        .build()?;
+    let qos = Qos::default().keep_last(1);
+    let hash = TypeHash([7; 32]);
+    let publisher = Arc::new(
+        node.publisher::<RawBytes>("/ferry_ping")
+            .qos(qos)
+            .type_info(TYPE, hash)
+            .build()?,
+    );
+    let st = Arc::new(Mutex::new(State {
+        seq: 0,
+        sent: Instant::now(),
+        rtts_ns: Vec::new(),
+        template: blob(size),
+    }));
+    let (p2, st2) = (publisher.clone(), st.clone());
+    let _sub = node
+        .subscriber::<RawBytes>("/ferry_pong")
+        .qos(qos)
+        .type_info(TYPE, hash)
+        .inline_callback(move |s| {
+            let now = Instant::now();
+            let seq = s
+                .get(8..16)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes);
+            let mut g = st2.lock();
+            if seq == Some(g.seq) {
+                let rtt = now.duration_since(g.sent).as_nanos() as u64;
+                g.rtts_ns.push(rtt);
+                send(&p2, &mut g);
+            }
+        })
+        .build()?;
+    if !publisher.wait_for_subscribers(1, Duration::from_secs(20)) {
+        eprintln!("ros2_ping: no pong matched within 20 s");
+        std::process::exit(1);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    let mut last_seq = u64::MAX;
+    let mut second = 0u32;
+    while t0.elapsed().as_secs_f64() < secs + 1.0 {
+        {
+            let mut g = st.lock();
+            // A ping lost to a match in progress is sent again.
+            if g.seq == last_seq || g.seq == 0 {
+                send(&publisher, &mut g);
+            }
+            last_seq = g.seq;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        second += 1;
+        let mut rtts = std::mem::take(&mut st.lock().rtts_ns);
+        if second == 1 {
+            continue; // warm-up
+        }
+        if rtts.is_empty() {
+            println!("{second}.000 size {size} cnt 0");
+            continue;
+        }
+        rtts.sort_unstable();
+        let q = |p: f64| rtts[((rtts.len() - 1) as f64 * p).round() as usize] as f64 / 2000.0;
+        println!(
+            "{second}.000 size {size} 50% {:.3}us 90% {:.3}us 99% {:.3}us cnt {}",
+            q(0.5),
+            q(0.9),
+            q(0.99),
+            rtts.len()
+        );
+    }
+    Ok(())
+}
