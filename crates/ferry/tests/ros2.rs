@@ -440,3 +440,70 @@ fn a_ferry_client_calls_an_rmw_cyclonedds_service() {
         .unwrap();
     });
 }
+
+/// `discovery_range = localhost` (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST)
+/// as rmw_cyclonedds sets it: a ROS 2 node on this host is found, one on
+/// another host is not.
+#[test]
+fn localhost_range_keeps_other_hosts_out() {
+    use ferry::config::ros2::DiscoveryRange as Range;
+    let Some(lab) = Lab::new(18) else { return };
+    let domain = 94u16;
+    let lab_ref = &lab;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            lab_ref.enter(&lab_ref.a);
+            let node = Node::builder()
+                .name("local_only")
+                .config(Config {
+                    ros2: Some(Ros2Config {
+                        discovery_range: Range::Localhost,
+                        ..Ros2Config::default()
+                    }),
+                    ..ros2_config(domain)
+                })
+                .build()
+                .unwrap();
+            let sub = node
+                .subscriber::<std_msgs::String>("/near_far")
+                .qos(Qos::default().keep_last(100))
+                .build()
+                .unwrap();
+            // Another host: its talker never matches ferry's reader.
+            let (mut far, far_out) = lab_ref.ros2(
+                &lab_ref.b,
+                domain.into(),
+                &["talk", "/near_far", "3", "10", "volatile"],
+            );
+            // This host: found over unicast to localhost.
+            let (mut near, near_out) = lab_ref.ros2(
+                &lab_ref.a,
+                domain.into(),
+                &["talk", "/near_far", "20", "10", "volatile"],
+            );
+            let near_lines = wait_for(&near_out, "done", Duration::from_secs(60));
+            let far_lines = wait_for(&far_out, "done", Duration::from_secs(60));
+            let _ = (near.wait(), far.wait());
+            assert!(
+                near_lines.iter().any(|l| l == "matched 1"),
+                "the ROS 2 node on this host did not match ferry: {near_lines:?}"
+            );
+            assert!(
+                far_lines.iter().any(|l| l == "matched 0"),
+                "a ROS 2 node on another host matched ferry: {far_lines:?}"
+            );
+            let got: Vec<String> = std::iter::from_fn(|| sub.try_recv())
+                .map(|s| s.data.clone())
+                .collect();
+            // Volatile: what the talker sent before ferry's side of the
+            // match (slower over unicast discovery) is not for ferry; from
+            // then on every sample.
+            assert!(
+                got.last().map(String::as_str) == Some("hello 19") && consecutive(&got, "hello "),
+                "from this host: {got:?}"
+            );
+        })
+        .join()
+        .unwrap();
+    });
+}
