@@ -16,6 +16,7 @@
  * (what ROS 2's RMWs write), without type information (matching is then by
  * type name, as between ROS 2's RMWs), and never derived.
  */
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -462,14 +463,17 @@ static bool userdata_contains(const dds_qos_t *qos, const char *key)
   return found;
 }
 
-/* Counts `wr`'s matched readers into `c` (`current`: all of them). When the
- * readers cannot be listed (the writer is still being created), all count:
- * a sample too many is dropped by its reader; one too few would be lost. */
-static void count_readers(dds_entity_t wr, ferry_dds_match_ctx *c, int32_t current)
+/* Counts `wr`'s matched readers into `c`, from the writer's state now
+ * (under the lock: a later count is never overwritten by an earlier one).
+ * When the readers cannot be listed (the writer is still being created),
+ * all count: a sample too many is dropped by its reader; one too few would
+ * be lost. */
+static void count_readers(dds_entity_t wr, ferry_dds_match_ctx *c)
 {
   while (__atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQUIRE) != 0)
-    ;
-  int32_t count = current;
+    sched_yield();
+  const dds_return_t all = dds_get_matched_subscriptions(wr, NULL, 0);
+  int32_t count = all > 0 ? (int32_t)all : 0;
   if (c->ignore[0] != 0 && count > 0)
   {
     enum { MAX = 256 };
@@ -496,7 +500,8 @@ static void count_readers(dds_entity_t wr, ferry_dds_match_ctx *c, int32_t curre
 
 static void on_publication_matched(dds_entity_t wr, const dds_publication_matched_status_t status, void *arg)
 {
-  count_readers(wr, arg, (int32_t)status.current_count);
+  (void)status;
+  count_readers(wr, arg);
 }
 
 /* A writer; `matched->count` follows its matched readers (written by
@@ -525,9 +530,8 @@ dds_entity_t ferry_dds_writer(dds_entity_t pp, dds_entity_t topic, const ferry_d
   }
   /* Readers matched while the writer was being created were counted
    * before they could be listed: count them again now. */
-  dds_publication_matched_status_t st;
-  if (matched != NULL && dds_get_publication_matched_status(wr, &st) == 0)
-    count_readers(wr, matched, (int32_t)st.current_count);
+  if (matched != NULL)
+    count_readers(wr, matched);
   return wr;
 }
 
@@ -661,6 +665,18 @@ dds_return_t ferry_dds_endpoints(dds_entity_t rd, uint32_t max, ferry_dds_on_end
     free(info);
     return DDS_RETCODE_OUT_OF_RESOURCES;
   }
+  /* Endpoints that went away: taken, so Cyclone frees their instances
+   * (what a peer's churn leaves stays bounded). */
+  dds_return_t gone;
+  do
+  {
+    gone = dds_take_mask(rd, buf, info, max, max,
+                         DDS_ANY_SAMPLE_STATE | DDS_ANY_VIEW_STATE | DDS_NOT_ALIVE_DISPOSED_INSTANCE_STATE |
+                             DDS_NOT_ALIVE_NO_WRITERS_INSTANCE_STATE);
+    if (gone > 0)
+      dds_return_loan(rd, buf, gone);
+    buf[0] = NULL;
+  } while (gone == (dds_return_t)max);
   const dds_return_t n =
       dds_read_mask(rd, buf, info, max, max, DDS_ANY_SAMPLE_STATE | DDS_ANY_VIEW_STATE | DDS_ALIVE_INSTANCE_STATE);
   for (dds_return_t i = 0; i < n; i++)

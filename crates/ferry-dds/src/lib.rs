@@ -118,6 +118,9 @@ struct EndpointHandle(ffi::Entity);
 impl Drop for EndpointHandle {
     fn drop(&mut self) {
         let e = self.0;
+        if e < 0 {
+            return; // deleted by its owner (`Writer`)
+        }
         // SAFETY: made by `ferry_dds_writer` / `_reader`, deleted once (with
         // its parent); Cyclone waits for running listeners.
         delete_outside_listener(move || unsafe {
@@ -342,7 +345,7 @@ impl Participant {
         };
         Ok(Writer {
             handle: EndpointHandle(created("writer", e)?),
-            matched,
+            matched: std::mem::ManuallyDrop::new(matched),
             topic: topic.clone(),
         })
     }
@@ -548,10 +551,32 @@ impl Topic {
 
 /// A DDS writer of serialized CDR.
 pub struct Writer {
-    // Field order: the entity (and its listener) goes before `matched`.
     handle: EndpointHandle,
-    matched: Box<ffi::MatchCtx>,
+    /// Written by the writer's listener: freed only once the writer is
+    /// deleted (see `Drop`).
+    matched: std::mem::ManuallyDrop<Box<ffi::MatchCtx>>,
     topic: Topic,
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let e = std::mem::replace(&mut self.handle.0, -1);
+        // SAFETY: taken once, here; the field is not used after.
+        let matched = unsafe { std::mem::ManuallyDrop::take(&mut self.matched) };
+        // The entity first (its listener stops), then the context, on the
+        // reaper thread when dropped inside a handler.
+        delete_outside_listener(move || {
+            // SAFETY: made by `ferry_dds_writer`, deleted once here.
+            let rc = unsafe { ffi::ferry_dds_delete_endpoint(e) };
+            if rc < 0 {
+                tracing::warn!(
+                    "a DDS writer's delete failed ({}); its context is kept",
+                    text(rc)
+                );
+                std::mem::forget(matched);
+            }
+        });
+    }
 }
 
 impl Writer {

@@ -475,7 +475,10 @@ impl DdsPath {
                 };
                 let bytes = Bytes::from(cdr);
                 let payload = move || Ok(bytes.clone());
-                sink.on_reply(
+                // Only a call that went over DDS: a forged reply cannot
+                // complete one sent over ferry's own paths.
+                sink.on_reply_from(
+                    DDS_ENDPOINT,
                     u64::try_from(header.seq).unwrap_or(0),
                     Ok(ferry_transport::message::Payload {
                         typed: None,
@@ -547,7 +550,12 @@ impl DdsPath {
                     return;
                 };
                 conn.stats.message(s.cdr.len());
-                let request_id = calls.register(header);
+                // Bounded: with MAX_PENDING calls unanswered, more wait in
+                // the peer's retries, not in ferry's memory.
+                let Some(request_id) = calls.register(header) else {
+                    conn.stats.drops.fetch_add(1, Ordering::Relaxed);
+                    return;
+                };
                 let bytes = Bytes::from(cdr);
                 let payload = move || Ok(bytes.clone());
                 inbox.deliver(

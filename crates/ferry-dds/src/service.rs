@@ -13,7 +13,7 @@
 //! clients do not reach Cyclone services, in ROS 2 itself either —
 //! ros2/rmw_cyclonedds#184.)
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use ferry_transport::priority::{Applied, Packets, Priority, PriorityError};
@@ -28,8 +28,8 @@ use crate::Writer;
 /// Bytes before the message: encapsulation (4) + request header (16).
 pub(crate) const PREFIX: usize = 20;
 
-/// Requests awaiting their reply, per service (the oldest are forgotten
-/// beyond this: their replies are dropped).
+/// Requests awaiting their reply, per service (more are dropped until
+/// replies make room).
 const MAX_PENDING: usize = 4096;
 
 /// The request header of one call.
@@ -100,7 +100,6 @@ pub(crate) fn id_text(id: &[u8; 16]) -> String {
 #[derive(Default)]
 struct Pending {
     by_id: HashMap<u64, RequestHeader>,
-    order: VecDeque<u64>,
 }
 
 /// Answers requests that came over DDS: the reply goes to the service's
@@ -122,18 +121,17 @@ impl DdsReplier {
         }
     }
 
-    /// The request id the service gets for a call with header `h`.
-    pub fn register(&self, h: RequestHeader) -> u64 {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
+    /// The request id the service gets for a call with header `h`; None
+    /// while [`MAX_PENDING`] calls await their reply (the request is
+    /// dropped: the service's queue stays bounded whatever a peer sends).
+    pub fn register(&self, h: RequestHeader) -> Option<u64> {
         let mut p = self.pending.lock();
-        if p.order.len() >= MAX_PENDING {
-            if let Some(old) = p.order.pop_front() {
-                p.by_id.remove(&old);
-            }
+        if p.by_id.len() >= MAX_PENDING {
+            return None;
         }
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
         p.by_id.insert(id, h);
-        p.order.push_back(id);
-        id
+        Some(id)
     }
 
     /// The service's reply writer.

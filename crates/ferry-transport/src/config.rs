@@ -478,6 +478,16 @@ impl Config {
         }
         self.security.validate()?;
         for r in &self.topics {
+            if r.transport == Some(TransportKind::Dds) {
+                return Err(ConfigError::Invalid {
+                    key: "topics.transport",
+                    why: format!(
+                        "`dds` for `{}`: DDS carries a topic to ROS 2 nodes (`[ros2]`), never \
+                         between ferry nodes; pin udp, tcp, shm or mqtt",
+                        r.pattern
+                    ),
+                });
+            }
             if r.mqtt_qos.is_some_and(|q| q > 2) {
                 return Err(ConfigError::Invalid {
                     key: "topics.mqtt_qos",
@@ -730,5 +740,28 @@ mod tests {
         assert_eq!(all.len(), Config::UNICAST_PORTS as usize);
         assert_eq!(all[0].port(), 7401);
         assert!(c.peer_addrs_of("not a host!").is_err());
+    }
+
+    #[test]
+    fn ros2_section_and_rules() {
+        let c: Config = toml::from_str(
+            "[ros2]\ndomain = 3\ndiscovery_range = \"localhost\"\n\
+             [[topics]]\npattern = \"/cam/*\"\nros2 = false\n",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.ros2_domain(), Some(3));
+        assert!(!c.topic_ros2("/cam/left") && c.topic_ros2("/odom"));
+        assert_eq!(
+            c.ros2.as_ref().map(|r| r.discovery_range),
+            Some(ros2::DiscoveryRange::Localhost)
+        );
+        let e = toml::from_str::<Config>("[ros2]\ndomian = 3\n").unwrap_err();
+        assert!(e.to_string().contains("domian"), "{e}");
+        let pinned: Config =
+            toml::from_str("[[topics]]\npattern = \"/x\"\ntransport = \"dds\"\n").unwrap();
+        let e = pinned.validate().unwrap_err().to_string();
+        assert!(e.contains("topics.transport") && e.contains("ROS 2"), "{e}");
+        assert!(!Config::default().topic_ros2("/odom"), "off by default");
     }
 }

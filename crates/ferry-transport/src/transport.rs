@@ -347,6 +347,17 @@ pub struct ReplyBody {
 pub trait ReplySink: Send + Sync {
     /// A reply (or the service's error text) for `request_id`.
     fn on_reply(&self, request_id: u64, result: Result<Payload<'_>, String>);
+    /// A reply for `request_id` through intermediary `service` (DDS): taken
+    /// only when the call went that way. Default: as [`ReplySink::on_reply`].
+    fn on_reply_from(
+        &self,
+        service: EndpointId,
+        request_id: u64,
+        result: Result<Payload<'_>, String>,
+    ) {
+        let _ = service;
+        self.on_reply(request_id, result);
+    }
     /// The link to `service` broke: calls in flight on it fail.
     fn on_link_lost(&self, service: EndpointId);
 }

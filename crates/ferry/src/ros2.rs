@@ -48,7 +48,13 @@ pub struct Ros2Endpoint {
 pub(crate) struct Ros2 {
     #[cfg(feature = "ros2")]
     path: Arc<ferry_dds::path::DdsPath>,
+    /// ROS 2's nodes and endpoints as last listed, and when: listing asks
+    /// Cyclone for every endpoint of the domain, so graph queries in a
+    /// loop (`topic echo`, `demo`) share one listing per [`Self::FRESH`].
+    listed: parking_lot::Mutex<Option<(std::time::Instant, Listing)>>,
 }
+
+type Listing = (Vec<Ros2Node>, Vec<Ros2Endpoint>);
 
 impl Ros2 {
     /// Starts the path of runtime `runtime` when `[ros2]` is on.
@@ -90,7 +96,10 @@ impl Ros2 {
                 "ROS 2 path on: DDS domain {domain}, discovery {:?}",
                 r.discovery_range
             );
-            Ok(Some(Ros2 { path }))
+            Ok(Some(Ros2 {
+                path,
+                listed: parking_lot::Mutex::new(None),
+            }))
         }
         #[cfg(not(feature = "ros2"))]
         let _ = runtime;
@@ -233,8 +242,25 @@ impl Ros2 {
         let _ = id;
     }
 
+    /// How long a listing of ROS 2's graph is reused.
+    pub const FRESH: std::time::Duration = std::time::Duration::from_millis(250);
+
+    /// ROS 2's nodes and endpoints (see [`Self::nodes`], [`Self::endpoints`]),
+    /// listed at most once per [`Self::FRESH`].
+    pub fn graph(&self) -> Listing {
+        let mut listed = self.listed.lock();
+        if let Some((at, l)) = listed.as_ref() {
+            if at.elapsed() < Self::FRESH {
+                return l.clone();
+            }
+        }
+        let l = (self.nodes(), self.endpoints());
+        *listed = Some((std::time::Instant::now(), l.clone()));
+        l
+    }
+
     /// The ROS 2 endpoints DDS discovery knows (not ferry's), sorted.
-    pub fn endpoints(&self) -> Vec<Ros2Endpoint> {
+    fn endpoints(&self) -> Vec<Ros2Endpoint> {
         #[cfg(feature = "ros2")]
         {
             use ferry_dds::names::RosKind;
@@ -273,7 +299,7 @@ impl Ros2 {
     }
 
     /// The ROS 2 nodes DDS's graph knows (not ferry's own), sorted.
-    pub fn nodes(&self) -> Vec<Ros2Node> {
+    fn nodes(&self) -> Vec<Ros2Node> {
         #[cfg(feature = "ros2")]
         {
             let mut v: Vec<Ros2Node> = self

@@ -409,6 +409,21 @@ impl<Resp: Codec> Inbox for CliShared<Resp> {
 }
 
 impl<Resp: Codec> ReplySink for CliShared<Resp> {
+    fn on_reply_from(
+        &self,
+        service: EndpointId,
+        request_id: u64,
+        result: Result<Payload<'_>, String>,
+    ) {
+        let asked = self
+            .pending
+            .lock()
+            .get(&request_id)
+            .is_some_and(|p| p.service == service);
+        if asked {
+            ReplySink::on_reply(self, request_id, result);
+        }
+    }
     fn on_reply(&self, request_id: u64, result: Result<Payload<'_>, String>) {
         let Some(p) = self.pending.lock().remove(&request_id) else {
             return;
@@ -456,8 +471,11 @@ impl<Resp: Codec> WriterPort for CliShared<Resp> {
         self.links_cv.1.notify_all();
     }
     fn remove_link(&self, reader: EndpointId) {
-        self.links.remove(reader);
-        self.on_link_lost(reader);
+        // Calls fail only with a service's own link (not an intermediary's
+        // id a peer may announce).
+        if self.links.remove(reader) {
+            self.on_link_lost(reader);
+        }
     }
     fn events(&self) -> &EventQueue {
         &self.events

@@ -886,13 +886,11 @@ impl Shared {
 
     /// A snapshot of everything known: local and remote nodes and endpoints.
     pub fn graph(&self) -> Graph {
+        let (ros2_nodes, ros2_endpoints) =
+            self.ros2.as_ref().map(|r| r.graph()).unwrap_or_default();
         let mut g = Graph {
-            ros2_nodes: self.ros2.as_ref().map(|r| r.nodes()).unwrap_or_default(),
-            ros2_endpoints: self
-                .ros2
-                .as_ref()
-                .map(|r| r.endpoints())
-                .unwrap_or_default(),
+            ros2_nodes,
+            ros2_endpoints,
             ..Graph::default()
         };
         let core = self.core.lock();

@@ -67,17 +67,21 @@ impl Links {
     }
     /// Closes and forgets the link to `reader`. A link to an intermediary
     /// (the broker, DDS) is not a reader's, whatever id a peer announced.
-    pub fn remove(&self, reader: EndpointId) {
+    /// True when there was one.
+    pub fn remove(&self, reader: EndpointId) -> bool {
+        let mut removed = false;
         self.update(|v| {
             v.retain(|l| {
                 if l.remote() == reader && l.reaches_reader() {
                     l.close();
+                    removed = true;
                     false
                 } else {
                     true
                 }
             })
         });
+        removed
     }
     pub fn prune_closed(&self) {
         if self.0.read().iter().any(|l| l.is_closed()) {
