@@ -59,28 +59,7 @@ fn node_list_shows_ros2_nodes() {
     let Some(lab) = dds::Lab::new(13) else { return };
     let domain = 91u32;
     let (_ros, _said) = lab.ros2(&lab.b, domain, &["stay", "40"]);
-    let end = Instant::now() + Duration::from_secs(30);
-    let mut last = String::new();
-    while Instant::now() < end {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &lab.a, FERRY, "node", "list"])
-            .args(["--spin-time", "2000"])
-            .env("FERRY_ROS2", "1")
-            .env("ROS_DOMAIN_ID", domain.to_string())
-            .env("FERRY_SHM", "off")
-            .output()
-            .expect("run ferry");
-        assert!(
-            out.status.success(),
-            "ferry node list failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        last = String::from_utf8_lossy(&out.stdout).into_owned();
-        if last.lines().any(|l| l == "/ros2_peer_stay") {
-            // ferry's own CLI node is hidden, as ROS 2 hides `_` nodes.
-            assert!(!last.contains("_ferry_cli"), "{last}");
-            return;
-        }
-    }
-    panic!("`ferry node list` never listed the ROS 2 node; last said:\n{last}");
+    let listed = ferry_until(&lab.a, domain, &["node", "list"], "/ros2_peer_stay");
+    // ferry's own CLI node is hidden, as ROS 2 hides `_` nodes.
+    assert!(!listed.contains("_ferry_cli"), "{listed}");
 }

@@ -430,6 +430,32 @@ impl DdsPath {
         Ok(format!("{key}={};", service::id_text(&sid)).into_bytes())
     }
 
+    /// The two topics of service `name` and the QoS of its request and
+    /// reply endpoints, both with a new `key=<id>;` (`clientid`,
+    /// `serviceid`) before the type hash.
+    fn service_ends(
+        &self,
+        name: &str,
+        (req, resp): ((&str, &TypeHash), (&str, &TypeHash)),
+        qos: &Qos,
+        key: &str,
+    ) -> Result<ServiceEnds, DdsError> {
+        let (rq, rr) = names::service(name)?;
+        let tag = self.csid(key)?;
+        let with_tag = |hash: &TypeHash| {
+            let mut q = dds_qos(qos, hash, self.cfg.runtime);
+            q.user_data = [tag.as_slice(), &q.user_data].concat();
+            q
+        };
+        Ok(ServiceEnds {
+            request: self.pp.topic(&rq, &names::dds_type(req.0)?)?,
+            reply: self.pp.topic(&rr, &names::dds_type(resp.0)?)?,
+            request_qos: with_tag(req.1),
+            reply_qos: with_tag(resp.1),
+            locator: format!("dds/{}/{rq}", self.cfg.domain),
+        })
+    }
+
     /// The DDS link of ferry client `id` of node `node`: calls to ROS 2
     /// services (rmw_cyclonedds's way); replies go to `sink` (held weakly:
     /// the client holds the link).
@@ -444,49 +470,36 @@ impl DdsPath {
         qos: &Qos,
         sink: std::sync::Weak<dyn ferry_transport::transport::ReplySink>,
     ) -> Result<Arc<service::DdsClientLink>, DdsError> {
-        let (rq, rr) = names::service(name)?;
-        let t_req = self.pp.topic(&rq, &names::dds_type(req.0)?)?;
-        let t_rep = self.pp.topic(&rr, &names::dds_type(resp.0)?)?;
-        let tag = self.csid("clientid")?;
-        let with_tag = |mut q: DdsQos| {
-            q.user_data = [tag.as_slice(), &q.user_data].concat();
-            q
-        };
-        let writer = self.pp.writer_ignoring(
-            &t_req,
-            &with_tag(dds_qos(qos, req.1, self.cfg.runtime)),
-            FERRY_KEY,
-        )?;
+        let ends = self.service_ends(name, (req, resp), qos, "clientid")?;
+        let writer = self
+            .pp
+            .writer_ignoring(&ends.request, &ends.request_qos, FERRY_KEY)?;
         let guid = writer.guid()?;
         let client = u64::from_le_bytes(guid[8..16].try_into().unwrap_or_default());
-        let reader = self.pp.reader(
-            &t_rep,
-            &with_tag(dds_qos(qos, resp.1, self.cfg.runtime)),
-            move |s| {
-                let Some((header, cdr)) = service::split_request(&s.cdr) else {
-                    return;
-                };
-                // Every client of the service gets every reply.
-                if header.client != client {
-                    return;
-                }
-                let Some(sink) = sink.upgrade() else {
-                    return;
-                };
-                let bytes = Bytes::from(cdr);
-                let payload = move || Ok(bytes.clone());
-                // Only a call that went over DDS: a forged reply cannot
-                // complete one sent over ferry's own paths.
-                sink.on_reply_from(
-                    DDS_ENDPOINT,
-                    u64::try_from(header.seq).unwrap_or(0),
-                    Ok(ferry_transport::message::Payload {
-                        typed: None,
-                        bytes: &payload,
-                    }),
-                );
-            },
-        )?;
+        let reader = self.pp.reader(&ends.reply, &ends.reply_qos, move |s| {
+            let Some((header, cdr)) = service::split_request(&s.cdr) else {
+                return;
+            };
+            // Every client of the service gets every reply.
+            if header.client != client {
+                return;
+            }
+            let Some(sink) = sink.upgrade() else {
+                return;
+            };
+            let bytes = Bytes::from(cdr);
+            let payload = move || Ok(bytes.clone());
+            // Only a call that went over DDS: a forged reply cannot
+            // complete one sent over ferry's own paths.
+            sink.on_reply_from(
+                DDS_ENDPOINT,
+                u64::try_from(header.seq).unwrap_or(0),
+                Ok(ferry_transport::message::Payload {
+                    typed: None,
+                    bytes: &payload,
+                }),
+            );
+        })?;
         self.register(node, id.entity, guid, true);
         self.register(node, id.entity, reader.guid()?, false);
         let path = Arc::downgrade(self);
@@ -494,7 +507,7 @@ impl DdsPath {
             client,
             reader: Mutex::new(Some(reader)),
             writer: Mutex::new(Some(writer)),
-            locator: format!("dds/{}/{rq}", self.cfg.domain),
+            locator: ends.locator,
             stats: ConnStats::new(),
             priority: Mutex::new(Priority::default()),
             closed: AtomicBool::new(false),
@@ -518,66 +531,63 @@ impl DdsPath {
         resp: (&str, &TypeHash),
         qos: &Qos,
     ) -> Result<(), DdsError> {
-        let (rq, rr) = names::service(name)?;
-        let t_req = self.pp.topic(&rq, &names::dds_type(req.0)?)?;
-        let t_rep = self.pp.topic(&rr, &names::dds_type(resp.0)?)?;
-        let tag = self.csid("serviceid")?;
-        let with_tag = |mut q: DdsQos| {
-            q.user_data = [tag.as_slice(), &q.user_data].concat();
-            q
-        };
-        let writer = self
-            .pp
-            .writer(&t_rep, &with_tag(dds_qos(qos, resp.1, self.cfg.runtime)))?;
+        let ends = self.service_ends(name, (req, resp), qos, "serviceid")?;
+        let writer = self.pp.writer(&ends.reply, &ends.reply_qos)?;
         let replier = Arc::new(DdsReplier::new(writer, name));
-        let locator = format!("dds/{}/{rq}", self.cfg.domain);
+        let locator = ends.locator;
         let writers = Mutex::new(WriterConns::default());
         let calls = replier.clone();
         let answer: Arc<dyn Replier> = replier.clone();
-        let reader = self.pp.reader(
-            &t_req,
-            &with_tag(dds_qos(qos, req.1, self.cfg.runtime)),
-            move |s| {
-                let Some(inbox) = lookup_reader(id) else {
-                    return;
-                };
-                let Some((header, cdr)) = service::split_request(&s.cdr) else {
-                    tracing::debug!("{locator}: a {} B request that is not one", s.cdr.len());
-                    return;
-                };
-                let Some((conn, _)) = writers.lock().conn_of(&s, &*inbox, &locator, Some(&answer))
-                else {
-                    return;
-                };
-                conn.stats.message(s.cdr.len());
-                // Bounded: with MAX_PENDING calls unanswered, more wait in
-                // the peer's retries, not in ferry's memory.
-                let Some(request_id) = calls.register(header) else {
-                    conn.stats.drops.fetch_add(1, Ordering::Relaxed);
-                    return;
-                };
-                let bytes = Bytes::from(cdr);
-                let payload = move || Ok(bytes.clone());
-                inbox.deliver(
-                    &conn,
-                    &InFrame {
-                        kind: ferry_wire::frame::FrameKind::Request,
-                        seq: request_id,
-                        stamp_ns: u64::try_from(s.source_timestamp_ns).unwrap_or(0),
-                        arrival_ns: 0,
-                        payload: ferry_transport::message::Payload {
-                            typed: None,
-                            bytes: &payload,
-                        },
+        let reader = self.pp.reader(&ends.request, &ends.request_qos, move |s| {
+            let Some(inbox) = lookup_reader(id) else {
+                return;
+            };
+            let Some((header, cdr)) = service::split_request(&s.cdr) else {
+                tracing::debug!("{locator}: a {} B request that is not one", s.cdr.len());
+                return;
+            };
+            let Some((conn, _)) = writers.lock().conn_of(&s, &*inbox, &locator, Some(&answer))
+            else {
+                return;
+            };
+            conn.stats.message(s.cdr.len());
+            // Bounded: with MAX_PENDING calls unanswered, more wait in
+            // the peer's retries, not in ferry's memory.
+            let Some(request_id) = calls.register(header) else {
+                conn.stats.drops.fetch_add(1, Ordering::Relaxed);
+                return;
+            };
+            let bytes = Bytes::from(cdr);
+            let payload = move || Ok(bytes.clone());
+            inbox.deliver(
+                &conn,
+                &InFrame {
+                    kind: ferry_wire::frame::FrameKind::Request,
+                    seq: request_id,
+                    stamp_ns: u64::try_from(s.source_timestamp_ns).unwrap_or(0),
+                    arrival_ns: 0,
+                    payload: ferry_transport::message::Payload {
+                        typed: None,
+                        bytes: &payload,
                     },
-                );
-            },
-        )?;
+                },
+            );
+        })?;
         self.register(node, id.entity, reader.guid()?, false);
         self.register(node, id.entity, replier.writer().guid()?, true);
         self.services.lock().insert(id, (reader, replier));
         Ok(())
     }
+}
+
+/// A service's or client's two topics and endpoint QoS.
+struct ServiceEnds {
+    request: crate::Topic,
+    reply: crate::Topic,
+    request_qos: DdsQos,
+    reply_qos: DdsQos,
+    /// `dds/<domain>/rq…Request`
+    locator: String,
 }
 
 /// A ROS 2 writer or reader on DDS (discovery's word: unproven).

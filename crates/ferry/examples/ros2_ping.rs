@@ -11,6 +11,9 @@
 //! `<t> size <SIZE> 50% <us>us 90% <us>us 99% <us>us cnt <n>` (one-way =
 //! RTT/2) after a 1 s warm-up. Ferry's own discovery is off: only DDS.
 
+#[path = "../../ferry-dds/examples/common/seconds.rs"]
+mod seconds;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -100,37 +103,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::process::exit(1);
     }
     std::thread::sleep(Duration::from_millis(300));
-    let t0 = Instant::now();
-    let mut last_seq = u64::MAX;
-    let mut second = 0u32;
-    while t0.elapsed().as_secs_f64() < secs + 1.0 {
-        {
+    seconds::measure(
+        size,
+        secs,
+        |last| {
             let mut g = st.lock();
             // A ping lost to a match in progress is sent again.
-            if g.seq == last_seq || g.seq == 0 {
+            if g.seq == last || g.seq == 0 {
                 send(&publisher, &mut g);
             }
-            last_seq = g.seq;
-        }
-        std::thread::sleep(Duration::from_secs(1));
-        second += 1;
-        let mut rtts = std::mem::take(&mut st.lock().rtts_ns);
-        if second == 1 {
-            continue; // warm-up
-        }
-        if rtts.is_empty() {
-            println!("{second}.000 size {size} cnt 0");
-            continue;
-        }
-        rtts.sort_unstable();
-        let q = |p: f64| rtts[((rtts.len() - 1) as f64 * p).round() as usize] as f64 / 2000.0;
-        println!(
-            "{second}.000 size {size} 50% {:.3}us 90% {:.3}us 99% {:.3}us cnt {}",
-            q(0.5),
-            q(0.9),
-            q(0.99),
-            rtts.len()
-        );
-    }
+            g.seq
+        },
+        || std::mem::take(&mut st.lock().rtts_ns),
+    );
     Ok(())
 }

@@ -393,18 +393,31 @@ impl<Resp: Codec> Inbox for CliShared<Resp> {
         result: Result<Payload<'_>, String>,
     ) {
         // Only the service the call went to answers it (the id it declared).
+        if self.answer_from(conn.remote, request_id, result) == Some(false) {
+            conn.stats.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl<Resp: Codec> CliShared<Resp> {
+    /// Takes the reply for `request_id` when the call went to `service`:
+    /// Some(true) taken, Some(false) the call went elsewhere (refused),
+    /// None no such call (timed out already, or not ours).
+    fn answer_from(
+        &self,
+        service: EndpointId,
+        request_id: u64,
+        result: Result<Payload<'_>, String>,
+    ) -> Option<bool> {
         let asked = self
             .pending
             .lock()
             .get(&request_id)
-            .map(|p| p.service == conn.remote);
-        match asked {
-            Some(true) => ReplySink::on_reply(self, request_id, result),
-            Some(false) => {
-                conn.stats.errors.fetch_add(1, Ordering::Relaxed);
-            }
-            None => {} // timed out already, or not ours
+            .map(|p| p.service == service);
+        if asked == Some(true) {
+            ReplySink::on_reply(self, request_id, result);
         }
+        asked
     }
 }
 
@@ -415,14 +428,7 @@ impl<Resp: Codec> ReplySink for CliShared<Resp> {
         request_id: u64,
         result: Result<Payload<'_>, String>,
     ) {
-        let asked = self
-            .pending
-            .lock()
-            .get(&request_id)
-            .is_some_and(|p| p.service == service);
-        if asked {
-            ReplySink::on_reply(self, request_id, result);
-        }
+        self.answer_from(service, request_id, result);
     }
     fn on_reply(&self, request_id: u64, result: Result<Payload<'_>, String>) {
         let Some(p) = self.pending.lock().remove(&request_id) else {
