@@ -337,7 +337,6 @@ typedef struct ferry_dds_qos {
   int64_t lease_ns;        /* < 0: infinite */
   const unsigned char *user_data; /* NULL: none */
   size_t user_data_len;
-  const char *partition; /* NULL: the default partition */
 } ferry_dds_qos;
 
 static dds_duration_t dur(int64_t ns)
@@ -427,17 +426,11 @@ dds_entity_t ferry_dds_topic(dds_entity_t pp, const char *topic_name, const char
   return tp;
 }
 
-/* The publisher or subscriber of one writer or reader, in `partition`
- * (partition is a publisher/subscriber policy: Cyclone ignores it on a
- * writer or reader). Deleted with its endpoint (`ferry_dds_delete_endpoint`). */
-static dds_entity_t make_parent(dds_entity_t pp, const char *partition, bool publisher)
+/* The publisher or subscriber of one writer or reader, deleted with it
+ * (`ferry_dds_delete_endpoint`). */
+static dds_entity_t make_parent(dds_entity_t pp, bool publisher)
 {
-  dds_qos_t *qos = dds_create_qos();
-  if (partition != NULL)
-    dds_qset_partition1(qos, partition);
-  dds_entity_t e = publisher ? dds_create_publisher(pp, qos, NULL) : dds_create_subscriber(pp, qos, NULL);
-  dds_delete_qos(qos);
-  return e;
+  return publisher ? dds_create_publisher(pp, NULL, NULL) : dds_create_subscriber(pp, NULL, NULL);
 }
 
 /* How many matched readers a writer has, leaving out those whose user data
@@ -509,7 +502,7 @@ static void on_publication_matched(dds_entity_t wr, const dds_publication_matche
 dds_entity_t ferry_dds_writer(dds_entity_t pp, dds_entity_t topic, const ferry_dds_qos *q,
                               ferry_dds_match_ctx *matched)
 {
-  dds_entity_t pub = make_parent(pp, q->partition, true);
+  dds_entity_t pub = make_parent(pp, true);
   if (pub < 0)
     return pub;
   dds_qos_t *qos = make_qos(q);
@@ -540,7 +533,7 @@ typedef void (*ferry_dds_on_data)(dds_entity_t reader, void *ctx);
 dds_entity_t ferry_dds_reader(dds_entity_t pp, dds_entity_t topic, const ferry_dds_qos *q, ferry_dds_on_data cb,
                               void *ctx)
 {
-  dds_entity_t sub = make_parent(pp, q->partition, false);
+  dds_entity_t sub = make_parent(pp, false);
   if (sub < 0)
     return sub;
   dds_qos_t *qos = make_qos(q);

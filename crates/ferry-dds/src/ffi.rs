@@ -23,7 +23,6 @@ pub struct RawQos {
     pub lease_ns: i64,
     pub user_data: *const u8,
     pub user_data_len: usize,
-    pub partition: *const c_char,
 }
 
 /// A writer's matched-reader count, as `ferry_dds_match_ctx` in C: readers

@@ -318,7 +318,7 @@ impl Participant {
         qos: &DdsQos,
         ignore: &str,
     ) -> Result<Writer, DdsError> {
-        let (raw, _partition) = qos.raw()?;
+        let raw = qos.raw();
         let mut key = [0u8; 64];
         if ignore.len() >= key.len() || ignore.contains('\0') {
             return Err(DdsError::Name {
@@ -332,7 +332,7 @@ impl Participant {
             busy: AtomicI32::new(0),
             ignore: key,
         });
-        // SAFETY: `raw` borrows `qos` and `_partition`, alive for the call;
+        // SAFETY: `raw` borrows `qos`, alive for the call;
         // the C side copies. `matched` outlives the writer (dropped after
         // its handle, which deletes the entity and its listener).
         let e = unsafe {
@@ -360,14 +360,7 @@ impl Participant {
         let ctx = Box::into_raw(Box::new(ReaderCtx {
             on_sample: Box::new(on_sample),
         }));
-        let (raw, _partition) = match qos.raw() {
-            Ok(r) => r,
-            Err(e) => {
-                // SAFETY: nothing else holds `ctx` yet.
-                drop(unsafe { Box::from_raw(ctx) });
-                return Err(e);
-            }
-        };
+        let raw = qos.raw();
         // SAFETY: `ctx` outlives the reader: `Reader` deletes the entity
         // (which waits for a running listener) before freeing it.
         let e = unsafe {

@@ -122,7 +122,6 @@ pub fn dds_qos(qos: &Qos, type_hash: &TypeHash, runtime: ParticipantId) -> DdsQo
         liveliness: crate::Liveliness::Automatic,
         lease: qos.liveliness_lease,
         user_data: user_data(type_hash, runtime),
-        partition: None,
     }
 }
 

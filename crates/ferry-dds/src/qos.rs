@@ -38,9 +38,6 @@ pub struct DdsQos {
     pub lease: Option<Duration>,
     /// The endpoint's user data (ROS 2 Jazzy: `typehash=RIHS01_…;`).
     pub user_data: Vec<u8>,
-    /// The partition of its publisher or subscriber (`None`: the default
-    /// partition, the one ROS 2 uses).
-    pub partition: Option<String>,
 }
 
 impl Default for DdsQos {
@@ -56,7 +53,6 @@ impl Default for DdsQos {
             liveliness: Liveliness::Automatic,
             lease: None,
             user_data: Vec::new(),
-            partition: None,
         }
     }
 }
@@ -71,12 +67,10 @@ impl DdsQos {
         }
     }
 
-    /// The flat form the C side takes; borrows `self.user_data` and the
-    /// returned partition name, which must outlive the call.
-    pub(crate) fn raw(&self) -> Result<(RawQos, Option<std::ffi::CString>), crate::DdsError> {
-        let partition = self.partition.as_deref().map(crate::cstring).transpose()?;
+    /// The flat form the C side takes; borrows `self.user_data`.
+    pub(crate) fn raw(&self) -> RawQos {
         let ns = |d: Option<Duration>| d.map_or(-1, |d| i64::try_from(d.as_nanos()).unwrap_or(-1));
-        let raw = RawQos {
+        RawQos {
             reliable: i32::from(self.reliable),
             transient_local: i32::from(self.transient_local),
             keep_all: i32::from(self.keep_last.is_none()),
@@ -98,8 +92,6 @@ impl DdsQos {
                 self.user_data.as_ptr()
             },
             user_data_len: self.user_data.len(),
-            partition: partition.as_ref().map_or(std::ptr::null(), |p| p.as_ptr()),
-        };
-        Ok((raw, partition))
+        }
     }
 }

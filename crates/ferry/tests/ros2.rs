@@ -160,14 +160,16 @@ fn a_ferry_node_and_a_ros2_node_exchange_messages_and_names() {
                 .all(|s| s.info.transport == TransportKind::Dds));
 
             // The graph both ways: ROS 2 names ferry's node and its
-            // publisher; ferry names the ROS 2 node.
+            // publisher; ferry names a ROS 2 node (one that stays: the
+            // asker leaves as soon as it has its answer).
+            let (_stayer, _) = lab_ref.ros2(&lab_ref.b, domain.into(), &["stay", "40"]);
             let (mut asker, out) =
                 lab_ref.ros2(&lab_ref.b, domain.into(), &["node", "ferry_talker", "30"]);
             let ferry_seen = Instant::now() + Duration::from_secs(30);
             let mut ros_nodes = Vec::new();
             while Instant::now() < ferry_seen {
                 ros_nodes = node.graph().ros2_nodes;
-                if ros_nodes.iter().any(|n| n.name == "ros2_peer_node") {
+                if ros_nodes.iter().any(|n| n.name == "ros2_peer_stay") {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(100));
@@ -187,7 +189,7 @@ fn a_ferry_node_and_a_ros2_node_exchange_messages_and_names() {
             assert!(
                 ros_nodes
                     .iter()
-                    .any(|n| n.fully_qualified_name() == "/ros2_peer_node"),
+                    .any(|n| n.fully_qualified_name() == "/ros2_peer_stay"),
                 "ferry's graph: {ros_nodes:?}"
             );
             drop(publisher);
