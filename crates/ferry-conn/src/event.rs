@@ -48,6 +48,20 @@ pub enum PortEvent {
         /// The reader's type.
         requested: String,
     },
+    /// A ROS 2 endpoint on the topic (a DDS reader or writer that is not
+    /// ferry's, with `[ros2]` on) has QoS this port's DDS side conflicts
+    /// with: DDS does not match them, so no sample crosses.
+    Ros2IncompatibleQos {
+        /// The last policy in conflict (`reliability`, `durability`,
+        /// `deadline`, `liveliness`, or DDS's name of another).
+        policy: String,
+        /// The ROS 2 nodes with endpoints of the other kind on the topic
+        /// (one of them conflicts; DDS does not say which): fully
+        /// qualified names, or an endpoint's GUID when no node is named.
+        nodes: Vec<String>,
+        /// Conflicts DDS has counted on this port so far.
+        total: u32,
+    },
     /// No sample within the deadline (count since creation).
     DeadlineMissed {
         /// Total misses.

@@ -497,21 +497,49 @@ static void on_publication_matched(dds_entity_t wr, const dds_publication_matche
   count_readers(wr, arg);
 }
 
+/* Told of an endpoint's QoS conflict with a remote one (DDS's offered /
+ * requested incompatible QoS status): the last policy in conflict and how
+ * many conflicts so far. Runs on a Cyclone thread. */
+typedef void (*ferry_dds_on_incompatible)(void *ctx, uint32_t policy, uint32_t total);
+
+typedef struct ferry_dds_incompatible {
+  ferry_dds_on_incompatible cb;
+  void *ctx;
+} ferry_dds_incompatible;
+
+static void on_offered_incompatible(dds_entity_t wr, const dds_offered_incompatible_qos_status_t status, void *arg)
+{
+  (void)wr;
+  const ferry_dds_incompatible *i = arg;
+  i->cb(i->ctx, status.last_policy_id, status.total_count);
+}
+
+static void on_requested_incompatible(dds_entity_t rd, const dds_requested_incompatible_qos_status_t status,
+                                      void *arg)
+{
+  (void)rd;
+  const ferry_dds_incompatible *i = arg;
+  i->cb(i->ctx, status.last_policy_id, status.total_count);
+}
+
 /* A writer; `matched->count` follows its matched readers (written by
- * Cyclone's threads until the writer is deleted; may be NULL). */
+ * Cyclone's threads until the writer is deleted; may be NULL); `incompatible`
+ * (may be NULL) is told of readers whose QoS conflicts. Both outlive the
+ * writer. */
 dds_entity_t ferry_dds_writer(dds_entity_t pp, dds_entity_t topic, const ferry_dds_qos *q,
-                              ferry_dds_match_ctx *matched)
+                              ferry_dds_match_ctx *matched, const ferry_dds_incompatible *incompatible)
 {
   dds_entity_t pub = make_parent(pp, true);
   if (pub < 0)
     return pub;
   dds_qos_t *qos = make_qos(q);
   dds_listener_t *l = NULL;
+  if (matched != NULL || incompatible != NULL)
+    l = dds_create_listener(NULL);
   if (matched != NULL)
-  {
-    l = dds_create_listener(matched);
-    dds_lset_publication_matched(l, on_publication_matched);
-  }
+    dds_lset_publication_matched_arg(l, on_publication_matched, matched, true);
+  if (incompatible != NULL)
+    dds_lset_offered_incompatible_qos_arg(l, on_offered_incompatible, (void *)incompatible, true);
   dds_entity_t wr = dds_create_writer(pub, topic, qos, l);
   if (l != NULL)
     dds_delete_listener(l);
@@ -530,8 +558,10 @@ dds_entity_t ferry_dds_writer(dds_entity_t pp, dds_entity_t topic, const ferry_d
 
 typedef void (*ferry_dds_on_data)(dds_entity_t reader, void *ctx);
 
+/* A reader: `cb(reader, ctx)` runs when it has data; `incompatible` (may be
+ * NULL) is told of writers whose QoS conflicts. Both outlive the reader. */
 dds_entity_t ferry_dds_reader(dds_entity_t pp, dds_entity_t topic, const ferry_dds_qos *q, ferry_dds_on_data cb,
-                              void *ctx)
+                              void *ctx, const ferry_dds_incompatible *incompatible)
 {
   dds_entity_t sub = make_parent(pp, false);
   if (sub < 0)
@@ -539,6 +569,8 @@ dds_entity_t ferry_dds_reader(dds_entity_t pp, dds_entity_t topic, const ferry_d
   dds_qos_t *qos = make_qos(q);
   dds_listener_t *l = dds_create_listener(ctx);
   dds_lset_data_available(l, cb);
+  if (incompatible != NULL)
+    dds_lset_requested_incompatible_qos_arg(l, on_requested_incompatible, (void *)incompatible, true);
   dds_entity_t rd = dds_create_reader(sub, topic, qos, l);
   dds_delete_listener(l);
   dds_delete_qos(qos);

@@ -61,6 +61,17 @@ pub struct RawEndpoint {
 /// Receives one discovered endpoint.
 pub type OnEndpoint = extern "C" fn(ctx: *mut c_void, ep: *const RawEndpoint);
 
+/// Told of a QoS conflict: the context, DDS's policy id, conflicts so far.
+pub type OnIncompatible = extern "C" fn(ctx: *mut c_void, policy: u32, total: u32);
+
+/// A QoS-conflict callback and its context, as `ferry_dds_incompatible`
+/// in C (outlives the endpoint it is given to).
+#[repr(C)]
+pub struct Incompatible {
+    pub cb: OnIncompatible,
+    pub ctx: *mut c_void,
+}
+
 /// Called by Cyclone's listener thread when a reader has data.
 pub type OnData = extern "C" fn(reader: Entity, ctx: *mut c_void);
 
@@ -78,6 +89,7 @@ extern "C" {
         topic: Entity,
         qos: *const RawQos,
         matched: *mut MatchCtx,
+        incompatible: *const Incompatible,
     ) -> Entity;
     pub fn ferry_dds_reader(
         pp: Entity,
@@ -85,6 +97,7 @@ extern "C" {
         qos: *const RawQos,
         cb: OnData,
         ctx: *mut c_void,
+        incompatible: *const Incompatible,
     ) -> Entity;
     pub fn ferry_dds_write(wr: Entity, sertype: *const c_void, data: *const u8, len: usize) -> i32;
     pub fn ferry_dds_take(rd: Entity, out: *mut Taken, max: u32) -> i32;

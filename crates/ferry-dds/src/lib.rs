@@ -14,6 +14,7 @@
 //! ([`DdsQos`]); the port (which paths a ferry publisher uses) lives in
 //! `ferry`.
 
+mod conflict;
 mod ffi;
 pub mod graph;
 pub mod names;
@@ -29,6 +30,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+pub use conflict::{policy_name, OnConflict, QosConflict};
 pub use path::discovery_xml;
 pub use qos::{DdsQos, Liveliness};
 
@@ -123,7 +125,7 @@ impl Drop for EndpointHandle {
         }
         // SAFETY: made by `ferry_dds_writer` / `_reader`, deleted once (with
         // its parent); Cyclone waits for running listeners.
-        delete_outside_listener(move || unsafe {
+        off_handler(move || unsafe {
             ffi::ferry_dds_delete_endpoint(e);
         });
     }
@@ -134,7 +136,7 @@ impl Drop for Handle {
         let e = self.0;
         // SAFETY: the entity was created by this crate and is deleted once;
         // Cyclone waits for running listeners of a deleted reader.
-        delete_outside_listener(move || unsafe {
+        off_handler(move || unsafe {
             ffi::ferry_dds_delete(e);
         });
     }
@@ -147,12 +149,14 @@ thread_local! {
 
 type Deletion = Box<dyn FnOnce() + Send>;
 
-/// Runs `delete` now — or, on a thread running a reader's handler (where
+/// Runs `delete` now — or, on a thread running a DDS handler (where
 /// Cyclone's deletes wait for that very thread: the handler of the entity
 /// itself, or its cleanup of any entity), on ferry's reaper thread, in the
-/// order asked. `delete` captures entity ids only: if the reaper cannot
-/// run, dropping it deletes nothing (a leak, logged, never a hang).
-fn delete_outside_listener(delete: impl FnOnce() + Send + 'static) {
+/// order asked. Deletes capture entity ids only: if the reaper cannot run,
+/// dropping one deletes nothing (a leak, logged, never a hang). Handlers
+/// also hand it work that reads DDS state (keep such work short: deletes
+/// queue behind it).
+pub fn off_handler(delete: impl FnOnce() + Send + 'static) {
     if !IN_LISTENER.with(std::cell::Cell::get) {
         delete();
         return;
@@ -318,6 +322,19 @@ impl Participant {
         qos: &DdsQos,
         ignore: &str,
     ) -> Result<Writer, DdsError> {
+        self.writer_with(topic, qos, ignore, None)
+    }
+
+    /// [`Self::writer_ignoring`], and `on_conflict` told of every reader
+    /// whose QoS conflicts with this writer's (DDS's offered incompatible
+    /// QoS status).
+    pub fn writer_with(
+        &self,
+        topic: &Topic,
+        qos: &DdsQos,
+        ignore: &str,
+        on_conflict: Option<OnConflict>,
+    ) -> Result<Writer, DdsError> {
         let raw = qos.raw();
         let mut key = [0u8; 64];
         if ignore.len() >= key.len() || ignore.contains('\0') {
@@ -332,20 +349,22 @@ impl Participant {
             busy: AtomicI32::new(0),
             ignore: key,
         });
+        let conflict = on_conflict.map(conflict::ConflictCtx::new);
         // SAFETY: `raw` borrows `qos`, alive for the call;
-        // the C side copies. `matched` outlives the writer (dropped after
-        // its handle, which deletes the entity and its listener).
+        // the C side copies. `matched` and `conflict` outlive the writer
+        // (freed after its delete, which stops its listener).
         let e = unsafe {
             ffi::ferry_dds_writer(
                 self.handle.pp.0,
                 topic.handle.0,
                 &raw,
                 std::ptr::from_ref(&*matched).cast_mut(),
+                conflict::raw_of(conflict.as_deref()),
             )
         };
         Ok(Writer {
             handle: EndpointHandle(created("writer", e)?),
-            matched: std::mem::ManuallyDrop::new(matched),
+            matched: std::mem::ManuallyDrop::new((matched, conflict)),
             topic: topic.clone(),
         })
     }
@@ -357,14 +376,39 @@ impl Participant {
     where
         F: Fn(Sample) + Send + Sync + 'static,
     {
+        self.reader_with(topic, qos, on_sample, None)
+    }
+
+    /// [`Self::reader`], and `on_conflict` told of every writer whose QoS
+    /// conflicts with this reader's (DDS's requested incompatible QoS
+    /// status).
+    pub fn reader_with<F>(
+        &self,
+        topic: &Topic,
+        qos: &DdsQos,
+        on_sample: F,
+        on_conflict: Option<OnConflict>,
+    ) -> Result<Reader, DdsError>
+    where
+        F: Fn(Sample) + Send + Sync + 'static,
+    {
         let ctx = Box::into_raw(Box::new(ReaderCtx {
             on_sample: Box::new(on_sample),
+            conflict: on_conflict.map(conflict::ConflictCtx::new),
         }));
         let raw = qos.raw();
-        // SAFETY: `ctx` outlives the reader: `Reader` deletes the entity
-        // (which waits for a running listener) before freeing it.
+        // SAFETY: `ctx` (and the conflict context it holds) outlives the
+        // reader: `Reader` deletes the entity (which waits for a running
+        // listener) before freeing it.
         let e = unsafe {
-            ffi::ferry_dds_reader(self.handle.pp.0, topic.handle.0, &raw, on_data, ctx.cast())
+            ffi::ferry_dds_reader(
+                self.handle.pp.0,
+                topic.handle.0,
+                &raw,
+                on_data,
+                ctx.cast(),
+                conflict::raw_of((*ctx).conflict.as_deref()),
+            )
         };
         let handle = match created("reader", e) {
             Ok(e) => EndpointHandle(e),
@@ -542,12 +586,15 @@ impl Topic {
     }
 }
 
+/// What a writer's listener uses: its match count, its conflict callback.
+type WriterCtx = (Box<ffi::MatchCtx>, Option<Box<conflict::ConflictCtx>>);
+
 /// A DDS writer of serialized CDR.
 pub struct Writer {
     handle: EndpointHandle,
-    /// Written by the writer's listener: freed only once the writer is
+    /// Used by the writer's listener: freed only once the writer is
     /// deleted (see `Drop`).
-    matched: std::mem::ManuallyDrop<Box<ffi::MatchCtx>>,
+    matched: std::mem::ManuallyDrop<WriterCtx>,
     topic: Topic,
 }
 
@@ -558,7 +605,7 @@ impl Drop for Writer {
         let matched = unsafe { std::mem::ManuallyDrop::take(&mut self.matched) };
         // The entity first (its listener stops), then the context, on the
         // reaper thread when dropped inside a handler.
-        delete_outside_listener(move || {
+        off_handler(move || {
             // SAFETY: made by `ferry_dds_writer`, deleted once here.
             let rc = unsafe { ffi::ferry_dds_delete_endpoint(e) };
             if rc < 0 {
@@ -615,7 +662,7 @@ impl Writer {
     /// The matched readers (but those a [`Participant::writer_ignoring`]
     /// key leaves out), as the last match event said.
     pub fn readers(&self) -> usize {
-        usize::try_from(self.matched.count.load(Ordering::Relaxed)).unwrap_or(0)
+        usize::try_from(self.matched.0.count.load(Ordering::Relaxed)).unwrap_or(0)
     }
 
     /// This writer's GUID (ROS 2's gid of the publisher).
@@ -672,13 +719,14 @@ type OnSample = Box<dyn Fn(Sample) + Send + Sync>;
 
 struct ReaderCtx {
     on_sample: OnSample,
+    conflict: Option<Box<conflict::ConflictCtx>>,
 }
 
 /// Marks the handler as running on this thread until dropped.
-struct InHandler(bool);
+pub(crate) struct InHandler(bool);
 
 impl InHandler {
-    fn enter() -> Self {
+    pub(crate) fn enter() -> Self {
         InHandler(IN_LISTENER.with(|f| f.replace(true)))
     }
 }
@@ -820,7 +868,7 @@ impl Drop for Reader {
         let ctx = SendCtx(self.ctx);
         // The entity first (no handler runs after), then the context; on
         // a handler's thread both happen on the reaper thread.
-        delete_outside_listener(move || {
+        off_handler(move || {
             let ctx = ctx;
             // SAFETY: made by `ferry_dds_reader`, deleted once here.
             let rc = unsafe { ffi::ferry_dds_delete_endpoint(e) };

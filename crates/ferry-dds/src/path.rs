@@ -303,6 +303,72 @@ impl DdsPath {
         out
     }
 
+    /// What a ferry endpoint on DDS topic `topic_name` (a writer when
+    /// `writer`) does with a QoS conflict DDS reports: find the ROS 2
+    /// endpoints of the other kind on the topic and their nodes (on the
+    /// conflict thread, [`crate::conflict::examine`]) and tell `report`. A conflict with another ferry runtime's DDS
+    /// endpoint only is not reported here: ferry's own discovery reports
+    /// it, naming the peer.
+    fn conflict_reporter(
+        self: &Arc<Self>,
+        topic_name: &str,
+        writer: bool,
+        report: OnRos2Conflict,
+    ) -> crate::OnConflict {
+        let path = Arc::downgrade(self);
+        let topic = names::ros_name(topic_name).map(|(_, n)| n);
+        Box::new(move |c: crate::QosConflict| {
+            let (path, topic, report) = (path.clone(), topic.clone(), report.clone());
+            crate::conflict::examine(move || {
+                let Some(path) = path.upgrade() else { return };
+                // The peer that conflicted is in DDS discovery by now, or
+                // within moments; its node in ROS 2's graph once the
+                // peer's graph writer has delivered (Fast DDS repairs
+                // every 3 s): up to 5 s.
+                let mut nodes = Vec::new();
+                for attempt in 0..50 {
+                    let others: Vec<RosEndpoint> = path
+                        .ros_endpoints()
+                        .into_iter()
+                        .filter(|e| {
+                            e.kind == names::RosKind::Topic
+                                && e.writer != writer
+                                && Some(&e.name) == topic.as_ref()
+                        })
+                        .collect();
+                    let named = others.iter().all(|e| e.node.is_some());
+                    nodes = others
+                        .into_iter()
+                        .map(|e| match e.node {
+                            Some((ns, n)) if ns == "/" => format!("/{n}"),
+                            Some((ns, n)) => format!("{ns}/{n}"),
+                            None => e.guid.iter().map(|b| format!("{b:02x}")).collect(),
+                        })
+                        .collect();
+                    if (named && !nodes.is_empty()) || attempt == 49 {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                if !nodes.is_empty() {
+                    nodes.sort();
+                    nodes.dedup();
+                    report(Ros2Conflict {
+                        policy: c.policy,
+                        total: c.total,
+                        nodes,
+                    });
+                    return;
+                }
+                tracing::debug!(
+                    "DDS QoS conflict ({}) on {topic:?} with no ROS 2 endpoint: another \
+                     ferry runtime's (its own discovery reports it)",
+                    c.policy
+                );
+            });
+        })
+    }
+
     fn announce(&self) {
         let _order = self.announcing.lock();
         let nodes: Vec<NodeEntities> = self
@@ -354,6 +420,7 @@ impl DdsPath {
         topic: &str,
         (type_name, type_hash): (&str, &TypeHash),
         qos: &Qos,
+        on_conflict: OnRos2Conflict,
     ) -> Result<Arc<DdsLink>, DdsError> {
         let topic_name = names::topic(topic)?;
         let t = self.pp.topic(&topic_name, &names::dds_type(type_name)?)?;
@@ -362,7 +429,8 @@ impl DdsPath {
         if keep_all {
             q.max_blocking = self.cfg.keep_all_block;
         }
-        let writer = self.pp.writer_ignoring(&t, &q, FERRY_KEY)?;
+        let reporter = self.conflict_reporter(&topic_name, true, on_conflict);
+        let writer = self.pp.writer_with(&t, &q, FERRY_KEY, Some(reporter))?;
         self.register(node, id.entity, writer.guid()?, true);
         Ok(Arc::new(DdsLink {
             path: self.clone(),
@@ -382,29 +450,36 @@ impl DdsPath {
     /// of ROS 2 writers go to the subscriber (found in the process's reader
     /// registry), one connection per DDS writer.
     pub fn subscribe(
-        &self,
+        self: &Arc<Self>,
         node: u32,
         id: EndpointId,
         topic: &str,
         (type_name, type_hash): (&str, &TypeHash),
         qos: &Qos,
+        on_conflict: OnRos2Conflict,
     ) -> Result<(), DdsError> {
         let topic_name = names::topic(topic)?;
         let t = self.pp.topic(&topic_name, &names::dds_type(type_name)?)?;
         let locator = format!("dds/{}/{topic_name}", self.cfg.domain);
         let writers = Mutex::new(WriterConns::default());
         let q = dds_qos(qos, type_hash, self.cfg.runtime);
-        let reader = self.pp.reader(&t, &q, move |s| {
-            let Some(inbox) = lookup_reader(id) else {
-                return;
-            };
-            let Some((conn, seq)) = writers.lock().conn_of(&s, &*inbox, &locator, None) else {
-                return;
-            };
-            let stamp = u64::try_from(s.source_timestamp_ns).unwrap_or(0);
-            conn.stats.message(s.cdr.len());
-            deliver_sample(&*inbox, &conn, seq, stamp, 0, Bytes::from(s.cdr));
-        })?;
+        let reporter = self.conflict_reporter(&topic_name, false, on_conflict);
+        let reader = self.pp.reader_with(
+            &t,
+            &q,
+            move |s| {
+                let Some(inbox) = lookup_reader(id) else {
+                    return;
+                };
+                let Some((conn, seq)) = writers.lock().conn_of(&s, &*inbox, &locator, None) else {
+                    return;
+                };
+                let stamp = u64::try_from(s.source_timestamp_ns).unwrap_or(0);
+                conn.stats.message(s.cdr.len());
+                deliver_sample(&*inbox, &conn, seq, stamp, 0, Bytes::from(s.cdr));
+            },
+            Some(reporter),
+        )?;
         self.register(node, id.entity, reader.guid()?, false);
         self.readers.lock().insert(id, reader);
         Ok(())
@@ -588,6 +663,24 @@ struct ServiceEnds {
     /// `dds/<domain>/rq…Request`
     locator: String,
 }
+
+/// A QoS conflict of a ferry endpoint's DDS side with ROS 2 endpoints on
+/// its topic: DDS does not match them, so no sample crosses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ros2Conflict {
+    /// The last policy in conflict (`reliability`, `durability`,
+    /// `deadline`, `liveliness`, or DDS's name of another).
+    pub policy: &'static str,
+    /// Conflicts DDS has counted on this endpoint so far.
+    pub total: u32,
+    /// The ROS 2 nodes with endpoints of the other kind on the topic (one
+    /// of them is in conflict; DDS does not say which): fully qualified
+    /// names, or the endpoint's GUID when ROS 2's graph names no node.
+    pub nodes: Vec<String>,
+}
+
+/// Told of each [`Ros2Conflict`] of one ferry endpoint.
+pub type OnRos2Conflict = Arc<dyn Fn(Ros2Conflict) + Send + Sync>;
 
 /// A ROS 2 writer or reader on DDS (discovery's word: unproven).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,12 +10,16 @@ ferry-dds's tests. One role per run; prints one line per event, flushed.
   node NAME TIMEOUT_S            print `node <ns> <name>` once node NAME shows,
                                  then `pub <topic> <types>` per publisher of it
   stay SECONDS                   only be there (a node named ros2_peer_stay)
+  qos TOPIC ENDPOINT SECONDS     a reliable volatile `sub` or `pub` (ENDPOINT)
+                                 of std_msgs/String for SECONDS; prints
+                                 `incompatible <POLICY>` on each QoS conflict
 """
 import sys
 import time
 
 import rclpy
 import rclpy.duration
+from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import String
 
@@ -82,6 +86,20 @@ def main():
                     for t, types in pubs:
                         print("pub", t, ",".join(types), flush=True)
                     break
+        elif role == "qos":
+            topic, endpoint, seconds = sys.argv[2], sys.argv[3], float(sys.argv[4])
+            said = lambda info: print("incompatible", info.last_policy_kind.name, flush=True)
+            qos = QoSProfile(depth=10)  # reliable, volatile
+            if endpoint == "sub":
+                node.create_subscription(String, topic, lambda m: None, qos,
+                                         event_callbacks=SubscriptionEventCallbacks(incompatible_qos=said))
+            else:
+                node.create_publisher(String, topic, qos,
+                                      event_callbacks=PublisherEventCallbacks(incompatible_qos=said))
+            print("ready", flush=True)
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                rclpy.spin_once(node, timeout_sec=0.1)
         elif role == "stay":
             end = time.monotonic() + float(sys.argv[2])
             while time.monotonic() < end:

@@ -84,7 +84,7 @@ impl<T: Codec> PublisherBuilder<T> {
             seq: AtomicU64::new(1),
             encoded_len: AtomicUsize::new(0),
             shm_writer: OnceLock::new(),
-            events: EventQueue::default(),
+            events: Arc::default(),
             deadline: DeadlineWatch::new(self.qos.deadline),
         });
         if let Some(p) = self
@@ -106,12 +106,10 @@ impl<T: Codec> PublisherBuilder<T> {
                 ));
             }
         }
-        if let Some(link) = rt
-            .shared
-            .ros2
-            .as_ref()
-            .and_then(|r| r.writer_link(&rt.shared.cfg, id, &record))
-        {
+        if let Some(link) = rt.shared.ros2.as_ref().and_then(|r| {
+            let events = Arc::downgrade(&shared.events);
+            r.writer_link(&rt.shared.cfg, id, &record, events)
+        }) {
             shared.add_link(link);
         }
         let port: Arc<dyn WriterPort> = shared.clone();
@@ -143,7 +141,7 @@ pub(crate) struct PubShared<T> {
     encoded_len: AtomicUsize,
     /// This publisher's shared-memory pool, once it has a shm subscriber.
     shm_writer: OnceLock<ShmWriter>,
-    events: EventQueue,
+    events: Arc<EventQueue>,
     deadline: DeadlineWatch,
 }
 

@@ -44,6 +44,37 @@ pub struct Ros2Endpoint {
     pub node: String,
 }
 
+/// Where a port's events go (held weakly: the port may be gone).
+pub(crate) type Events = std::sync::Weak<crate::event::EventQueue>;
+
+/// Logs a QoS conflict of the DDS side of ferry's `what` with ROS 2
+/// `theirs` on `record`'s topic and hands it to the port as
+/// [`crate::PortEvent::Ros2IncompatibleQos`].
+#[cfg(feature = "ros2")]
+fn conflict_reporter(
+    record: &EndpointRecord,
+    what: &'static str,
+    theirs: &'static str,
+    events: Events,
+) -> ferry_dds::path::OnRos2Conflict {
+    let topic = record.topic.clone();
+    Arc::new(move |c: ferry_dds::path::Ros2Conflict| {
+        tracing::warn!(
+            "`{topic}`: this {what} and a ROS 2 {theirs} (of {}) are not connected over DDS: \
+             incompatible QoS ({})",
+            c.nodes.join(", "),
+            c.policy
+        );
+        if let Some(q) = events.upgrade() {
+            q.push(crate::PortEvent::Ros2IncompatibleQos {
+                policy: c.policy.to_string(),
+                nodes: c.nodes,
+                total: c.total,
+            });
+        }
+    })
+}
+
 /// The runtime's DDS path.
 pub(crate) struct Ros2 {
     #[cfg(feature = "ros2")]
@@ -130,12 +161,14 @@ impl Ros2 {
     }
 
     /// The DDS link of publisher `id`, when its topic goes to DDS (a topic
-    /// DDS cannot carry is logged and stays off it).
+    /// DDS cannot carry is logged and stays off it); its QoS conflicts with
+    /// ROS 2 subscriptions go to `events` (and the log).
     pub fn writer_link(
         &self,
         cfg: &Config,
         id: EndpointId,
         record: &EndpointRecord,
+        events: Events,
     ) -> Option<Arc<dyn Link>> {
         if !Self::carries(cfg, &record.topic) {
             return None;
@@ -147,17 +180,19 @@ impl Ros2 {
             &record.topic,
             (&record.type_name, &record.type_hash),
             &record.qos,
+            conflict_reporter(record, "publisher", "subscription", events),
         ) {
             Ok(l) => return Some(l),
             Err(e) => tracing::warn!("`{}` stays off DDS: {e}", record.topic),
         }
         #[cfg(not(feature = "ros2"))]
-        let _ = id;
+        let _ = (id, events);
         None
     }
 
-    /// Subscriber `id` also reads its topic's ROS 2 writers.
-    pub fn subscribe(&self, cfg: &Config, id: EndpointId, record: &EndpointRecord) {
+    /// Subscriber `id` also reads its topic's ROS 2 writers; its QoS
+    /// conflicts with ROS 2 publishers go to `events` (and the log).
+    pub fn subscribe(&self, cfg: &Config, id: EndpointId, record: &EndpointRecord, events: Events) {
         if !Self::carries(cfg, &record.topic) {
             return;
         }
@@ -168,11 +203,12 @@ impl Ros2 {
             &record.topic,
             (&record.type_name, &record.type_hash),
             &record.qos,
+            conflict_reporter(record, "subscriber", "publisher", events),
         ) {
             tracing::warn!("`{}` stays off DDS: {e}", record.topic);
         }
         #[cfg(not(feature = "ros2"))]
-        let _ = id;
+        let _ = (id, events);
     }
 
     /// Service `id` (request and response types: name, hash) also answers

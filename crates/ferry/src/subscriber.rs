@@ -155,7 +155,7 @@ impl<T: Codec> SubscriberBuilder<T> {
             room: self.room.filter(|_| lossless && mode == Mode::Inline),
             conns: Inbound::default(),
             matched: Mutex::new(HashSet::new()),
-            events: EventQueue::default(),
+            events: Arc::default(),
             deadline: DeadlineWatch::new(self.qos.deadline),
         });
         let inbox: Arc<dyn Inbox> = shared.clone();
@@ -182,7 +182,7 @@ impl<T: Codec> SubscriberBuilder<T> {
             _ => None,
         };
         if let Some(r) = &rt.shared.ros2 {
-            r.subscribe(&rt.shared.cfg, id, &record);
+            r.subscribe(&rt.shared.cfg, id, &record, Arc::downgrade(&shared.events));
         }
         let port: Arc<dyn ReaderPort> = shared.clone();
         rt.shared.add_reader(record, Arc::downgrade(&port));
@@ -206,7 +206,7 @@ pub(crate) struct SubShared<T> {
     room: Option<Arc<Room>>,
     conns: Inbound,
     matched: Mutex<HashSet<EndpointId>>,
-    events: EventQueue,
+    events: Arc<EventQueue>,
     deadline: DeadlineWatch,
 }
 

@@ -509,3 +509,79 @@ fn localhost_range_keeps_other_hosts_out() {
         .unwrap();
     });
 }
+
+/// The next `Ros2IncompatibleQos` event of a port within 30 s.
+fn next_conflict(
+    mut next: impl FnMut(Duration) -> Option<ferry::PortEvent>,
+) -> (String, Vec<String>) {
+    let end = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        match next(left) {
+            Some(ferry::PortEvent::Ros2IncompatibleQos { policy, nodes, .. }) => {
+                return (policy, nodes)
+            }
+            Some(other) => seen.push(other),
+            None => break,
+        }
+    }
+    panic!("no Ros2IncompatibleQos event within 30 s; events: {seen:?}");
+}
+
+/// A QoS conflict between a ferry port and a ROS 2 endpoint is reported on
+/// both sides, naming the policy: ferry's best-effort publisher and a
+/// reliable ROS 2 subscription (reliability); ferry's transient-local
+/// subscriber and a volatile ROS 2 publisher (durability). Nothing
+/// crosses, and ferry's event names the ROS 2 node.
+#[test]
+fn qos_conflicts_with_ros2_nodes_are_reported_on_both_sides() {
+    let Some(lab) = Lab::new(19) else { return };
+    let domain = 95u16;
+    let lab_ref = &lab;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            lab_ref.enter(&lab_ref.a);
+            let node = Node::builder()
+                .name("picky")
+                .config(ros2_config(domain))
+                .build()
+                .unwrap();
+            let publisher = node
+                .publisher::<std_msgs::String>("/lossy")
+                .qos(Qos::default().best_effort())
+                .build()
+                .unwrap();
+            let sub = node
+                .subscriber::<std_msgs::String>("/durable")
+                .qos(Qos::default().transient_local())
+                .build()
+                .unwrap();
+            let (_ros_sub, sub_said) =
+                lab_ref.ros2(&lab_ref.b, domain.into(), &["qos", "/lossy", "sub", "40"]);
+            let (_ros_pub, pub_said) =
+                lab_ref.ros2(&lab_ref.b, domain.into(), &["qos", "/durable", "pub", "40"]);
+
+            // Ferry's side.
+            let (policy, nodes) = next_conflict(|t| publisher.next_event(t));
+            assert_eq!(policy, "reliability");
+            assert_eq!(nodes, ["/ros2_peer_qos"]);
+            let (policy, nodes) = next_conflict(|t| sub.next_event(t));
+            assert_eq!(policy, "durability");
+            assert_eq!(nodes, ["/ros2_peer_qos"]);
+            assert_eq!(publisher.subscriber_count(), 0, "not matched");
+            // The ROS 2 side (rclpy's incompatible-QoS event).
+            let said = wait_for(&sub_said, "incompatible", Duration::from_secs(30));
+            assert_eq!(
+                said.last().unwrap(),
+                "incompatible RMW_QOS_POLICY_RELIABILITY"
+            );
+            let said = wait_for(&pub_said, "incompatible", Duration::from_secs(30));
+            assert_eq!(
+                said.last().unwrap(),
+                "incompatible RMW_QOS_POLICY_DURABILITY"
+            );
+        })
+        .join()
+        .unwrap();
+    });
+}

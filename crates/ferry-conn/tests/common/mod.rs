@@ -173,7 +173,9 @@ impl Driver {
                     | PortEvent::IncompatibleType { remote, .. } => {
                         self.incompatible.entry(port).or_default().insert(remote);
                     }
-                    PortEvent::DeadlineMissed { .. } => unreachable!("not the table's"),
+                    PortEvent::DeadlineMissed { .. } | PortEvent::Ros2IncompatibleQos { .. } => {
+                        unreachable!("not the table's")
+                    }
                 },
                 Action::ForgetWriter { writer } => self.forgotten.push(writer),
                 Action::NoPath { .. } => self.no_path += 1,
