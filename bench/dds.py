@@ -20,7 +20,22 @@ median of its per-second p50 (p99); per cell the median over rounds.
             publisher and inline subscriber with `[ros2]` — the application
             API over the DDS path — against `dds_pingpong pong`
 
-Usage (root): python3 bench/dds.py run [--quick] [--out PATH]
+Throughput, the same three side by side (`--what throughput`; results in
+`dds_throughput.*`): a writer publishing flat out (reliable, keep all, as
+fast as the writer takes samples) and a reader counting what arrives per
+second; the figure per run is the median of its per-second rates after the
+first second, per cell the median over rounds.
+
+  ddsperf   `ddsperf pub size S` → `ddsperf sub` (topic KS); ddsperf's pub
+            turns Cyclone's write batching on (many samples per datagram)
+  batched   `dds_flood batch` → `dds_flood sub`: ferry-dds with the same
+            batching (flushed every 100 samples)
+  ferry     `dds_flood pub` → `dds_flood sub` (crates/ferry-dds/examples),
+            no batching: a datagram per sample, as rmw_cyclonedds sends
+  node      `ros2_flood` (a ferry node's publisher with `[ros2]`, keep all)
+            → `dds_flood sub`
+
+Usage (root): python3 bench/dds.py run [--quick] [--what latency|throughput|both] [--out PATH]
   --quick: 2 sizes, 1 round of 2 s (CI); full: 7 sizes, 3 rounds of 4 s
 """
 
@@ -38,11 +53,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PINGPONG = os.path.join(ROOT, "target/release/examples/dds_pingpong")
 NODE_PING = os.path.join(ROOT, "target/release/examples/ros2_ping")
+FLOOD = os.path.join(ROOT, "target/release/examples/dds_flood")
+NODE_FLOOD = os.path.join(ROOT, "target/release/examples/ros2_flood")
 SYSTEMS = ("ferry", "node", "ddsperf")
+FLOOD_SYSTEMS = ("ferry", "batched", "node", "ddsperf")
 NS = ("fdds_a", "fdds_b")
 DOMAIN = 89
 SIZES = [64, 1024, 16384, 65536, 262144, 1048576, 4194304]
 LINE = re.compile(r"size (\d+) .*?50% ([0-9.]+)us 90% ([0-9.]+)us 99% ([0-9.]+)us.*?cnt (\d+)")
+# ddsperf sub's and dds_flood sub's per-second line.
+RATE = re.compile(r"size (\d+) .*?rate ([0-9.]+) kS/s ([0-9.]+) Mb/s")
 
 
 def sh(cmd):
@@ -103,6 +123,136 @@ def run_pair(system, size, secs, topo):
     if system == "ddsperf":
         per_s = per_s[1:]
     return per_s
+
+
+def run_flood(system, size, secs, topo):
+    """One throughput run; the per-second received rate in Mb/s (payload)."""
+    pub_ns = NS[0]
+    sub_ns = NS[0] if topo == "one host" else NS[1]
+    if system == "ddsperf":
+        sub = ["ddsperf", "-i", str(DOMAIN), "-D", str(secs + 3), "sub"]
+        pub = ["ddsperf", "-i", str(DOMAIN), "-D", str(secs + 2), "pub", "size", str(size)]
+    elif system == "node":
+        sub = [FLOOD, "sub", str(DOMAIN), str(size), str(secs + 3)]
+        pub = [NODE_FLOOD, str(DOMAIN), str(size), str(secs + 2)]
+    elif system == "batched":
+        sub = [FLOOD, "sub", str(DOMAIN), str(size), str(secs + 3)]
+        pub = [FLOOD, "batch", str(DOMAIN), str(size), str(secs + 2)]
+    else:
+        sub = [FLOOD, "sub", str(DOMAIN), str(size), str(secs + 3)]
+        pub = [FLOOD, "pub", str(DOMAIN), str(size), str(secs + 2)]
+    s = subprocess.Popen(["ip", "netns", "exec", sub_ns] + sub, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    try:
+        time.sleep(0.3)
+        subprocess.run(["ip", "netns", "exec", pub_ns] + pub, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=secs + 30)
+        out = s.communicate(timeout=secs + 10)[0]
+    finally:
+        s.kill()
+        s.wait()
+    rates = [float(m.group(3)) for m in map(RATE.search, out.splitlines())
+             if m and int(m.group(1)) == size]
+    # The first second includes matching (ddsperf) or a partial start: drop
+    # it; so is the last, cut by the writer's end.
+    rates = rates[1:-1] if len(rates) > 2 else rates[1:]
+    return [r for r in rates if r > 0]
+
+
+def measure_throughput(sizes, rounds, secs):
+    cells = []
+    for topo in ("one host", "two hosts"):
+        for size in sizes:
+            runs = {system: [] for system in FLOOD_SYSTEMS}
+            for _ in range(rounds):
+                for system in FLOOD_SYSTEMS:
+                    rates = run_flood(system, size, secs, topo)
+                    if rates:
+                        runs[system].append(statistics.median(rates))
+            cell = {"topology": topo, "size": size}
+            for system, rs in runs.items():
+                cell[system] = {"mbps": statistics.median(rs), "runs": len(rs)} if rs else None
+            f, b, n, c = cell["ferry"], cell["batched"], cell["node"], cell["ddsperf"]
+            ratio = lambda x, y: round(x["mbps"] / y["mbps"], 2) if x and y else None
+            cell["batched_ratio"] = ratio(b, c)
+            cell["ratio"] = ratio(f, c)
+            cell["node_ratio"] = ratio(n, c)
+            cell["node_vs_unbatched"] = ratio(n, f)
+            print(f"{topo:>9} {size_name(size):>8}: ferry {f} batched {b} node {n} ddsperf {c}",
+                  flush=True)
+            cells.append(cell)
+    return cells
+
+
+def markdown_throughput(cells, args, rev):
+    fmt = lambda r: f"{r['mbps']:.0f}" if r else "**no result**"
+    lines = [
+        "# Issue 23: ferry's DDS path beside Cyclone DDS's own (throughput)",
+        "",
+        f"- command: `python3 bench/dds.py run --what throughput{' --quick' if args.quick else ''}` "
+        f"at commit {rev}",
+        f"- date (UTC): {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}; "
+        "Cyclone DDS 0.10.2 (Debian `libddsc`, all systems)",
+        f"- {args.rounds} round(s) of {args.secs} s per cell, the systems alternating; figure = median over "
+        "rounds of the median per-second received rate (first and last second left out), Mb/s of "
+        "payload; reliable, keep all, the writer publishing flat out",
+        "- Cyclone: `ddsperf pub size S` → `ddsperf sub` (topic KS); ddsperf's pub turns Cyclone's "
+        "write batching on (many samples per datagram). ferry-dds batched: `dds_flood batch` (the "
+        "same batching, flushed every 100 samples) → `dds_flood sub`. ferry-dds: `dds_flood pub`, "
+        "no batching — a datagram per sample, as rmw_cyclonedds and ferry's ports send. ferry node: "
+        "`ros2_flood` (a ferry node's publisher with `[ros2]`, the application API, no batching) "
+        "→ `dds_flood sub`",
+        "- one host: both ends in one namespace (over its veth address); two hosts: a veth pair; "
+        "2 cores shared by writer and reader",
+        "- target (issue 23): ferry ≥ 0.8 × Cyclone's own throughput",
+        "",
+        "| topology | size | Cyclone (ddsperf, batched) | ferry-dds batched | ferry-dds | ferry node "
+        "| batched / ddsperf | ferry-dds / ddsperf | node / ddsperf | node / ferry-dds |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    dash = lambda r: r if r is not None else "-"
+    for c in cells:
+        lines.append(f"| {c['topology']} | {size_name(c['size'])} | {fmt(c['ddsperf'])} | "
+                     f"{fmt(c['batched'])} | {fmt(c['ferry'])} | {fmt(c['node'])} | "
+                     f"{dash(c['batched_ratio'])} | {dash(c['ratio'])} | {dash(c['node_ratio'])} | "
+                     f"{dash(c['node_vs_unbatched'])} |")
+    lines.append("Mb/s of payload received.")
+    lines.append("")
+    for key, name in (("batched_ratio", "ferry-dds batched"), ("ratio", "ferry-dds unbatched"),
+                      ("node_ratio", "ferry node")):
+        ok = [c[key] for c in cells if c.get(key) is not None]
+        lines.append(f"{name} / Cyclone throughput: {min(ok):.2f}–{max(ok):.2f} over {len(ok)} cells "
+                     f"({sum(r >= 0.8 for r in ok)} at or above the 0.8× target)." if ok
+                     else f"{name}: no cell measured.")
+    return "\n".join(lines) + "\n"
+
+
+def plot_throughput(cells, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("dds: no matplotlib, no plot", file=sys.stderr)
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, topo in zip(axes, ("one host", "two hosts")):
+        cs = [c for c in cells if c["topology"] == topo]
+        xs = [c["size"] for c in cs]
+        for system, style, label in (("batched", "x-", "ferry-dds batched"), ("ferry", "o-", "ferry-dds"),
+                                     ("node", "^-", "ferry node [ros2]"),
+                                     ("ddsperf", "s--", "Cyclone (ddsperf, batched)")):
+            ys = [c[system]["mbps"] if c.get(system) else float("nan") for c in cs]
+            ax.plot(xs, ys, style, label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(topo)
+        ax.set_xlabel("payload (bytes)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("received Mb/s (payload)")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def measure(sizes, rounds, secs):
@@ -198,35 +348,46 @@ def main():
     sp = ap.add_subparsers(dest="cmd", required=True)
     r = sp.add_parser("run")
     r.add_argument("--quick", action="store_true")
+    r.add_argument("--what", choices=("latency", "throughput", "both"), default="both")
     r.add_argument("--out", default=os.path.join(HERE, "results/dds"))
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("dds: needs root (network namespaces)")
     for path, build in ((PINGPONG, "-p ferry-dds --example dds_pingpong"),
-                        (NODE_PING, "-p ferry --features ros2 --example ros2_ping")):
+                        (NODE_PING, "-p ferry --features ros2 --example ros2_ping"),
+                        (FLOOD, "-p ferry-dds --example dds_flood"),
+                        (NODE_FLOOD, "-p ferry --features ros2 --example ros2_flood")):
         if not os.path.exists(path):
             sys.exit(f"dds: build it first: cargo build --release {build} ({path})")
     sizes = [64, 65536] if args.quick else SIZES
     args.rounds, args.secs = (1, 2) if args.quick else (3, 4)
     rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True).stdout.strip() or "?"
-    lab_up()
-    try:
-        cells = measure(sizes, args.rounds, args.secs)
-    finally:
-        lab_down()
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out + ".json", "w") as f:
-        json.dump({"commit": rev, "quick": args.quick, "rounds": args.rounds, "secs": args.secs,
-                   "cells": cells}, f, indent=1)
-    md = markdown(cells, args, rev)
-    with open(args.out + ".md", "w") as f:
-        f.write(md)
-    plot(cells, args.out + ".png")
-    print(md)
-    missing = [c for c in cells if not all(c[s] for s in SYSTEMS)]
+    missing = 0
+    for what, run, md_of, plot_of, out in (
+            ("latency", measure, markdown, plot, args.out),
+            ("throughput", measure_throughput, markdown_throughput, plot_throughput,
+             args.out + "_throughput")):
+        if args.what not in (what, "both"):
+            continue
+        lab_up()
+        try:
+            cells = run(sizes, args.rounds, args.secs)
+        finally:
+            lab_down()
+        with open(out + ".json", "w") as f:
+            json.dump({"commit": rev, "quick": args.quick, "rounds": args.rounds, "secs": args.secs,
+                       "cells": cells}, f, indent=1)
+        md = md_of(cells, args, rev)
+        with open(out + ".md", "w") as f:
+            f.write(md)
+        plot_of(cells, out + ".png")
+        print(md)
+        systems = FLOOD_SYSTEMS if what == "throughput" else SYSTEMS
+        missing += len([c for c in cells if not all(c[s] for s in systems)])
     if missing:
-        sys.exit(f"dds: {len(missing)} cell(s) without a result")
+        sys.exit(f"dds: {missing} cell(s) without a result")
 
 
 if __name__ == "__main__":

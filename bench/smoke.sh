@@ -145,13 +145,17 @@ if grep -q 'never' "$out/disco.md" \
   echo "bench smoke: discovery did not complete or is not at rest" >&2
   exit 1
 fi
-echo "== dds.py --quick (ferry's DDS path beside Cyclone DDS's own ddsperf, latency, one host and two)"
-cargo build --release -q -p ferry-dds --example dds_pingpong
-cargo build --release -q -p ferry --features ros2 --example ros2_ping
+echo "== dds.py --quick (ferry's DDS path beside Cyclone DDS's own ddsperf, latency and throughput, one host and two)"
+cargo build --release -q -p ferry-dds --example dds_pingpong --example dds_flood
+cargo build --release -q -p ferry --features ros2 --example ros2_ping --example ros2_flood
 # Exits non-zero when a cell has no figure for any system.
 python3 bench/dds.py run --quick --out "$out/dds" | tee "$out/dds.txt"
 if [ "$(grep -cE '^\| (one host|two hosts) \| [0-9]+ (B|KiB|MiB) \| [0-9.]+ / [0-9.]+ \| [0-9.]+ / [0-9.]+ \| [0-9.]+ / [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$out/dds.md")" != 4 ]; then
   echo "bench smoke: the DDS comparison with Cyclone is incomplete" >&2
+  exit 1
+fi
+if [ "$(grep -cE '^\| (one host|two hosts) \| [0-9]+ (B|KiB|MiB)( \| [0-9]+){4}( \| [0-9.]+){4} \|$' "$out/dds_throughput.md")" != 4 ]; then
+  echo "bench smoke: the DDS throughput comparison with Cyclone is incomplete" >&2
   exit 1
 fi
 echo "bench smoke: ok"

@@ -765,3 +765,38 @@ dds_return_t ferry_dds_delete_endpoint(dds_entity_t e)
   dds_entity_t parent = dds_get_parent(e);
   return dds_delete(parent < 0 ? e : parent);
 }
+
+/* Cyclone's log messages (errors, warnings, info; not its trace) go to
+ * `ferry_dds_log_cb` instead of stderr: ferry logs them with its own
+ * tracing, bounded (a peer sending malformed packets makes Cyclone warn
+ * once per packet). */
+typedef void (*ferry_dds_on_log)(uint32_t priority, const char *msg, size_t len);
+
+static ferry_dds_on_log ferry_dds_log_cb;
+
+static void log_sink(void *arg, const dds_log_data_t *d)
+{
+  (void)arg;
+  if (ferry_dds_log_cb == NULL || d->message == NULL)
+    return;
+  size_t skip = d->hdrsize <= d->size ? d->hdrsize : 0;
+  ferry_dds_log_cb(d->priority, d->message + skip, d->size - skip);
+}
+
+void ferry_dds_set_log(ferry_dds_on_log cb)
+{
+  ferry_dds_log_cb = cb;
+  dds_set_log_sink(log_sink, NULL);
+}
+
+/* Write batching for every writer of the process (Cyclone packs samples
+ * into one datagram until it is full or flushed), as ddsperf's pub. */
+void ferry_dds_write_batch(int32_t enable)
+{
+  dds_write_set_batch(enable != 0);
+}
+
+void ferry_dds_flush(dds_entity_t wr)
+{
+  dds_write_flush(wr);
+}

@@ -115,6 +115,9 @@ extern "C" {
     pub fn ferry_dds_endpoints(rd: Entity, max: u32, cb: OnEndpoint, ctx: *mut c_void) -> i32;
     pub fn ferry_dds_matched(e: Entity, is_writer: i32) -> i32;
     pub fn ferry_dds_strretcode(rc: i32) -> *const c_char;
+    pub fn ferry_dds_write_batch(enable: i32);
+    pub fn ferry_dds_flush(wr: Entity);
+    pub fn ferry_dds_set_log(cb: extern "C" fn(priority: u32, msg: *const c_char, len: usize));
     pub fn ferry_dds_delete(e: Entity) -> i32;
     pub fn ferry_dds_delete_endpoint(e: Entity) -> i32;
 }

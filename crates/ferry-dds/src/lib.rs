@@ -17,6 +17,7 @@
 mod conflict;
 mod ffi;
 pub mod graph;
+mod log;
 pub mod names;
 pub mod path;
 mod qos;
@@ -109,6 +110,16 @@ fn cstring(s: &str) -> Result<CString, DdsError> {
     })
 }
 
+/// Turns Cyclone's write batching on or off for every writer of the
+/// process: samples are packed into one datagram until it is full or
+/// [`Writer::flush`] is called (more samples per second, later delivery).
+/// Off by default; ferry's ports never turn it on (ddsperf's pub does, and
+/// the throughput bench compares with it).
+pub fn write_batching(on: bool) {
+    // SAFETY: a plain flag.
+    unsafe { ffi::ferry_dds_write_batch(i32::from(on)) };
+}
+
 /// A DDS GUID (16 bytes: prefix of 12 + entity id of 4); ROS 2's gid.
 pub type Guid = [u8; 16];
 
@@ -198,6 +209,7 @@ fn domain_handle(domain: u32, settings: &DomainSettings) -> Result<Option<Arc<Ha
         return Ok(Some(h));
     }
     let xml = cstring(&settings.config_xml)?;
+    log::install();
     // SAFETY: plain values and a C string alive for the call.
     let e = unsafe { ffi::ferry_dds_domain(domain, settings.max_sample_bytes, xml.as_ptr()) };
     if e == ffi::PRECONDITION_NOT_MET {
@@ -645,6 +657,12 @@ impl Writer {
             });
         }
         Ok(())
+    }
+
+    /// Sends what [`write_batching`] has packed so far.
+    pub fn flush(&self) {
+        // SAFETY: a writer this crate made, alive while `self` is.
+        unsafe { ffi::ferry_dds_flush(self.handle.0) };
     }
 
     /// Readers matched now.

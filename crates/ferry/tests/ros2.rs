@@ -585,3 +585,155 @@ fn qos_conflicts_with_ros2_nodes_are_reported_on_both_sides() {
         .unwrap();
     });
 }
+
+/// Sends `count` garbage datagrams from the calling thread's namespace to
+/// every UDP port open in namespace `target` (`addr`), and to Cyclone's
+/// discovery and data multicast ports of `domain`: random bytes, and RTPS
+/// headers followed by random submessages (DATA, DATA_FRAG, HEARTBEAT,
+/// ACKNACK, INFO_TS, INFO_DST, GAP) with random lengths and contents.
+fn flood(target: &str, addr: &str, domain: u16, count: usize) -> usize {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", target, "ss", "-Huln"])
+        .output()
+        .expect("ss");
+    let mut to: Vec<std::net::SocketAddr> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            l.split_whitespace()
+                .nth(3)?
+                .rsplit(':')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .map(|port: u16| format!("{addr}:{port}").parse().unwrap())
+        .collect();
+    let base = 7400 + 250 * domain;
+    to.push(format!("239.255.0.1:{base}").parse().unwrap());
+    to.push(format!("239.255.0.1:{}", base + 1).parse().unwrap());
+    to.sort();
+    to.dedup();
+    let sock = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    sock.set_multicast_loop_v4(false).unwrap();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut sent = 0;
+    for i in 0..count {
+        let len = 1 + (next() % 1400) as usize;
+        let mut d: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        if i % 2 == 0 {
+            // RTPS 2.3, a made-up vendor and GUID prefix, then submessages.
+            let mut rtps = b"RTPS\x02\x03\x01\x99".to_vec();
+            rtps.extend((0..12).map(|_| next() as u8));
+            const IDS: [u8; 7] = [0x15, 0x16, 0x07, 0x06, 0x09, 0x0e, 0x08];
+            while rtps.len() < len + 20 {
+                let body = (next() % 200) as u16;
+                rtps.push(IDS[(next() % 7) as usize]);
+                rtps.push((next() % 4) as u8); // flags: endianness, inline QoS
+                                               // A declared length that is sometimes a lie.
+                let declared = if next() % 5 == 0 { next() as u16 } else { body };
+                rtps.extend_from_slice(&declared.to_le_bytes());
+                rtps.extend((0..body).map(|_| next() as u8));
+            }
+            d = rtps;
+        }
+        if sock.send_to(&d, to[i % to.len()]).is_ok() {
+            sent += 1;
+        }
+        if i % 200 == 199 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    sent
+}
+
+/// Garbage datagrams at every UDP port of a ferry process with `[ros2]`
+/// (DDS's and ferry's) disturb neither ferry's own path nor the DDS path:
+/// 200 reliable samples between two ferry runtimes all arrive in order
+/// during the flood, a ROS 2 listener still gets its samples, and the
+/// process stays up.
+#[test]
+fn garbage_at_the_dds_ports_disturbs_no_path() {
+    let Some(lab) = Lab::new(20) else { return };
+    let domain = 96u16;
+    let lab_ref = &lab;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            lab_ref.enter(&lab_ref.a);
+            let with_discovery = |lease_ms| Config {
+                discovery: DiscoveryRange::Localhost,
+                lease_ms,
+                ..ros2_config(domain)
+            };
+            let a = Node::builder()
+                .name("a")
+                .config(with_discovery(3000))
+                .build()
+                .unwrap();
+            let b = Node::builder()
+                .name("b")
+                .config(with_discovery(3100))
+                .build()
+                .unwrap();
+            let publisher = a
+                .publisher::<std_msgs::String>("/steady")
+                .qos(Qos::default().keep_all())
+                .build()
+                .unwrap();
+            let sub = b
+                .subscriber::<std_msgs::String>("/steady")
+                .qos(Qos::default().keep_all())
+                .build()
+                .unwrap();
+            assert!(publisher.wait_for_subscribers(1, Duration::from_secs(10)));
+            let (mut listener, said) = lab_ref.ros2(
+                &lab_ref.b,
+                domain.into(),
+                &["listen", "/steady", "20", "60"],
+            );
+            wait_for(&said, "ready", Duration::from_secs(30));
+            assert!(publisher.wait_for_subscribers(2, Duration::from_secs(30)));
+
+            let attacker = s.spawn(move || {
+                lab_ref.enter(&lab_ref.b);
+                flood(&lab_ref.a, "10.79.20.1", domain, 20_000)
+            });
+            let mut got = Vec::new();
+            for i in 0..200 {
+                publisher
+                    .publish(std_msgs::String {
+                        data: format!("z {i}"),
+                    })
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(10));
+                got.extend(std::iter::from_fn(|| sub.try_recv()).map(|s| s.data.clone()));
+            }
+            let sent = attacker.join().unwrap();
+            assert!(sent > 15_000, "only {sent} garbage datagrams sent");
+            while got.len() < 200 {
+                match sub.recv_timeout(Duration::from_secs(5)) {
+                    Ok(s) => got.push(s.data.clone()),
+                    Err(_) => break,
+                }
+            }
+            assert_eq!(got.len(), 200, "ferry's own path lost samples: {got:?}");
+            assert!(consecutive(&got, "z "), "gaps or repeats: {got:?}");
+            // The DDS path still carries samples to the ROS 2 node.
+            let ros_got = publish_until_heard(&mut listener, &said, |i| {
+                publisher
+                    .publish(std_msgs::String {
+                        data: format!("after {i}"),
+                    })
+                    .unwrap()
+            });
+            assert_eq!(ros_got.len(), 20, "the ROS 2 node got {ros_got:?}");
+        })
+        .join()
+        .unwrap();
+    });
+}
