@@ -439,6 +439,9 @@ typedef struct ferry_dds_match_ctx {
   int32_t count;
   int32_t busy;    /* a spin lock: one count at a time, stored in order */
   char ignore[64]; /* NUL-terminated */
+  /* Told of each new count (may be NULL), after it is stored. */
+  void (*on_change)(void *ctx, int32_t count);
+  void *ctx;
 } ferry_dds_match_ctx;
 
 static bool userdata_contains(const dds_qos_t *qos, const char *key)
@@ -487,8 +490,10 @@ static void count_readers(dds_entity_t wr, ferry_dds_match_ctx *c)
       }
     }
   }
-  __atomic_store_n(&c->count, count, __ATOMIC_RELAXED);
+  const int32_t before = __atomic_exchange_n(&c->count, count, __ATOMIC_RELAXED);
   __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+  if (c->on_change != NULL && before != count)
+    c->on_change(c->ctx, count);
 }
 
 static void on_publication_matched(dds_entity_t wr, const dds_publication_matched_status_t status, void *arg)

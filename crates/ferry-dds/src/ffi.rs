@@ -27,13 +27,21 @@ pub struct RawQos {
 
 /// A writer's matched-reader count, as `ferry_dds_match_ctx` in C: readers
 /// whose user data contains `ignore` (NUL-terminated; empty: none) are
-/// left out.
+/// left out; `on_change(ctx, count)` (optional) is told of each new count.
 #[repr(C)]
 pub struct MatchCtx {
     pub count: std::sync::atomic::AtomicI32,
     pub busy: std::sync::atomic::AtomicI32,
     pub ignore: [u8; 64],
+    pub on_change: Option<extern "C" fn(ctx: *mut c_void, count: i32)>,
+    pub ctx: *mut c_void,
 }
+
+// SAFETY: `ctx` points at the writer's boxed `ReadersCtx` (Send + Sync,
+// only read), alive as long as this context; the counts are atomics.
+unsafe impl Send for MatchCtx {}
+// SAFETY: as above.
+unsafe impl Sync for MatchCtx {}
 
 /// One taken sample, as `ferry_dds_taken` in C.
 #[repr(C)]

@@ -14,9 +14,9 @@
 //! ([`DdsQos`]); the port (which paths a ferry publisher uses) lives in
 //! `ferry`.
 
-mod conflict;
 mod ffi;
 pub mod graph;
+mod listener;
 mod log;
 pub mod names;
 pub mod path;
@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-pub use conflict::{policy_name, OnConflict, QosConflict};
+pub use listener::{policy_name, OnConflict, OnReaders, QosConflict, WriterHooks};
 pub use path::discovery_xml;
 pub use qos::{DdsQos, Liveliness};
 
@@ -164,10 +164,8 @@ type Deletion = Box<dyn FnOnce() + Send>;
 /// Cyclone's deletes wait for that very thread: the handler of the entity
 /// itself, or its cleanup of any entity), on ferry's reaper thread, in the
 /// order asked. Deletes capture entity ids only: if the reaper cannot run,
-/// dropping one deletes nothing (a leak, logged, never a hang). Handlers
-/// also hand it work that reads DDS state (keep such work short: deletes
-/// queue behind it).
-pub fn off_handler(delete: impl FnOnce() + Send + 'static) {
+/// dropping one deletes nothing (a leak, logged, never a hang).
+pub(crate) fn off_handler(delete: impl FnOnce() + Send + 'static) {
     if !IN_LISTENER.with(std::cell::Cell::get) {
         delete();
         return;
@@ -334,18 +332,18 @@ impl Participant {
         qos: &DdsQos,
         ignore: &str,
     ) -> Result<Writer, DdsError> {
-        self.writer_with(topic, qos, ignore, None)
+        self.writer_with(topic, qos, ignore, WriterHooks::default())
     }
 
-    /// [`Self::writer_ignoring`], and `on_conflict` told of every reader
-    /// whose QoS conflicts with this writer's (DDS's offered incompatible
-    /// QoS status).
+    /// [`Self::writer_ignoring`], with `hooks` told of every reader whose
+    /// QoS conflicts with this writer's (DDS's offered incompatible QoS
+    /// status) and of every change of its matched-reader count.
     pub fn writer_with(
         &self,
         topic: &Topic,
         qos: &DdsQos,
         ignore: &str,
-        on_conflict: Option<OnConflict>,
+        hooks: WriterHooks,
     ) -> Result<Writer, DdsError> {
         let raw = qos.raw();
         let mut key = [0u8; 64];
@@ -356,12 +354,17 @@ impl Participant {
             });
         }
         key[..ignore.len()].copy_from_slice(ignore.as_bytes());
+        let readers = hooks.on_readers.map(|f| Box::new(listener::ReadersCtx(f)));
         let matched = Box::new(ffi::MatchCtx {
             count: AtomicI32::new(0),
             busy: AtomicI32::new(0),
             ignore: key,
+            on_change: readers.as_ref().map(|_| listener::on_readers as _),
+            ctx: readers.as_deref().map_or(std::ptr::null_mut(), |r| {
+                std::ptr::from_ref(r).cast_mut().cast()
+            }),
         });
-        let conflict = on_conflict.map(conflict::ConflictCtx::new);
+        let conflict = hooks.on_conflict.map(listener::ConflictCtx::new);
         // SAFETY: `raw` borrows `qos`, alive for the call;
         // the C side copies. `matched` and `conflict` outlive the writer
         // (freed after its delete, which stops its listener).
@@ -371,12 +374,12 @@ impl Participant {
                 topic.handle.0,
                 &raw,
                 std::ptr::from_ref(&*matched).cast_mut(),
-                conflict::raw_of(conflict.as_deref()),
+                listener::raw_of(conflict.as_deref()),
             )
         };
         Ok(Writer {
             handle: EndpointHandle(created("writer", e)?),
-            matched: std::mem::ManuallyDrop::new((matched, conflict)),
+            matched: std::mem::ManuallyDrop::new((matched, conflict, readers)),
             topic: topic.clone(),
         })
     }
@@ -406,7 +409,7 @@ impl Participant {
     {
         let ctx = Box::into_raw(Box::new(ReaderCtx {
             on_sample: Box::new(on_sample),
-            conflict: on_conflict.map(conflict::ConflictCtx::new),
+            conflict: on_conflict.map(listener::ConflictCtx::new),
         }));
         let raw = qos.raw();
         // SAFETY: `ctx` (and the conflict context it holds) outlives the
@@ -419,7 +422,7 @@ impl Participant {
                 &raw,
                 on_data,
                 ctx.cast(),
-                conflict::raw_of((*ctx).conflict.as_deref()),
+                listener::raw_of((*ctx).conflict.as_deref()),
             )
         };
         let handle = match created("reader", e) {
@@ -598,8 +601,13 @@ impl Topic {
     }
 }
 
-/// What a writer's listener uses: its match count, its conflict callback.
-type WriterCtx = (Box<ffi::MatchCtx>, Option<Box<conflict::ConflictCtx>>);
+/// What a writer's listener uses: its match count, its conflict and
+/// reader-count callbacks.
+type WriterCtx = (
+    Box<ffi::MatchCtx>,
+    Option<Box<listener::ConflictCtx>>,
+    Option<Box<listener::ReadersCtx>>,
+);
 
 /// A DDS writer of serialized CDR.
 pub struct Writer {
@@ -737,7 +745,7 @@ type OnSample = Box<dyn Fn(Sample) + Send + Sync>;
 
 struct ReaderCtx {
     on_sample: OnSample,
-    conflict: Option<Box<conflict::ConflictCtx>>,
+    conflict: Option<Box<listener::ConflictCtx>>,
 }
 
 /// Marks the handler as running on this thread until dropped.

@@ -306,7 +306,7 @@ impl DdsPath {
     /// What a ferry endpoint on DDS topic `topic_name` (a writer when
     /// `writer`) does with a QoS conflict DDS reports: find the ROS 2
     /// endpoints of the other kind on the topic and their nodes (on the
-    /// conflict thread, [`crate::conflict::examine`]) and tell `report`. A conflict with another ferry runtime's DDS
+    /// conflict thread, [`crate::listener::examine`]) and tell `report`. A conflict with another ferry runtime's DDS
     /// endpoint only is not reported here: ferry's own discovery reports
     /// it, naming the peer.
     fn conflict_reporter(
@@ -319,7 +319,7 @@ impl DdsPath {
         let topic = names::ros_name(topic_name).map(|(_, n)| n);
         Box::new(move |c: crate::QosConflict| {
             let (path, topic, report) = (path.clone(), topic.clone(), report.clone());
-            crate::conflict::examine(move || {
+            crate::listener::examine(move || {
                 let Some(path) = path.upgrade() else { return };
                 // The peer that conflicted is in DDS discovery by now, or
                 // within moments; its node in ROS 2's graph once the
@@ -430,7 +430,11 @@ impl DdsPath {
             q.max_blocking = self.cfg.keep_all_block;
         }
         let reporter = self.conflict_reporter(&topic_name, true, on_conflict);
-        let writer = self.pp.writer_with(&t, &q, FERRY_KEY, Some(reporter))?;
+        let hooks = crate::WriterHooks {
+            on_conflict: Some(reporter),
+            on_readers: None,
+        };
+        let writer = self.pp.writer_with(&t, &q, FERRY_KEY, hooks)?;
         self.register(node, id.entity, writer.guid()?, true);
         Ok(Arc::new(DdsLink {
             path: self.clone(),
@@ -545,9 +549,22 @@ impl DdsPath {
         sink: std::sync::Weak<dyn ferry_transport::transport::ReplySink>,
     ) -> Result<Arc<service::DdsClientLink>, DdsError> {
         let ends = self.service_ends(name, (req, resp), qos, "clientid")?;
+        // The last ROS 2 service gone: calls that went to it over DDS will
+        // never be answered — they fail now (as over ferry's own paths).
+        let gone = sink.clone();
+        let hooks = crate::WriterHooks {
+            on_conflict: None,
+            on_readers: Some(Box::new(move |n| {
+                if n == 0 {
+                    if let Some(sink) = gone.upgrade() {
+                        sink.on_link_lost(DDS_ENDPOINT);
+                    }
+                }
+            })),
+        };
         let writer = self
             .pp
-            .writer_ignoring(&ends.request, &ends.request_qos, FERRY_KEY)?;
+            .writer_with(&ends.request, &ends.request_qos, FERRY_KEY, hooks)?;
         let guid = writer.guid()?;
         let client = u64::from_le_bytes(guid[8..16].try_into().unwrap_or_default());
         let reader = self.pp.reader(&ends.reply, &ends.reply_qos, move |s| {

@@ -11,9 +11,11 @@ rmw_node.cpp: rmw_send_request / rmw_take_response).
                               times (a=i, b=100); print `sum <s>` per reply
                               that carries this client's id and the call's
                               number; `stray <n>` for replies to others
-  serve SERVICE SECONDS DOMAIN
+  serve SERVICE SECONDS DOMAIN [mute]
                               answer AddTwoInts (sum = a + b) for SECONDS,
-                              echoing each request's header; `served <n>`
+                              echoing each request's header; `served <n>`;
+                              `mute`: take requests, answer none (`taken
+                              <n>`), then leave cleanly
 """
 import random
 import sys
@@ -45,7 +47,7 @@ class AddTwoInts_Response_(IdlStruct, typename="example_interfaces::srv::dds_::A
     sum: int64
 
 
-def serve(service, seconds, domain):
+def serve(service, seconds, domain, mute=False):
     csid = " 1.10." + ".".join(f"{random.getrandbits(8):x}" for _ in range(14))
     qos = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(10),
               Policy.DataRepresentation(use_cdrv0_representation=True),
@@ -58,6 +60,9 @@ def serve(service, seconds, domain):
     while time.monotonic() < end:
         for s in rd.take(N=10):
             if isinstance(s, AddTwoInts_Request_):
+                if mute:
+                    print("taken", s.seq, flush=True)
+                    continue
                 wr.write(AddTwoInts_Response_(client=s.client, seq=s.seq, sum=s.a + s.b))
                 served += 1
         time.sleep(0.002)
@@ -68,7 +73,8 @@ def serve(service, seconds, domain):
 def main():
     role, service = sys.argv[1], sys.argv[2]
     if role == "serve":
-        return serve(service, float(sys.argv[3]), int(sys.argv[4]))
+        return serve(service, float(sys.argv[3]), int(sys.argv[4]),
+                     mute=sys.argv[5:6] == ["mute"])
     count, domain = int(sys.argv[3]), int(sys.argv[4])
     assert role == "call"
     client = random.getrandbits(63) | 1

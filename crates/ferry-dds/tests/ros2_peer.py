@@ -3,6 +3,8 @@ ferry-dds's tests. One role per run; prints one line per event, flushed.
 
   listen TOPIC COUNT TIMEOUT_S [DURABILITY]
                                  print `got <data>` for each std_msgs/String
+  sizes TOPIC COUNT TIMEOUT_S    print `got <length> <first 8 characters>`
+                                 for each (large) std_msgs/String
   talk TOPIC COUNT HZ DURABILITY publish `hello <i>` (after a match, bounded),
                                  DURABILITY volatile or transient_local
   graph TOPIC TIMEOUT_S          print `topic <name> <types> publishers <n>` once
@@ -33,7 +35,15 @@ def main():
     rclpy.init()
     node = rclpy.create_node("ros2_peer_" + role)
     try:
-        if role == "listen":
+        if role == "sizes":
+            topic, count, timeout = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+            got = []
+            node.create_subscription(String, topic, lambda m: (got.append(1), print("got", len(m.data), m.data[:8], flush=True)), QoSProfile(depth=10))
+            print("ready", flush=True)
+            end = time.monotonic() + timeout
+            while len(got) < count and time.monotonic() < end:
+                rclpy.spin_once(node, timeout_sec=0.05)
+        elif role == "listen":
             topic, count, timeout = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
             durability = DURABILITY[sys.argv[5] if len(sys.argv) > 5 else "volatile"]
             got = []

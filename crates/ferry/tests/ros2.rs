@@ -30,6 +30,18 @@ fn ros2_config(domain: u16) -> Config {
     }
 }
 
+/// Whether `cond` holds within `within` (checked every 50 ms).
+fn wait_until(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + within;
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cond()
+}
+
 /// Whether `got` is `prefix i, prefix i+1, …` with no gap or repeat.
 fn consecutive(got: &[String], prefix: &str) -> bool {
     let n: Vec<u64> = got
@@ -437,6 +449,47 @@ fn a_ferry_client_calls_an_rmw_cyclonedds_service() {
             assert_eq!(dds.len(), 1);
             assert_eq!(dds[0].stats.messages, 5, "{:?}", dds[0]);
             drop(server);
+
+            // A ROS 2 service that takes a call, never answers (ROS 2 has
+            // no error replies) and leaves: the call fails as soon as it
+            // has gone (ServiceGone), not at its 60 s timeout.
+            assert!(
+                wait_until(Duration::from_secs(20), || !client.service_is_ready()),
+                "the killed service is still matched"
+            );
+            let (_mute, mute_said) = common::spawn(
+                &lab_ref.b,
+                &[
+                    &py,
+                    concat!(
+                        env!("CARGO_MANIFEST_DIR"),
+                        "/../ferry-dds/tests/rmw_cyclonedds_client.py"
+                    ),
+                    "serve",
+                    "/ros_adder",
+                    "4",
+                    &domain.to_string(),
+                    "mute",
+                ],
+                &[],
+            );
+            wait_for(&mute_said, "ready", Duration::from_secs(30));
+            assert!(client.wait_for_service(Duration::from_secs(20)));
+            std::thread::sleep(Duration::from_millis(500));
+            let asked = Instant::now();
+            let r = client.call(AddTwoIntsRequest { a: 1, b: 2 }, Duration::from_secs(60));
+            assert!(
+                matches!(r, Err(ferry::CallError::ServiceGone { .. })),
+                "{r:?} after {:?}",
+                asked.elapsed()
+            );
+            assert!(
+                asked.elapsed() < Duration::from_secs(20),
+                "{:?}",
+                asked.elapsed()
+            );
+            let said = wait_for(&mute_said, "done", Duration::from_secs(10));
+            assert!(said.iter().any(|l| l.starts_with("taken ")), "{said:?}");
         })
         .join()
         .unwrap();

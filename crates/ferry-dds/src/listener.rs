@@ -1,5 +1,6 @@
-//! QoS conflicts DDS finds between a local endpoint and a remote one (its
-//! offered / requested incompatible QoS status), handed to Rust.
+//! What endpoints' DDS listeners tell Rust: QoS conflicts with remote
+//! endpoints (DDS's offered / requested incompatible QoS status), and a
+//! writer's matched-reader count.
 
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -18,7 +19,7 @@ pub struct QosConflict {
 }
 
 /// Told of each [`QosConflict`], on a Cyclone thread (keep it short; work
-/// that reads DDS state or waits belongs in [`examine`]).
+/// that reads DDS state or waits belongs off that thread).
 pub type OnConflict = Box<dyn Fn(QosConflict) + Send + Sync>;
 
 /// The name of DDS QoS policy `id` (`dds_qos_policy_id_t`).
@@ -77,6 +78,35 @@ impl ConflictCtx {
     }
 }
 
+/// Told of a writer's new count of matched readers (but those its ignore
+/// key leaves out), on the thread that counted (Cyclone's, or the one
+/// creating the writer); keep it short.
+pub type OnReaders = Box<dyn Fn(usize) + Send + Sync>;
+
+/// What a writer's listener reports besides its count.
+#[derive(Default)]
+pub struct WriterHooks {
+    /// Readers whose QoS conflicts with the writer's.
+    pub on_conflict: Option<OnConflict>,
+    /// The count of matched readers changed.
+    pub on_readers: Option<OnReaders>,
+}
+
+/// A boxed [`OnReaders`] the C side points at (through `MatchCtx::ctx`).
+pub(crate) struct ReadersCtx(pub(crate) OnReaders);
+
+/// `MatchCtx::on_change`.
+pub(crate) extern "C" fn on_readers(ctx: *mut c_void, count: i32) {
+    // SAFETY: `ctx` is the boxed `ReadersCtx` of the writer, freed only
+    // after the writer is deleted (its listener stopped).
+    let ctx = unsafe { &*(ctx as *const ReadersCtx) };
+    let _running = crate::InHandler::enter();
+    let n = usize::try_from(count).unwrap_or(0);
+    if catch_unwind(AssertUnwindSafe(|| (ctx.0)(n))).is_err() {
+        tracing::error!("a DDS matched-readers handler panicked");
+    }
+}
+
 /// The C pointer of an optional context (NULL: no listener).
 pub(crate) fn raw_of(c: Option<&ConflictCtx>) -> *const ffi::Incompatible {
     c.map_or(std::ptr::null(), ConflictCtx::raw)
@@ -103,7 +133,7 @@ type Job = Box<dyn FnOnce() + Send>;
 /// needs (reading DDS discovery, waiting for ROS 2's graph) off Cyclone's
 /// handler threads. At most 256 wait; more are dropped (logged): a peer
 /// can cause conflicts at will, and their reports must stay bounded.
-pub fn examine(job: impl FnOnce() + Send + 'static) {
+pub(crate) fn examine(job: impl FnOnce() + Send + 'static) {
     static WORKER: std::sync::OnceLock<Option<std::sync::mpsc::SyncSender<Job>>> =
         std::sync::OnceLock::new();
     let worker = WORKER.get_or_init(|| {
