@@ -505,7 +505,7 @@ static void on_publication_matched(dds_entity_t wr, const dds_publication_matche
 /* Told of an endpoint's QoS conflict with a remote one (DDS's offered /
  * requested incompatible QoS status): the last policy in conflict and how
  * many conflicts so far. Runs on a Cyclone thread. */
-typedef void (*ferry_dds_on_incompatible)(void *ctx, uint32_t policy, uint32_t total);
+typedef void (*ferry_dds_on_incompatible)(void *ctx, dds_entity_t e, uint32_t policy, uint32_t total);
 
 typedef struct ferry_dds_incompatible {
   ferry_dds_on_incompatible cb;
@@ -514,17 +514,39 @@ typedef struct ferry_dds_incompatible {
 
 static void on_offered_incompatible(dds_entity_t wr, const dds_offered_incompatible_qos_status_t status, void *arg)
 {
-  (void)wr;
   const ferry_dds_incompatible *i = arg;
-  i->cb(i->ctx, status.last_policy_id, status.total_count);
+  i->cb(i->ctx, wr, status.last_policy_id, status.total_count);
 }
 
 static void on_requested_incompatible(dds_entity_t rd, const dds_requested_incompatible_qos_status_t status,
                                       void *arg)
 {
-  (void)rd;
   const ferry_dds_incompatible *i = arg;
-  i->cb(i->ctx, status.last_policy_id, status.total_count);
+  i->cb(i->ctx, rd, status.last_policy_id, status.total_count);
+}
+
+/* The GUIDs of the endpoints matched with `e` now (readers of a writer,
+ * writers of a reader), at most `max` (16 bytes each into `out`); their
+ * number, or an error code (e.g. `e` is gone). */
+int32_t ferry_dds_matched_guids(dds_entity_t e, int32_t is_writer, unsigned char *out, uint32_t max)
+{
+  enum { MAX = 1024 };
+  dds_instance_handle_t hs[MAX];
+  const dds_return_t n = is_writer ? dds_get_matched_subscriptions(e, hs, MAX) : dds_get_matched_publications(e, hs, MAX);
+  if (n < 0)
+    return n;
+  uint32_t k = 0;
+  for (dds_return_t i = 0; i < n && i < MAX && k < max; i++)
+  {
+    dds_builtintopic_endpoint_t *ep =
+        is_writer ? dds_get_matched_subscription_data(e, hs[i]) : dds_get_matched_publication_data(e, hs[i]);
+    if (ep == NULL)
+      continue;
+    memcpy(out + 16 * (size_t)k, ep->key.v, 16);
+    k++;
+    dds_builtintopic_free_endpoint(ep);
+  }
+  return (int32_t)k;
 }
 
 /* A writer; `matched->count` follows its matched readers (written by
@@ -779,18 +801,19 @@ typedef void (*ferry_dds_on_log)(uint32_t priority, const char *msg, size_t len)
 
 static ferry_dds_on_log ferry_dds_log_cb;
 
+/* `message` starts after Cyclone's header (time stamp, domain, thread). */
 static void log_sink(void *arg, const dds_log_data_t *d)
 {
   (void)arg;
-  if (ferry_dds_log_cb == NULL || d->message == NULL)
+  const ferry_dds_on_log cb = __atomic_load_n(&ferry_dds_log_cb, __ATOMIC_ACQUIRE);
+  if (cb == NULL || d->message == NULL)
     return;
-  size_t skip = d->hdrsize <= d->size ? d->hdrsize : 0;
-  ferry_dds_log_cb(d->priority, d->message + skip, d->size - skip);
+  cb(d->priority, d->message, d->size);
 }
 
 void ferry_dds_set_log(ferry_dds_on_log cb)
 {
-  ferry_dds_log_cb = cb;
+  __atomic_store_n(&ferry_dds_log_cb, cb, __ATOMIC_RELEASE);
   dds_set_log_sink(log_sink, NULL);
 }
 

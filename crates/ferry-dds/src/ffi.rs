@@ -69,8 +69,9 @@ pub struct RawEndpoint {
 /// Receives one discovered endpoint.
 pub type OnEndpoint = extern "C" fn(ctx: *mut c_void, ep: *const RawEndpoint);
 
-/// Told of a QoS conflict: the context, DDS's policy id, conflicts so far.
-pub type OnIncompatible = extern "C" fn(ctx: *mut c_void, policy: u32, total: u32);
+/// Told of a QoS conflict: the context, the endpoint, DDS's policy id,
+/// conflicts so far.
+pub type OnIncompatible = extern "C" fn(ctx: *mut c_void, e: Entity, policy: u32, total: u32);
 
 /// A QoS-conflict callback and its context, as `ferry_dds_incompatible`
 /// in C (outlives the endpoint it is given to).
@@ -122,6 +123,7 @@ extern "C" {
     pub fn ferry_dds_builtin_reader(pp: Entity, writers: i32) -> Entity;
     pub fn ferry_dds_endpoints(rd: Entity, max: u32, cb: OnEndpoint, ctx: *mut c_void) -> i32;
     pub fn ferry_dds_matched(e: Entity, is_writer: i32) -> i32;
+    pub fn ferry_dds_matched_guids(e: Entity, is_writer: i32, out: *mut u8, max: u32) -> i32;
     pub fn ferry_dds_strretcode(rc: i32) -> *const c_char;
     pub fn ferry_dds_write_batch(enable: i32);
     pub fn ferry_dds_flush(wr: Entity);

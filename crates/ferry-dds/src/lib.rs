@@ -110,6 +110,21 @@ fn cstring(s: &str) -> Result<CString, DdsError> {
     })
 }
 
+/// The GUIDs of the endpoints matched with `e` now (readers of a writer,
+/// writers of a reader; at most 1024); empty when `e` is gone.
+pub(crate) fn matched_guids(e: ffi::Entity, writer: bool) -> Vec<Guid> {
+    const MAX: usize = 1024;
+    let mut out = vec![0u8; 16 * MAX];
+    // SAFETY: room for MAX GUIDs of 16 bytes.
+    let n =
+        unsafe { ffi::ferry_dds_matched_guids(e, i32::from(writer), out.as_mut_ptr(), MAX as u32) };
+    let n = usize::try_from(n).unwrap_or(0).min(MAX);
+    out[..16 * n]
+        .chunks_exact(16)
+        .filter_map(|c| c.try_into().ok())
+        .collect()
+}
+
 /// Turns Cyclone's write batching on or off for every writer of the
 /// process: samples are packed into one datagram until it is full or
 /// [`Writer::flush`] is called (more samples per second, later delivery).

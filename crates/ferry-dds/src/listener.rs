@@ -16,6 +16,8 @@ pub struct QosConflict {
     pub policy: &'static str,
     /// Conflicts this endpoint has had so far.
     pub total: u32,
+    /// The local endpoint (for [`crate::matched_guids`]).
+    pub(crate) entity: ffi::Entity,
 }
 
 /// Told of each [`QosConflict`], on a Cyclone thread (keep it short; work
@@ -112,7 +114,7 @@ pub(crate) fn raw_of(c: Option<&ConflictCtx>) -> *const ffi::Incompatible {
     c.map_or(std::ptr::null(), ConflictCtx::raw)
 }
 
-extern "C" fn on_incompatible(ctx: *mut c_void, policy: u32, total: u32) {
+extern "C" fn on_incompatible(ctx: *mut c_void, entity: ffi::Entity, policy: u32, total: u32) {
     // SAFETY: `ctx` is the boxed `ConflictCtx` given with the endpoint,
     // freed only after the endpoint is deleted (its listener stopped).
     let ctx = unsafe { &*(ctx as *const ConflictCtx) };
@@ -120,6 +122,7 @@ extern "C" fn on_incompatible(ctx: *mut c_void, policy: u32, total: u32) {
     let conflict = QosConflict {
         policy: policy_name(policy),
         total,
+        entity,
     };
     // A panic must not cross into C.
     if catch_unwind(AssertUnwindSafe(|| (ctx.on_conflict)(conflict))).is_err() {
@@ -140,7 +143,13 @@ pub(crate) fn examine(job: impl FnOnce() + Send + 'static) {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(256);
         std::thread::Builder::new()
             .name("ferry-dds-conflicts".into())
-            .spawn(move || rx.into_iter().for_each(|j| j()))
+            .spawn(move || {
+                for job in rx {
+                    if catch_unwind(AssertUnwindSafe(job)).is_err() {
+                        tracing::error!("examining a DDS QoS conflict panicked");
+                    }
+                }
+            })
             .ok()
             .map(|_| tx)
     });

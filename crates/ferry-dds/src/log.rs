@@ -65,13 +65,11 @@ impl Budget {
 static BUDGET: Mutex<Option<Budget>> = Mutex::new(None);
 
 extern "C" fn on_log(priority: u32, msg: *const c_char, len: usize) {
-    let text = if msg.is_null() {
-        String::new()
-    } else {
-        // SAFETY: Cyclone hands `len` bytes valid for the call.
-        let bytes = unsafe { std::slice::from_raw_parts(msg.cast::<u8>(), len) };
-        String::from_utf8_lossy(bytes).trim_end().to_string()
-    };
+    // A panic must not cross into C.
+    let _ = std::panic::catch_unwind(|| log(priority, msg, len));
+}
+
+fn log(priority: u32, msg: *const c_char, len: usize) {
     let now = Instant::now();
     let (log, held) = BUDGET
         .lock()
@@ -80,9 +78,13 @@ extern "C" fn on_log(priority: u32, msg: *const c_char, len: usize) {
     if held > 0 {
         tracing::warn!("Cyclone DDS: {held} more message(s) in the last {WINDOW:?} not logged");
     }
-    if !log {
+    if !log || msg.is_null() {
         return;
     }
+    // SAFETY: Cyclone hands `len` bytes valid for the call.
+    let bytes = unsafe { std::slice::from_raw_parts(msg.cast::<u8>(), len) };
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim_end();
     if priority & (FATAL | ERROR) != 0 {
         tracing::error!("Cyclone DDS: {text}");
     } else if priority & WARNING != 0 {
