@@ -159,28 +159,43 @@ def run_flood(system, size, secs, topo):
     return [r for r in rates if r > 0]
 
 
-def measure_throughput(sizes, rounds, secs):
+def grid(sizes, rounds, secs, systems, run_one, summarize):
+    """Per topology and size, `rounds` runs of every system, alternating;
+    a cell per size with `summarize(per-run figures)` per system (None
+    when no run gave a figure). `run_one(system, size, secs, topo)` is one
+    run's figure or None."""
     cells = []
     for topo in ("one host", "two hosts"):
         for size in sizes:
-            runs = {system: [] for system in FLOOD_SYSTEMS}
+            runs = {system: [] for system in systems}
             for _ in range(rounds):
-                for system in FLOOD_SYSTEMS:
-                    rates = run_flood(system, size, secs, topo)
-                    if rates:
-                        runs[system].append(statistics.median(rates))
+                for system in systems:
+                    figure = run_one(system, size, secs, topo)
+                    if figure is not None:
+                        runs[system].append(figure)
             cell = {"topology": topo, "size": size}
             for system, rs in runs.items():
-                cell[system] = {"mbps": statistics.median(rs), "runs": len(rs)} if rs else None
-            f, b, n, c = cell["ferry"], cell["batched"], cell["node"], cell["ddsperf"]
-            ratio = lambda x, y: round(x["mbps"] / y["mbps"], 2) if x and y else None
-            cell["batched_ratio"] = ratio(b, c)
-            cell["ratio"] = ratio(f, c)
-            cell["node_ratio"] = ratio(n, c)
-            cell["node_vs_unbatched"] = ratio(n, f)
-            print(f"{topo:>9} {size_name(size):>8}: ferry {f} batched {b} node {n} ddsperf {c}",
-                  flush=True)
+                cell[system] = summarize(rs) if rs else None
+            print(f"{topo:>9} {size_name(size):>8}: "
+                  + " ".join(f"{system} {cell[system]}" for system in systems), flush=True)
             cells.append(cell)
+    return cells
+
+
+def measure_throughput(sizes, rounds, secs):
+    def one(system, size, secs, topo):
+        rates = run_flood(system, size, secs, topo)
+        return statistics.median(rates) if rates else None
+
+    cells = grid(sizes, rounds, secs, FLOOD_SYSTEMS, one,
+                 lambda rs: {"mbps": statistics.median(rs), "runs": len(rs)})
+    ratio = lambda x, y: round(x["mbps"] / y["mbps"], 2) if x and y else None
+    for cell in cells:
+        f, b, n, c = cell["ferry"], cell["batched"], cell["node"], cell["ddsperf"]
+        cell["batched_ratio"] = ratio(b, c)
+        cell["ratio"] = ratio(f, c)
+        cell["node_ratio"] = ratio(n, c)
+        cell["node_vs_unbatched"] = ratio(n, f)
     return cells
 
 
@@ -227,56 +242,20 @@ def markdown_throughput(cells, args, rev):
     return "\n".join(lines) + "\n"
 
 
-def plot_throughput(cells, path):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("dds: no matplotlib, no plot", file=sys.stderr)
-        return
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for ax, topo in zip(axes, ("one host", "two hosts")):
-        cs = [c for c in cells if c["topology"] == topo]
-        xs = [c["size"] for c in cs]
-        for system, style, label in (("batched", "x-", "ferry-dds batched"), ("ferry", "o-", "ferry-dds"),
-                                     ("node", "^-", "ferry node [ros2]"),
-                                     ("ddsperf", "s--", "Cyclone (ddsperf, batched)")):
-            ys = [c[system]["mbps"] if c.get(system) else float("nan") for c in cs]
-            ax.plot(xs, ys, style, label=label)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_title(topo)
-        ax.set_xlabel("payload (bytes)")
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_ylabel("received Mb/s (payload)")
-    axes[0].legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
 def measure(sizes, rounds, secs):
-    cells = []
-    for topo in ("one host", "two hosts"):
-        for size in sizes:
-            runs = {system: [] for system in SYSTEMS}
-            for _ in range(rounds):
-                for system in SYSTEMS:
-                    per_s = run_pair(system, size, secs, topo)
-                    if per_s:
-                        runs[system].append((statistics.median(p for p, _ in per_s),
-                                             statistics.median(q for _, q in per_s)))
-            cell = {"topology": topo, "size": size}
-            for system, rs in runs.items():
-                cell[system] = ({"p50_us": statistics.median(p for p, _ in rs),
-                                 "p99_us": statistics.median(q for _, q in rs),
-                                 "runs": len(rs)} if rs else None)
-            f, n, c = cell["ferry"], cell["node"], cell["ddsperf"]
-            cell["ratio_p50"] = round(f["p50_us"] / c["p50_us"], 2) if f and c else None
-            cell["node_ratio_p50"] = round(n["p50_us"] / c["p50_us"], 2) if n and c else None
-            print(f"{topo:>9} {size_name(size):>8}: ferry {f} node {n} ddsperf {c} "
-                  f"ratio {cell['ratio_p50']} node ratio {cell['node_ratio_p50']}", flush=True)
-            cells.append(cell)
+    def one(system, size, secs, topo):
+        per_s = run_pair(system, size, secs, topo)
+        if not per_s:
+            return None
+        return (statistics.median(p for p, _ in per_s), statistics.median(q for _, q in per_s))
+
+    cells = grid(sizes, rounds, secs, SYSTEMS, one,
+                 lambda rs: {"p50_us": statistics.median(p for p, _ in rs),
+                             "p99_us": statistics.median(q for _, q in rs), "runs": len(rs)})
+    for cell in cells:
+        f, n, c = cell["ferry"], cell["node"], cell["ddsperf"]
+        cell["ratio_p50"] = round(f["p50_us"] / c["p50_us"], 2) if f and c else None
+        cell["node_ratio_p50"] = round(n["p50_us"] / c["p50_us"], 2) if n and c else None
     return cells
 
 
@@ -316,7 +295,9 @@ def markdown(cells, args, rev):
     return "\n".join(lines) + "\n"
 
 
-def plot(cells, path):
+def plot(cells, path, lines, key, ylabel):
+    """Both topologies side by side: `key` of each system in `lines`
+    (system, style, label) against the payload size, log-log."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -328,19 +309,31 @@ def plot(cells, path):
     for ax, topo in zip(axes, ("one host", "two hosts")):
         cs = [c for c in cells if c["topology"] == topo]
         xs = [c["size"] for c in cs]
-        for system, style, label in (("ferry", "o-", "ferry-dds"), ("node", "^-", "ferry node [ros2]"),
-                                     ("ddsperf", "s--", "Cyclone (ddsperf)")):
-            ys = [c[system]["p50_us"] if c.get(system) else float("nan") for c in cs]
+        for system, style, label in lines:
+            ys = [c[system][key] if c.get(system) else float("nan") for c in cs]
             ax.plot(xs, ys, style, label=label)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_title(topo)
         ax.set_xlabel("payload (bytes)")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_ylabel("one-way latency p50 (µs)")
+    axes[0].set_ylabel(ylabel)
     axes[0].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def plot_latency(cells, path):
+    plot(cells, path, (("ferry", "o-", "ferry-dds"), ("node", "^-", "ferry node [ros2]"),
+                       ("ddsperf", "s--", "Cyclone (ddsperf)")),
+         "p50_us", "one-way latency p50 (µs)")
+
+
+def plot_throughput(cells, path):
+    plot(cells, path, (("batched", "x-", "ferry-dds batched"), ("ferry", "o-", "ferry-dds"),
+                       ("node", "^-", "ferry node [ros2]"),
+                       ("ddsperf", "s--", "Cyclone (ddsperf, batched)")),
+         "mbps", "received Mb/s (payload)")
 
 
 def main():
@@ -366,7 +359,7 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     missing = 0
     for what, run, md_of, plot_of, out in (
-            ("latency", measure, markdown, plot, args.out),
+            ("latency", measure, markdown, plot_latency, args.out),
             ("throughput", measure_throughput, markdown_throughput, plot_throughput,
              args.out + "_throughput")):
         if args.what not in (what, "both"):

@@ -11,33 +11,16 @@
 //! (a full DDS history holds the publisher back, as ddsperf's writer is).
 //! Ferry's own discovery is off: only DDS.
 
+#[path = "common/ros2_node.rs"]
+mod ros2_node;
+
 use std::time::{Duration, Instant};
 
-use ferry::config::ros2::Ros2Config;
-use ferry::{Config, DiscoveryRange, Node, Qos, RawBytes, TypeHash};
+use ferry::{Qos, RawBytes, TypeHash};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().collect();
-    let arg = |i: usize| -> &str { args.get(i).map(String::as_str).unwrap_or("") };
-    let (Ok(domain), Ok(size), Ok(secs)) = (
-        arg(1).parse::<u16>(),
-        arg(2).parse::<usize>(),
-        arg(3).parse::<f64>(),
-    ) else {
-        eprintln!("usage: ros2_flood DOMAIN SIZE SECS");
-        std::process::exit(2);
-    };
-    let node = Node::builder()
-        .name("ros2_flood")
-        .config(Config {
-            domain_id: domain,
-            discovery: DiscoveryRange::Off,
-            shared_memory: false,
-            keep_all_block_ms: 1000,
-            ros2: Some(Ros2Config::default()),
-            ..Config::default()
-        })
-        .build()?;
+    let (domain, size, secs) = ros2_node::args("ros2_flood DOMAIN SIZE SECS");
+    let node = ros2_node::node("ros2_flood", domain)?;
     let publisher = node
         .publisher::<RawBytes>("/ferry_flood")
         .qos(Qos::default().keep_all())

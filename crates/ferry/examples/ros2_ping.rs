@@ -11,14 +11,15 @@
 //! `<t> size <SIZE> 50% <us>us 90% <us>us 99% <us>us cnt <n>` (one-way =
 //! RTT/2) after a 1 s warm-up. Ferry's own discovery is off: only DDS.
 
+#[path = "common/ros2_node.rs"]
+mod ros2_node;
 #[path = "../../ferry-dds/examples/common/seconds.rs"]
 mod seconds;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry::config::ros2::Ros2Config;
-use ferry::{Config, DiscoveryRange, Node, Qos, RawBytes, TypeHash};
+use ferry::{Qos, RawBytes, TypeHash};
 use parking_lot::Mutex;
 
 const TYPE: &str = "ferry_bench/msg/Blob";
@@ -45,26 +46,8 @@ fn send(p: &ferry::Publisher<RawBytes>, st: &mut State) {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().collect();
-    let arg = |i: usize| -> &str { args.get(i).map(String::as_str).unwrap_or("") };
-    let (Ok(domain), Ok(size), Ok(secs)) = (
-        arg(1).parse::<u16>(),
-        arg(2).parse::<usize>(),
-        arg(3).parse::<f64>(),
-    ) else {
-        eprintln!("usage: ros2_ping DOMAIN SIZE SECS");
-        std::process::exit(2);
-    };
-    let node = Node::builder()
-        .name("ros2_ping")
-        .config(Config {
-            domain_id: domain,
-            discovery: DiscoveryRange::Off,
-            shared_memory: false,
-            ros2: Some(Ros2Config::default()),
-            ..Config::default()
-        })
-        .build()?;
+    let (domain, size, secs) = ros2_node::args("ros2_ping DOMAIN SIZE SECS");
+    let node = ros2_node::node("ros2_ping", domain)?;
     let qos = Qos::default().keep_last(1);
     let hash = TypeHash([7; 32]);
     let publisher = Arc::new(

@@ -30,6 +30,23 @@ fn ros2_config(domain: u16) -> Config {
     }
 }
 
+/// Nodes `a` and `b` of two runtimes with `[ros2]` in `domain` that meet
+/// over ferry's own discovery (this host).
+fn two_runtimes_meeting(domain: u16) -> (Node, Node) {
+    let node = |name, lease_ms| {
+        Node::builder()
+            .name(name)
+            .config(Config {
+                discovery: DiscoveryRange::Localhost,
+                lease_ms,
+                ..ros2_config(domain)
+            })
+            .build()
+            .unwrap()
+    };
+    (node("a", 3000), node("b", 3100))
+}
+
 /// Whether `cond` holds within `within` (checked every 50 ms).
 fn wait_until(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + within;
@@ -283,21 +300,7 @@ fn ferry_runtimes_never_meet_over_dds() {
     std::thread::scope(|s| {
         s.spawn(move || {
             lab_ref.enter(&lab_ref.a);
-            let with_discovery = |lease_ms| Config {
-                discovery: DiscoveryRange::Localhost,
-                lease_ms,
-                ..ros2_config(domain)
-            };
-            let a = Node::builder()
-                .name("a")
-                .config(with_discovery(3000))
-                .build()
-                .unwrap();
-            let b = Node::builder()
-                .name("b")
-                .config(with_discovery(3100))
-                .build()
-                .unwrap();
+            let (a, b) = two_runtimes_meeting(domain);
             let publisher = a.publisher::<std_msgs::String>("/once").build().unwrap();
             let sub = b
                 .subscriber::<std_msgs::String>("/once")
@@ -718,21 +721,7 @@ fn garbage_at_the_dds_ports_disturbs_no_path() {
     std::thread::scope(|s| {
         s.spawn(move || {
             lab_ref.enter(&lab_ref.a);
-            let with_discovery = |lease_ms| Config {
-                discovery: DiscoveryRange::Localhost,
-                lease_ms,
-                ..ros2_config(domain)
-            };
-            let a = Node::builder()
-                .name("a")
-                .config(with_discovery(3000))
-                .build()
-                .unwrap();
-            let b = Node::builder()
-                .name("b")
-                .config(with_discovery(3100))
-                .build()
-                .unwrap();
+            let (a, b) = two_runtimes_meeting(domain);
             let publisher = a
                 .publisher::<std_msgs::String>("/steady")
                 .qos(Qos::default().keep_all())
