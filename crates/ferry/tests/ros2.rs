@@ -47,6 +47,21 @@ fn two_runtimes_meeting(domain: u16) -> (Node, Node) {
     (node("a", 3000), node("b", 3100))
 }
 
+/// Runs the peer that speaks as rmw_cyclonedds (`rmw_cyclonedds_client.py`
+/// with `args`, on `$PYTHON` or `python3`) in namespace `ns`.
+fn rmw_cyclonedds(ns: &str, args: &[&str]) -> (common::Peer, std::sync::mpsc::Receiver<String>) {
+    let py = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../ferry-dds/tests/rmw_cyclonedds_client.py"
+    );
+    let argv: Vec<&str> = [py.as_str(), script]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    common::spawn(ns, &argv, &[])
+}
+
 /// Whether `cond` holds within `within` (checked every 50 ms).
 fn wait_until(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + within;
@@ -365,21 +380,9 @@ fn an_rmw_cyclonedds_client_calls_a_ferry_service() {
                 })
                 .build()
                 .unwrap();
-            let py = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-            let (mut client, said) = common::spawn(
+            let (mut client, said) = rmw_cyclonedds(
                 &lab_ref.b,
-                &[
-                    &py,
-                    concat!(
-                        env!("CARGO_MANIFEST_DIR"),
-                        "/../ferry-dds/tests/rmw_cyclonedds_client.py"
-                    ),
-                    "call",
-                    "/add_two_ints",
-                    "5",
-                    &domain.to_string(),
-                ],
-                &[],
+                &["call", "/add_two_ints", "5", &domain.to_string()],
             );
             let lines = wait_for(&said, "done", Duration::from_secs(60));
             let _ = client.wait();
@@ -418,21 +421,9 @@ fn a_ferry_client_calls_an_rmw_cyclonedds_service() {
                 .build()
                 .unwrap();
             assert!(!client.service_is_ready(), "no service yet");
-            let py = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-            let (server, said) = common::spawn(
+            let (server, said) = rmw_cyclonedds(
                 &lab_ref.b,
-                &[
-                    &py,
-                    concat!(
-                        env!("CARGO_MANIFEST_DIR"),
-                        "/../ferry-dds/tests/rmw_cyclonedds_client.py"
-                    ),
-                    "serve",
-                    "/ros_adder",
-                    "30",
-                    &domain.to_string(),
-                ],
-                &[],
+                &["serve", "/ros_adder", "30", &domain.to_string()],
             );
             wait_for(&said, "ready", Duration::from_secs(30));
             assert!(client.wait_for_service(Duration::from_secs(20)));
@@ -460,21 +451,9 @@ fn a_ferry_client_calls_an_rmw_cyclonedds_service() {
                 wait_until(Duration::from_secs(20), || !client.service_is_ready()),
                 "the killed service is still matched"
             );
-            let (_mute, mute_said) = common::spawn(
+            let (_mute, mute_said) = rmw_cyclonedds(
                 &lab_ref.b,
-                &[
-                    &py,
-                    concat!(
-                        env!("CARGO_MANIFEST_DIR"),
-                        "/../ferry-dds/tests/rmw_cyclonedds_client.py"
-                    ),
-                    "serve",
-                    "/ros_adder",
-                    "4",
-                    &domain.to_string(),
-                    "mute",
-                ],
-                &[],
+                &["serve", "/ros_adder", "4", &domain.to_string(), "mute"],
             );
             wait_for(&mute_said, "ready", Duration::from_secs(30));
             assert!(client.wait_for_service(Duration::from_secs(20)));
