@@ -378,8 +378,10 @@ def test_discovery_counters_count_a_malformed_datagram():
         assert set(before) >= {"sent", "received", "malformed", "not_owner", "refused"}
         domain = node._native.domain_id
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        base = 7400 + 16 * domain
-        for port in range(base + 1, base + 9):  # the unicast discovery ports
+        # The unicast discovery ports: the 8 after 7400 + 16 * domain that
+        # are not DDS's multicast ports (7400 + 250 k and 7401 + 250 k).
+        after = range(7400 + 16 * domain + 1, 7400 + 16 * domain + 20)
+        for port in [p for p in after if (p - 7400) % 250 >= 2][:8]:
             s.sendto(b"not a beacon", ("127.0.0.1", port))
         s.close()
         end = time.monotonic() + 3

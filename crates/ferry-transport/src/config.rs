@@ -5,7 +5,7 @@
 //! ```toml
 //! domain_id = 3
 //! discovery = "subnet"          # localhost | subnet | off
-//! peers = ["10.0.0.2", "10.0.0.3:7401"]
+//! peers = ["10.0.0.2", "10.0.0.3:7402"]
 //! lease_ms = 3000
 //! [[topics]]
 //! pattern = "/camera/*"
@@ -512,6 +512,20 @@ impl Config {
     /// How many unicast discovery ports per host a static peer is tried on.
     pub const UNICAST_PORTS: u16 = 8;
 
+    /// The unicast discovery ports of the domain, in the order a runtime
+    /// tries them: the [`UNICAST_PORTS`](Self::UNICAST_PORTS) ports after
+    /// [`discovery_port`](Self::discovery_port) that are not one of DDS's
+    /// two well-known multicast ports of any DDS domain (RTPS 9.6.1.1:
+    /// 7400 + 250·d and 7401 + 250·d, which Cyclone and Fast DDS bind for
+    /// every participant of domain d: a ferry socket there would keep a
+    /// ROS 2 node — or ferry's own `[ros2]` path — off domain 0).
+    pub fn unicast_discovery_ports(&self) -> impl Iterator<Item = u16> {
+        let dds_multicast = |p: u16| matches!(p.checked_sub(7400), Some(o) if o % 250 < 2);
+        (self.discovery_port() + 1..)
+            .filter(move |&p| !dds_multicast(p))
+            .take(Self::UNICAST_PORTS as usize)
+    }
+
     /// The unicast addresses a static peer entry stands for: `host:port`, or
     /// `host` = every unicast discovery port of the domain on that host.
     pub fn peer_addrs_of(&self, entry: &str) -> Result<Vec<std::net::SocketAddr>, ConfigError> {
@@ -529,15 +543,15 @@ impl Config {
                 .map(|i| i.filter(|a| a.is_ipv4()).take(1).collect())
                 .map_err(|_| err());
         }
-        let base = self.discovery_port() + 1;
         let ip = (entry, 0u16)
             .to_socket_addrs()
             .map_err(|_| err())?
             .find(|a| a.is_ipv4())
             .ok_or_else(err)?
             .ip();
-        Ok((0..Self::UNICAST_PORTS)
-            .map(|i| SocketAddr::new(ip, base + i))
+        Ok(self
+            .unicast_discovery_ports()
+            .map(|port| SocketAddr::new(ip, port))
             .collect())
     }
 
@@ -738,8 +752,33 @@ mod tests {
         assert_eq!(c.peer_addrs_of("10.0.0.2:9000").unwrap().len(), 1);
         let all = c.peer_addrs_of("10.0.0.2").unwrap();
         assert_eq!(all.len(), Config::UNICAST_PORTS as usize);
-        assert_eq!(all[0].port(), 7401);
+        // 7401 is DDS domain 0's multicast user-data port.
+        assert_eq!(all[0].port(), 7402);
         assert!(c.peer_addrs_of("not a host!").is_err());
+    }
+
+    #[test]
+    fn unicast_discovery_ports_leave_dds_multicast_ports_free() {
+        let ports = |domain_id| -> Vec<u16> {
+            Config {
+                domain_id,
+                ..Config::default()
+            }
+            .unicast_discovery_ports()
+            .collect()
+        };
+        assert_eq!(ports(0), (7402..=7409).collect::<Vec<_>>());
+        assert_eq!(ports(1), (7417..=7424).collect::<Vec<_>>());
+        // Domain 31's range would hold DDS domain 2's 7900 and 7901.
+        assert_eq!(ports(31), [7897, 7898, 7899, 7902, 7903, 7904, 7905, 7906]);
+        for d in 0..=MAX_DOMAIN_ID {
+            let p = ports(d);
+            assert_eq!(p.len(), Config::UNICAST_PORTS as usize);
+            assert!(
+                p.iter().all(|&p| (p - 7400) % 250 >= 2),
+                "domain {d}: {p:?}"
+            );
+        }
     }
 
     #[test]

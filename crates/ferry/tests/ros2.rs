@@ -758,3 +758,55 @@ fn garbage_at_the_dds_ports_disturbs_no_path() {
         .unwrap();
     });
 }
+
+/// ROS 2's default domain 0 on one host: a ferry runtime already there
+/// (ferry's discovery on domain 0's ports), then a ROS 2 node, then a ferry
+/// node with `[ros2]`, all in domain 0 — and the ROS 2 node hears the ferry
+/// node. (Ferry's unicast discovery socket once took port 7401, DDS domain
+/// 0's multicast data port: no DDS participant of domain 0 could start
+/// beside a ferry runtime, ferry's own `[ros2]` path included.)
+#[test]
+fn domain_0_is_shared_with_ros2_on_one_host() {
+    let Some(lab) = Lab::new(22) else { return };
+    let lab_ref = &lab;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            lab_ref.enter(&lab_ref.a);
+            let plain = Node::builder()
+                .name("plain")
+                .config(Config {
+                    discovery: DiscoveryRange::Subnet,
+                    shared_memory: false,
+                    ..Config::default()
+                })
+                .build()
+                .unwrap();
+            let (mut listener, said) =
+                lab_ref.ros2(&lab_ref.a, 0, &["listen", "/chatter0", "10", "40"]);
+            wait_for(&said, "ready", Duration::from_secs(30));
+            let node = Node::builder()
+                .name("talker0")
+                .config(ros2_config(0))
+                .build()
+                .expect("a ferry node with [ros2] in domain 0 beside a ferry runtime");
+            let publisher = node
+                .publisher::<std_msgs::String>("/chatter0")
+                .qos(Qos::default())
+                .build()
+                .unwrap();
+            assert!(publisher.wait_for_subscribers(1, Duration::from_secs(30)));
+            let got = publish_until_heard(&mut listener, &said, |i| {
+                publisher
+                    .publish(std_msgs::String {
+                        data: format!("zero {i}"),
+                    })
+                    .unwrap()
+            });
+            assert_eq!(got.len(), 10, "the ROS 2 subscription got {got:?}");
+            assert!(consecutive(&got, "zero "), "gaps or repeats: {got:?}");
+            drop(plain);
+        })
+        .join()
+        .unwrap();
+    });
+}

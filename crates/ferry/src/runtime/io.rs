@@ -120,7 +120,7 @@ impl Sockets {
         // Unicast discovery socket: the first free port of the domain's range,
         // so static peers can find us; an ephemeral one otherwise.
         let mut ucast = None;
-        for p in (port + 1..port + 1 + crate::config::Config::UNICAST_PORTS).chain([0]) {
+        for p in cfg.unicast_discovery_ports().chain([0]) {
             if let Ok(s) = std::net::UdpSocket::bind(SocketAddrV4::new(bind_ip, p)) {
                 ucast = Some(s);
                 break;
