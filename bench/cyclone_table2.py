@@ -7,10 +7,21 @@ ferry lab's emulated 802.11ac link (300 Mbit/s, 2 ms +- 1 ms one way), for
 ideal / 1 % loss / 20 % loss (both directions) / a 20 s outage (8 s..28 s).
 
 Roles:
-  pub SIZE COUNT              host A: write COUNT samples of SIZE bytes at 30 Hz
-  sub COUNT [--outage-end-ns] host B: print one JSON line of reception stats
-  run [--quick] [--count N] [--outage-count N] [--sizes ..] [--conditions ..] [--out PATH]
-                              loop over the grid, one `ferry-lab run` per cell
+  pub SIZE COUNT [--depth N]  host A: write COUNT samples of SIZE bytes at 30 Hz
+  sub COUNT [--outage-end-ns] [--ros2]
+                              host B: print one JSON line of reception stats
+                              (--ros2: ROS 2's names for the topic and type, as
+                              a ferry node's `[ros2]` DDS path writes them)
+  run [--quick] [--count N] [--outage-count N] [--sizes ..] [--conditions ..]
+      [--system cyclone|ferry-dds] [--profile default|tune] [--out PATH]
+                              loop over the grid, one `ferry-lab run` per cell;
+                              ferry-dds = a ferry node's DDS path sends
+                              (crates/ferry/examples/ros2_rate.rs), Cyclone
+                              reads; tune = `ferry tune`'s Cyclone profile for
+                              the cell on both ends and keep last N_HC
+
+bench/table2_dds.py runs ferry's UDP path, Cyclone and ferry's DDS path with
+both configurations side by side through this module.
 
 Payload: an IdlStruct with one `bytes` member (IDL sequence<octet>); bytes 0..8
 = sequence number, 8..16 = send time (time.time_ns(), little endian). Both lab
@@ -40,11 +51,20 @@ HZ = 30.0
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.abspath(__file__)
 IFACE_XML = os.path.join(HERE, "cyclone_iface.xml")
-LAB = "/work/main/target/release/ferry-lab"
+ROOT = os.path.dirname(HERE)
+LAB = os.path.join(ROOT, "target/release/ferry-lab")
+FERRY = os.path.join(ROOT, "target/release/ferry")
+WIRELESS = os.path.join(ROOT, "target/release/ferry-wireless")
+ROS2_RATE = os.path.join(ROOT, "target/release/examples/ros2_rate")
+LINK = "300Mbit"  # the wifi preset's rate: what `ferry tune --link` is told
 SUBNET = 12
 OUTAGE = (8.0, 28.0)
 IDLE_S = 15.0
 TOPIC = "table2"
+# What a ferry node's `[ros2]` path writes for `/table2` of type
+# `ferry_bench/msg/Blob` (ROS 2's conventions: `rt/` prefix, `dds_` type).
+ROS2_TOPIC = "rt/table2"
+ROS2_TYPE = "ferry_bench::msg::dds_::Blob_"
 
 
 def deadline_s(count):
@@ -54,7 +74,7 @@ def deadline_s(count):
 
 # ---------------------------------------------------------------- DDS roles
 
-def dds_setup():
+def dds_setup(typename="cyclone_table2::Blob"):
     """The topic type is `struct Blob { sequence<uint8> data; };`.
 
     The Python binding would (de)serialize a sequence<uint8> as a list of
@@ -78,22 +98,23 @@ def dds_setup():
     _builder.Builder._machine_for_type = classmethod(machine_for_type)
 
     @dataclass
-    class Blob(IdlStruct, typename="cyclone_table2::Blob"):
+    class Blob(IdlStruct, typename=typename):
         data: t.sequence[t.uint8]
 
     return Blob
 
 
-def qos():
+def qos(depth=0):
+    """Reliable; keep all, or keep last `depth` (the profile's N_HC)."""
     from cyclonedds.core import Qos, Policy
     from cyclonedds.util import duration
     return Qos(
         Policy.Reliability.Reliable(max_blocking_time=duration(milliseconds=100)),
-        Policy.History.KeepAll,
+        Policy.History.KeepLast(depth) if depth else Policy.History.KeepAll,
     )
 
 
-def role_pub(size, count):
+def role_pub(size, count, depth=0):
     from cyclonedds.domain import DomainParticipant
     from cyclonedds.topic import Topic
     from cyclonedds.pub import DataWriter
@@ -105,7 +126,7 @@ def role_pub(size, count):
     Blob = dds_setup()
     dp = DomainParticipant()
     tp = Topic(dp, TOPIC, Blob)
-    w = DataWriter(dp, tp, qos=qos())
+    w = DataWriter(dp, tp, qos=qos(depth))
     # Wait for the subscriber (discovery over the link), bounded.
     matched = False
     while time.monotonic() < t_start + 20.0:
@@ -157,7 +178,7 @@ def role_pub(size, count):
     }), flush=True)
 
 
-def role_sub(count, outage_end_ns):
+def role_sub(count, outage_end_ns, ros2=False):
     from cyclonedds.domain import DomainParticipant
     from cyclonedds.topic import Topic
     from cyclonedds.sub import DataReader
@@ -166,9 +187,9 @@ def role_sub(count, outage_end_ns):
 
     t_start = time.monotonic()
     end = t_start + deadline_s(count)
-    Blob = dds_setup()
+    Blob = dds_setup(ROS2_TYPE if ros2 else "cyclone_table2::Blob")
     dp = DomainParticipant()
-    tp = Topic(dp, TOPIC, Blob)
+    tp = Topic(dp, ROS2_TOPIC if ros2 else TOPIC, Blob)
     r = DataReader(dp, tp, qos=qos())
     rc = ReadCondition(r, ViewState.Any | InstanceState.Any | SampleState.Any)
     ws = WaitSet(dp)
@@ -276,9 +297,38 @@ def recovery(rx_ns, outage_end_ns):
     return None
 
 
-def run_cell(cond, kb, count):
+TUNE_DIR = None
+
+
+def tune_profile(kb):
+    """`ferry tune --rate 30 --payload <kb>KB --link 300Mbit`'s Cyclone XML
+    for the cell, written to a file: (path, N_HC)."""
+    global TUNE_DIR
+    import tempfile
+    out = subprocess.run([FERRY, "tune", "--rate", f"{HZ:g}", "--payload", f"{kb}KB",
+                          "--link", LINK], capture_output=True, text=True, check=True).stdout
+    xml = re.search(r"<CycloneDDS.*?</CycloneDDS>", out, re.S)
+    depth = re.search(r"keep_last\((\d+)\)", out)
+    if not xml or not depth:
+        sys.exit(f"cyclone_table2: `ferry tune` printed no Cyclone profile:\n{out}")
+    if TUNE_DIR is None:
+        TUNE_DIR = tempfile.TemporaryDirectory(prefix="table2-tune-")
+    path = os.path.join(TUNE_DIR.name, f"tune-{kb}KB.xml")
+    with open(path, "w") as f:
+        f.write(xml.group(0))
+    return path, int(depth.group(1))
+
+
+def run_cell(cond, kb, count, system="cyclone", profile="default"):
+    """One cell: `system` (cyclone: Cyclone's writer; ferry-dds: a ferry
+    node's `[ros2]` DDS path) sends on host A, Cyclone reads on host B,
+    with Cyclone's default configuration or `ferry tune`'s profile."""
     py = sys.executable
     env = f"CYCLONEDDS_URI=file://{IFACE_XML}"
+    depth = 0
+    if profile == "tune":
+        xml, depth = tune_profile(kb)
+        env += f",file://{xml}"
     timeout = count / HZ + 60.0
     t_launch = time.time_ns()
     outage_arg = ""
@@ -286,10 +336,17 @@ def run_cell(cond, kb, count):
         # Link start is a little after launch; the sub only uses this to not
         # count the outage as idleness, so an early estimate is safe.
         outage_arg = f" --outage-end-ns {t_launch + int(OUTAGE[1] * 1e9)}"
-    a = f"{env} exec {py} {SCRIPT} pub {kb * 1000} {count}"
-    b = f"{env} exec {py} {SCRIPT} sub {count}{outage_arg}"
+    if system == "ferry-dds":
+        # The ferry node lingers for repair; the lab ends it 8 s after the reader.
+        a = f"{env} exec {ROS2_RATE} 0 {kb * 1000} {count} {depth}"
+        b = f"{env} exec {py} {SCRIPT} sub {count}{outage_arg} --ros2"
+        until_b = ["--until-b"]
+    else:
+        a = f"{env} exec {py} {SCRIPT} pub {kb * 1000} {count} --depth {depth}"
+        b = f"{env} exec {py} {SCRIPT} sub {count}{outage_arg}"
+        until_b = []
     cmd = [LAB, "run", "--preset", "wifi", *CONDS[cond], "--subnet", str(SUBNET),
-           "--a", a, "--b", b, "--timeout", f"{timeout:g}"]
+           "--a", a, "--b", b, "--timeout", f"{timeout:g}", *until_b]
     lab_up_ns = [None]
     err_lines = []
 
@@ -334,7 +391,15 @@ def run_cell(cond, kb, count):
             pub = j
         elif j.get("role") == "sub":
             sub = j
+    link = None
+    for l in err_lines:
+        if l.startswith("link json "):
+            try:
+                link = json.loads(l[len("link json "):])
+            except ValueError:
+                pass
     res = {"condition": cond, "size_kb": kb, "count": count, "timeout_s": timeout,
+           "system": system, "profile": profile, "depth": depth, "link": link,
            "lab_rc": p.returncode, "pub": pub, "sub": sub,
            "lab_stderr": [l for l in err_lines if l.startswith(("link ", "lab up", "runner"))],
            "other_stderr": [l for l in err_lines
@@ -391,8 +456,8 @@ def table(cells):
     return out
 
 
-def role_run(args):
-    import importlib.metadata as md
+def the_grid(args):
+    """(cells, count, outage count) from the run's arguments."""
     sizes = args.sizes or ([64, 512] if args.quick else [32, 64, 128, 256, 512])
     conds = args.conditions or (["ideal", "loss20"] if args.quick else
                                 ["ideal", "loss1", "loss20", "outage"])
@@ -401,10 +466,15 @@ def role_run(args):
     else:
         grid = [(c, kb) for c in conds for kb in sizes]
     count = args.count or (60 if args.quick else 300)
-    ocount = args.outage_count or count
     for c, _ in grid:
         if c not in CONDS:
             sys.exit(f"unknown condition {c}")
+    return grid, count, args.outage_count or count
+
+
+def role_run(args):
+    import importlib.metadata as md
+    grid, count, ocount = the_grid(args)
     if subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.count("flrun"):
         cleanup()
     started = datetime.datetime.now(datetime.timezone.utc)
@@ -412,7 +482,7 @@ def role_run(args):
     for cond, kb in grid:
         n = ocount if cond == "outage" else count
         t = time.monotonic()
-        r = run_cell(cond, kb, n)
+        r = run_cell(cond, kb, n, args.system, args.profile)
         s = r["sub"] or {}
         print(f"{cond:>7} {kb:>4} KB: recv {s.get('received')}/{n} hz {s.get('hz')} "
               f"lat {s.get('lat_ms')} jit {s.get('jitter_ms')} exit {s.get('exit')} "
@@ -467,10 +537,12 @@ def main():
     p.add_argument("size", type=int)
     p.add_argument("count", type=int)
     p.add_argument("--hz", type=float, default=HZ)
+    p.add_argument("--depth", type=int, default=0)
     s = sp.add_parser("sub")
     s.add_argument("count", type=int)
     s.add_argument("--hz", type=float, default=HZ)
     s.add_argument("--outage-end-ns", type=int, default=0)
+    s.add_argument("--ros2", action="store_true")
     r = sp.add_parser("run")
     r.add_argument("--quick", action="store_true")
     r.add_argument("--count", type=int)
@@ -478,14 +550,16 @@ def main():
     r.add_argument("--sizes", type=lambda x: [int(v) for v in x.split(",")])
     r.add_argument("--conditions", type=lambda x: x.split(","))
     r.add_argument("--out")
+    r.add_argument("--system", choices=["cyclone", "ferry-dds"], default="cyclone")
+    r.add_argument("--profile", choices=["default", "tune"], default="default")
     a = ap.parse_args()
     if a.role in ("pub", "sub"):
         # Other rates than Table II's 30 Hz (bench/grid.py); deadlines follow.
         HZ = a.hz
     if a.role == "pub":
-        role_pub(a.size, a.count)
+        role_pub(a.size, a.count, a.depth)
     elif a.role == "sub":
-        role_sub(a.count, a.outage_end_ns)
+        role_sub(a.count, a.outage_end_ns, a.ros2)
     else:
         role_run(a)
 

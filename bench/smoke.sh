@@ -158,4 +158,12 @@ if [ "$(grep -cE '^\| (one host|two hosts) \| [0-9]+ (B|KiB|MiB)( \| [0-9]+){4}(
   echo "bench smoke: the DDS throughput comparison with Cyclone is incomplete" >&2
   exit 1
 fi
+echo "== table2_dds.py --quick (seed 001 Table II's quick cells: ferry's UDP path, ferry's DDS path and Cyclone, default and ferry tune's profile)"
+# Exits non-zero when a row received nothing; ferry's own path loses nothing.
+python3 bench/table2_dds.py --quick --out "$out/t2dds" | tee "$out/t2dds.txt"
+if [ "$(grep -cE '^\| (ideal|loss20) \| [0-9]+ KB \| ferry UDP \| 60/60 ' "$out/t2dds.md")" != 2 ] \
+  || [ "$(grep -cE '^\| (ideal|loss20) \| [0-9]+ KB \| (ferry DDS|Cyclone)( \+ tune)? \| [0-9]+/60 ' "$out/t2dds.md")" != 8 ]; then
+  echo "bench smoke: the Table II cells with the DDS path are incomplete" >&2
+  exit 1
+fi
 echo "bench smoke: ok"
