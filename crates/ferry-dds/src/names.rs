@@ -3,6 +3,8 @@
 //! topic `rr/<name>Reply`, and type names in the `dds_` namespace with a
 //! trailing underscore (`std_msgs/msg/String` → `std_msgs::msg::dds_::String_`).
 
+use ferry_wire::ros_names;
+
 use crate::DdsError;
 
 /// The DDS topic of ROS 2 topic `name` (fully qualified: `/arm/joints`).
@@ -45,20 +47,10 @@ pub enum RosKind {
 /// The DDS type name of ROS 2 type `pkg/msg/Name` (or `pkg/srv/Name_Request`
 /// for a service's request).
 pub fn dds_type(ros_type: &str) -> Result<String, DdsError> {
-    let bad = || DdsError::Name {
+    ros_names::dds_type_name(ros_type).ok_or_else(|| DdsError::Name {
         name: ros_type.to_string(),
         why: "a ROS 2 type is `package/msg/Name` (or srv, action)",
-    };
-    let mut parts = ros_type.split('/');
-    let (Some(pkg), Some(kind), Some(name), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(bad());
-    };
-    if [pkg, kind, name].iter().any(|p| !is_identifier(p)) {
-        return Err(bad());
-    }
-    Ok(format!("{pkg}::{kind}::dds_::{name}_"))
+    })
 }
 
 /// The DDS type names of ROS 2 service type `pkg/srv/Name`: (request, reply).
@@ -72,25 +64,11 @@ pub fn dds_service_types(ros_type: &str) -> Result<(String, String), DdsError> {
 /// The ROS 2 type behind a DDS type name (`std_msgs::msg::dds_::String_` →
 /// `std_msgs/msg/String`); None outside ROS 2's conventions.
 pub fn ros_type(dds_type: &str) -> Option<String> {
-    let mut parts = dds_type.split("::");
-    let (Some(pkg), Some(kind), Some("dds_"), Some(name), None) = (
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-    ) else {
-        return None;
-    };
-    Some(format!("{pkg}/{kind}/{}", name.strip_suffix('_')?))
+    ros_names::ros_type_name(dds_type)
 }
 
 fn qualified(name: &str) -> Result<&str, DdsError> {
-    let ok = name.starts_with('/')
-        && name.len() > 1
-        && name[1..].split('/').all(is_identifier)
-        && !name.ends_with('/');
-    if ok {
+    if ros_names::is_fully_qualified(name) {
         Ok(name)
     } else {
         Err(DdsError::Name {
@@ -98,12 +76,6 @@ fn qualified(name: &str) -> Result<&str, DdsError> {
             why: "a fully qualified ROS 2 name: `/` then tokens of letters, digits and `_`",
         })
     }
-}
-
-fn is_identifier(s: &str) -> bool {
-    !s.is_empty()
-        && !s.starts_with(|c: char| c.is_ascii_digit())
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 #[cfg(test)]
