@@ -320,16 +320,25 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                 .endpoints_of(&topic)
                 .filter(|e| e.id.participant != me)
                 .collect();
-            if eps.is_empty() {
+            // ROS 2's endpoints on DDS (with FERRY_ROS2=1).
+            let ros2: Vec<_> = g
+                .ros2_endpoints
+                .iter()
+                .filter(|e| e.name == topic)
+                .collect();
+            if eps.is_empty() && ros2.is_empty() {
                 return Err(format!("unknown topic `{topic}`"));
             }
             out!(
                 "Type: {}",
-                topic_type(&g, &topic).unwrap_or_else(|| "(raw bytes)".into())
+                topic_type(&g, &topic)
+                    .or_else(|| ros2.first().map(|e| e.type_name.clone()))
+                    .unwrap_or_else(|| "(raw bytes)".into())
             );
             for kind in [EndpointKind::Publisher, EndpointKind::Subscriber] {
                 let list: Vec<_> = eps.iter().filter(|e| e.kind == kind).collect();
-                out!("{:?} count: {}", kind, list.len());
+                let theirs: Vec<_> = ros2.iter().filter(|e| e.kind == kind).collect();
+                out!("{:?} count: {}", kind, list.len() + theirs.len());
                 if verbose {
                     for e in list {
                         out!(
@@ -339,6 +348,13 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                             e.type_name,
                             e.type_hash,
                             describe_qos(&e.qos)
+                        );
+                    }
+                    for e in theirs {
+                        out!(
+                            "  node {}  ROS 2 node over DDS  type {}",
+                            e.node,
+                            e.type_name
                         );
                     }
                 }

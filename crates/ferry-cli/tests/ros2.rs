@@ -1,6 +1,6 @@
-//! `ferry node list` with `FERRY_ROS2=1` lists the ROS 2 nodes on DDS (a
-//! real rclpy node on Fast DDS in another network namespace), as `ros2
-//! node list` lists ferry's.
+//! `ferry node list`, `topic list` and `topic info -v` with `FERRY_ROS2=1`
+//! show the ROS 2 nodes and endpoints on DDS (a real rclpy node on Fast DDS
+//! in another network namespace), as `ros2 node list` lists ferry's.
 
 #[path = "../../ferry-dds/tests/common/mod.rs"]
 mod dds;
@@ -39,11 +39,16 @@ fn ferry_until(ns: &str, domain: u32, args: &[&str], want: &str) -> String {
 }
 
 #[test]
-fn topic_list_shows_ros2_topics() {
+fn topic_list_and_info_show_ros2_topics() {
     let Some(lab) = dds::Lab::new(15) else { return };
     let domain = 91u32;
-    // A talker waits (up to 20 s) for a subscription: its publisher is there.
-    let (_ros, _said) = lab.ros2(&lab.b, domain, &["talk", "/from_ros", "1", "1", "volatile"]);
+    // A talker waits (up to 20 s) for a subscription, then publishes for
+    // 20 s: its publisher is there.
+    let (_ros, _said) = lab.ros2(
+        &lab.b,
+        domain,
+        &["talk", "/from_ros", "20", "1", "volatile"],
+    );
     ferry_until(&lab.a, domain, &["topic", "list"], "/from_ros");
     let typed = ferry_until(
         &lab.a,
@@ -52,6 +57,14 @@ fn topic_list_shows_ros2_topics() {
         "/from_ros [std_msgs/msg/String]",
     );
     assert!(!typed.contains("_ferry"), "{typed}");
+    let info = ferry_until(
+        &lab.a,
+        domain,
+        &["topic", "info", "-v", "/from_ros"],
+        "node /ros2_peer_talk  ROS 2 node over DDS  type std_msgs/msg/String",
+    );
+    assert!(info.contains("Type: std_msgs/msg/String"), "{info}");
+    assert!(info.contains("Publisher count: 1"), "{info}");
 }
 
 #[test]
