@@ -28,7 +28,7 @@ pub mod token;
 pub use attachment::{Attachment, AttachmentError};
 pub use keys::{data_key, service_key, KeyError};
 pub use qos::{QosError, RmwQos};
-pub use token::{EntityKind, Token, TokenError, TopicInfo};
+pub use token::{gid_of, EntityKind, Token, TokenError, TopicInfo};
 
 /// rmw_zenoh's slash replacement in token chunks: every `/` of a name
 /// becomes `%` (and back), nothing else is escaped.
