@@ -34,6 +34,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cyclone_table2 as ct  # noqa: E402
+from cyclone_table2 import fmt  # noqa: E402
 
 SYSTEMS = [
     ("ferry UDP", None, None),
@@ -76,10 +77,6 @@ def wire_ratio(cell):
     if not sent or not got:
         return None
     return sent / (got * cell["size_kb"] * 1000)
-
-
-def fmt(v, nd=1):
-    return "-" if v is None else (f"{v:.{nd}f}" if isinstance(v, float) else str(v))
 
 
 def table(rows, count):
