@@ -102,10 +102,15 @@ def table(rows, count):
 
 
 def plot(rows, path):
-    """Rate and mean latency per cell, one bar per system."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Rate and mean latency per cell, one bar per system (no plot without
+    matplotlib: setup.sh does not install it, CI's smoke run needs none)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("table2_dds: no matplotlib, no plot", file=sys.stderr)
+        return
     cells = list(dict.fromkeys((r["condition"], r["size_kb"]) for r in rows))
     names = [n for n, _, _ in SYSTEMS]
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))

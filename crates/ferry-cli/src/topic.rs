@@ -320,11 +320,15 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                 .endpoints_of(&topic)
                 .filter(|e| e.id.participant != me)
                 .collect();
-            // ROS 2's endpoints on DDS (with FERRY_ROS2=1).
+            // ROS 2's publishers and subscriptions on DDS (FERRY_ROS2=1);
+            // its services and clients of the same name are not the topic.
             let ros2: Vec<_> = g
                 .ros2_endpoints
                 .iter()
-                .filter(|e| e.name == topic)
+                .filter(|e| {
+                    e.name == topic
+                        && matches!(e.kind, EndpointKind::Publisher | EndpointKind::Subscriber)
+                })
                 .collect();
             if eps.is_empty() && ros2.is_empty() {
                 return Err(format!("unknown topic `{topic}`"));

@@ -387,7 +387,7 @@ fn garbage_on_discovery_and_tcp_ports_harms_nothing() {
     }
     for j in &junk {
         let _ = udp.send_to(j, ("239.255.70.1", base));
-        for port in base + 1..base + 9 {
+        for port in cfg(domain).unicast_discovery_ports() {
             let _ = udp.send_to(j, ("127.0.0.1", port));
         }
     }

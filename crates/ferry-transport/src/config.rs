@@ -5,7 +5,7 @@
 //! ```toml
 //! domain_id = 3
 //! discovery = "subnet"          # localhost | subnet | off
-//! peers = ["10.0.0.2", "10.0.0.3:7402"]
+//! peers = ["10.0.0.2", "10.0.0.3:7449"]  # host: its 8 unicast ports; host:port
 //! lease_ms = 3000
 //! [[topics]]
 //! pattern = "/camera/*"

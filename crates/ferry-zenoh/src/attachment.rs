@@ -12,8 +12,8 @@
 //! A reply carries the request's sequence number and the client's GID:
 //! that is how a client matches replies to calls. rmw_zenoh drops a sample
 //! without an attachment. Jazzy 0.2.0–0.2.3 wrote a keyed layout neither
-//! side can read; [`Attachment::decode`] refuses it with
-//! [`AttachmentError::GidLength`].
+//! side can read (each value after its name, `\x0fsequence_number` first);
+//! [`Attachment::decode`] refuses it with [`AttachmentError::Keyed`].
 
 /// Why an attachment was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -21,8 +21,11 @@ pub enum AttachmentError {
     /// Shorter than the 33 bytes of rmw_zenoh's attachment.
     #[error("an rmw_zenoh attachment has 33 bytes; this one has {0}")]
     Short(usize),
-    /// The GID's length byte is not 16 (e.g. rmw_zenoh Jazzy 0.2.0–0.2.3's
-    /// keyed layout, or another writer's).
+    /// rmw_zenoh Jazzy 0.2.0–0.2.3's keyed layout (`sequence_number`,
+    /// `source_timestamp`, `source_gid`, each before its value).
+    #[error("an rmw_zenoh Jazzy 0.2.0–0.2.3 (keyed) attachment: the peer needs rmw_zenoh ≥ 0.2.4")]
+    Keyed,
+    /// The GID's length byte is not 16 (another writer's layout).
     #[error("the GID's length byte is {0}, not 16: not an rmw_zenoh ≥ 0.2.4 attachment")]
     GidLength(u8),
 }
@@ -55,6 +58,11 @@ impl Attachment {
     /// Reads an attachment; bytes after the 33rd are ignored, as rmw_zenoh
     /// ignores them.
     pub fn decode(bytes: &[u8]) -> Result<Self, AttachmentError> {
+        // Checked first: its 17th byte is the sequence number's low byte,
+        // which may well be 16.
+        if bytes.starts_with(b"\x0fsequence_number") {
+            return Err(AttachmentError::Keyed);
+        }
         let (Some(seq), Some(ts), Some(&len), Some(gid)) = (
             bytes.get(..8),
             bytes.get(8..16),
@@ -114,14 +122,23 @@ mod tests {
         for n in 0..Attachment::LEN {
             assert_eq!(Attachment::decode(&a[..n]), Err(AttachmentError::Short(n)));
         }
-        // Jazzy 0.2.0–0.2.3: a LEB128 string "sequence_number" first.
-        let mut keyed = vec![15u8];
-        keyed.extend_from_slice(b"sequence_number");
-        keyed.extend_from_slice(&[0; 40]);
-        assert!(matches!(
-            Attachment::decode(&keyed),
-            Err(AttachmentError::GidLength(_))
-        ));
+        // Jazzy 0.2.0–0.2.3: a LEB128 string "sequence_number" first, then
+        // the number — refused even when its low byte is 16.
+        for seq in [0i64, 16, 272] {
+            let mut keyed = vec![15u8];
+            keyed.extend_from_slice(b"sequence_number");
+            keyed.extend_from_slice(&seq.to_le_bytes());
+            keyed.push(16);
+            keyed.extend_from_slice(b"source_timestamp");
+            keyed.extend_from_slice(&[0; 40]);
+            assert_eq!(Attachment::decode(&keyed), Err(AttachmentError::Keyed));
+        }
+        let mut other = a;
+        other[16] = 8;
+        assert_eq!(
+            Attachment::decode(&other),
+            Err(AttachmentError::GidLength(8))
+        );
         let mut longer = a.to_vec();
         longer.push(0);
         assert!(Attachment::decode(&longer).is_ok());

@@ -89,10 +89,15 @@ impl Default for RmwQos {
     }
 }
 
+/// A ferry duration in rmw's terms, as rmw_zenoh's `best_available_qos`
+/// leaves it: none, zero (rmw's "unspecified") and anything past
+/// `RMW_DURATION_INFINITE` are infinite.
 fn duration(d: Option<Duration>) -> (u64, u64) {
     match d {
-        None => INFINITE,
-        Some(d) => (d.as_secs(), u64::from(d.subsec_nanos())),
+        Some(d) if !d.is_zero() && d < Duration::new(INFINITE.0, INFINITE.1 as u32) => {
+            (d.as_secs(), u64::from(d.subsec_nanos()))
+        }
+        _ => INFINITE,
     }
 }
 
@@ -109,6 +114,8 @@ impl RmwQos {
     /// A ferry port's QoS in rmw's terms (liveliness automatic).
     pub fn from_ferry(q: &Qos) -> Self {
         let (history, depth) = match q.history {
+            // rmw_zenoh's depth 0 is its default, 42.
+            History::KeepLast(0) => (KEEP_LAST, DEFAULT_DEPTH),
             History::KeepLast(n) => (KEEP_LAST, u64::from(n)),
             History::KeepAll => (KEEP_ALL, DEFAULT_DEPTH),
         };
@@ -132,7 +139,8 @@ impl RmwQos {
 
     /// The nearest ferry QoS: best effort only when rmw says so, transient
     /// local only when rmw says so, keep all or keep last `depth` (0 → 42,
-    /// as rmw_zenoh does).
+    /// as rmw_zenoh does). The depth is the peer's word: whoever sizes a
+    /// queue from it bounds it first.
     pub fn to_ferry(&self) -> Qos {
         let depth = u32::try_from(self.depth).unwrap_or(u32::MAX);
         Qos {
@@ -267,6 +275,19 @@ mod tests {
         assert_eq!(RmwQos::from_ferry(&latched).encode(), ":1:,1:,:,:,,");
         let all = Qos::default().keep_all();
         assert_eq!(RmwQos::from_ferry(&all).encode(), "::2,:,:,:,,");
+        // What rmw_zenoh writes for depth 0 and a zero or endless deadline:
+        // its defaults (42, infinite), so nothing.
+        for odd in [
+            Qos::default().keep_last(42),
+            Qos {
+                history: History::KeepLast(0),
+                deadline: Some(Duration::ZERO),
+                lifespan: Some(Duration::MAX),
+                ..Qos::default()
+            },
+        ] {
+            assert_eq!(RmwQos::from_ferry(&odd).encode(), "::,:,:,:,,");
+        }
         let deadline = Qos {
             deadline: Some(Duration::from_millis(1500)),
             ..Qos::default()

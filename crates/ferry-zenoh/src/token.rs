@@ -116,6 +116,10 @@ pub enum TokenError {
     /// a Zenoh wildcard `*`, `$`, `#`, `?`).
     #[error("chunk `{0}` has a character a key expression chunk cannot carry")]
     Character(String),
+    /// A token that would not read back as itself: a name with `%`
+    /// (rmw_zenoh reads it as `/`) or a QoS value rmw does not define.
+    #[error("`{0}` would not read back as the same entity (a `%` in a name, or a QoS value rmw does not define)")]
+    Unrepresentable(String),
 }
 
 /// rmw_zenoh's GID of a token's key expression (see [`Token::gid`]).
@@ -166,12 +170,13 @@ impl Token {
     }
 
     /// Whether this token can be declared as it is: every chunk non-empty
-    /// and free of the characters a key expression chunk cannot carry.
+    /// and free of the characters a key expression chunk cannot carry, and
+    /// rmw_zenoh would read it back as this same entity.
     pub fn check(&self) -> Result<(), TokenError> {
         let key = self.key_expr();
         match Token::parse(&key) {
             Ok(t) if t == *self => Ok(()),
-            Ok(_) => Err(TokenError::Character(key)),
+            Ok(_) => Err(TokenError::Unrepresentable(key)),
             Err(e) => Err(e),
         }
     }
@@ -350,11 +355,35 @@ mod tests {
         }
 
         #[test]
-        fn tokens_of_plausible_chunks_parse_back(
-            chunks in proptest::collection::vec("[%a-z0-9_:,@]{0,6}", 13..15),
+        fn tokens_built_from_parts_parse_back(
+            domain in "[0-9]{1,3}",
+            ids in proptest::collection::vec("[0-9a-f]{1,4}", 3),
+            kind in proptest::sample::select(vec!["NN", "MP", "MS", "SS", "SC", "XX"]),
+            names in proptest::collection::vec("[%a-z0-9_:,]{1,6}", 6),
+            qos in proptest::collection::vec("[0-5]?", 11),
+            extra in proptest::collection::vec("[a-z:,;]{1,4}", 0..2),
         ) {
-            if let Ok(t) = Token::parse(&chunks.join("/")) {
-                proptest::prop_assert_eq!(Token::parse(&t.key_expr()), Ok(t));
+            // The QoS chunk's separators as rmw_zenoh writes them; values
+            // empty or 0–5 (most known, some not: history 4, liveliness 2).
+            let seps = [":", ":", ",", ":", ",", ":", ",", ":", ",", ",", ""];
+            let q: String = qos.iter().zip(seps).map(|(v, s)| format!("{v}{s}")).collect();
+            let mut parts = vec![ADMIN_SPACE.to_string(), domain];
+            parts.extend(ids);
+            parts.push(kind.to_string());
+            parts.extend(names);
+            parts.push(q);
+            parts.extend(extra);
+            let key = parts.join("/");
+            match Token::parse(&key) {
+                Ok(t) => {
+                    proptest::prop_assert!(kind != "XX");
+                    proptest::prop_assert_eq!(Token::parse(&t.key_expr()), Ok(t.clone()));
+                    proptest::prop_assert_eq!(t.check(), Ok(()));
+                }
+                Err(e) => proptest::prop_assert!(
+                    kind == "XX" || matches!(e, TokenError::Qos(_) | TokenError::Domain(_)),
+                    "{key}: {e}"
+                ),
             }
         }
     }
