@@ -18,6 +18,7 @@
 pub mod mqtt;
 pub mod ros2;
 pub mod security;
+pub mod zenoh;
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -122,6 +123,9 @@ pub struct TopicRule {
     /// `false`: the topic stays off DDS when `[ros2]` is on (default: on it).
     #[serde(default)]
     pub ros2: Option<bool>,
+    /// `false`: the topic stays off Zenoh when `[zenoh]` is on (default: on it).
+    #[serde(default)]
+    pub zenoh: Option<bool>,
 }
 
 fn de_transport<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TransportKind>, D::Error> {
@@ -231,6 +235,9 @@ pub struct Config {
     /// DDS to ROS 2 nodes (`FERRY_ROS2=1`): every port also a DDS endpoint
     /// with ROS 2's names and QoS (`docs/DDS.md`).
     pub ros2: Option<ros2::Ros2Config>,
+    /// Zenoh to ROS 2 nodes on rmw_zenoh and to ferry runtimes beyond
+    /// ferry's discovery (`FERRY_ZENOH=1`, `docs/ZENOH.md`).
+    pub zenoh: Option<zenoh::ZenohConfig>,
     /// Identity and access control (`FERRY_SECURITY`, `FERRY_KEYSTORE`,
     /// `FERRY_ENCLAVE`).
     pub security: security::SecurityConfig,
@@ -262,6 +269,7 @@ impl Default for Config {
             shm_pool_mb: 1024,
             mqtt: None,
             ros2: None,
+            zenoh: None,
             security: Default::default(),
         }
     }
@@ -377,6 +385,24 @@ impl Config {
         if let Some(r) = &mut cfg.ros2 {
             r.apply_env()?;
         }
+        if let Ok(v) = std::env::var("FERRY_ZENOH") {
+            match v.as_str() {
+                "on" | "1" | "true" => {
+                    cfg.zenoh.get_or_insert_with(Default::default);
+                }
+                "off" | "0" | "false" => cfg.zenoh = None,
+                _ => {
+                    return Err(ConfigError::Env {
+                        var: "FERRY_ZENOH",
+                        value: v.clone(),
+                        expected: "on or off",
+                    })
+                }
+            }
+        }
+        if let Some(z) = &mut cfg.zenoh {
+            z.apply_env()?;
+        }
         if let Ok(v) = std::env::var("FERRY_PEERS") {
             cfg.peers = v
                 .split(',')
@@ -476,6 +502,9 @@ impl Config {
         if let Some(r) = &self.ros2 {
             r.validate()?;
         }
+        if let Some(z) = &self.zenoh {
+            z.validate()?;
+        }
         self.security.validate()?;
         for r in &self.topics {
             if r.transport == Some(TransportKind::Dds) {
@@ -484,6 +513,17 @@ impl Config {
                     why: format!(
                         "`dds` for `{}`: DDS carries a topic to ROS 2 nodes (`[ros2]`), never \
                          between ferry nodes; pin udp, tcp, shm or mqtt",
+                        r.pattern
+                    ),
+                });
+            }
+            if r.transport == Some(TransportKind::Zenoh) {
+                return Err(ConfigError::Invalid {
+                    key: "topics.transport",
+                    why: format!(
+                        "`zenoh` for `{}`: Zenoh is not pinned; with `[zenoh]` a topic goes \
+                         over Zenoh to every subscriber ferry's own paths do not reach (ROS 2 \
+                         nodes on rmw_zenoh, other sites); pin udp, tcp, shm or mqtt",
                         r.pattern
                     ),
                 });
@@ -606,6 +646,28 @@ impl Config {
                 .filter(|r| glob(&r.pattern, topic))
                 .find_map(|r| r.ros2)
                 .unwrap_or(true)
+    }
+
+    /// Whether `topic` is also on Zenoh: `[zenoh]` is on and no rule (first
+    /// with a `zenoh` key) keeps it off.
+    pub fn topic_zenoh(&self, topic: &str) -> bool {
+        self.zenoh.is_some()
+            && self
+                .topics
+                .iter()
+                .filter(|r| glob(&r.pattern, topic))
+                .find_map(|r| r.zenoh)
+                .unwrap_or(true)
+    }
+
+    /// The ROS domain of the `[zenoh]` path: its `domain`, else `[ros2]`'s,
+    /// else `domain_id`.
+    pub fn zenoh_domain(&self) -> Option<u16> {
+        self.zenoh.as_ref().map(|z| {
+            z.domain
+                .or_else(|| self.ros2_domain())
+                .unwrap_or(self.domain_id)
+        })
     }
 
     /// The DDS domain of the `[ros2]` path: its `domain`, else `domain_id`.
@@ -802,5 +864,28 @@ mod tests {
         let e = pinned.validate().unwrap_err().to_string();
         assert!(e.contains("topics.transport") && e.contains("ROS 2"), "{e}");
         assert!(!Config::default().topic_ros2("/odom"), "off by default");
+    }
+
+    #[test]
+    fn zenoh_section_and_rules() {
+        let c: Config = toml::from_str(
+            "domain_id = 7\n[ros2]\ndomain = 3\n[zenoh]\nconnect = [\"tcp/10.0.0.1:7447\"]\n\
+             [[topics]]\npattern = \"/cam/*\"\nzenoh = false\n",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(
+            c.zenoh_domain(),
+            Some(3),
+            "[ros2]'s domain when it has none"
+        );
+        assert!(!c.topic_zenoh("/cam/left") && c.topic_zenoh("/odom"));
+        assert!(!Config::default().topic_zenoh("/odom"), "off by default");
+        let e = toml::from_str::<Config>("[zenoh]\nmdoe = \"peer\"\n").unwrap_err();
+        assert!(e.to_string().contains("mdoe"), "{e}");
+        let pinned: Config =
+            toml::from_str("[[topics]]\npattern = \"/x\"\ntransport = \"zenoh\"\n").unwrap();
+        let e = pinned.validate().unwrap_err().to_string();
+        assert!(e.contains("topics.transport") && e.contains("Zenoh"), "{e}");
     }
 }

@@ -1,0 +1,252 @@
+//! The `[zenoh]` section: ferry's ports also as Zenoh publishers and
+//! subscribers with rmw_zenoh's conventions, so ROS 2 nodes on rmw_zenoh
+//! see and talk to ferry's nodes, and ferry runtimes that ferry's own
+//! discovery does not reach (other sites, a fleet) meet through Zenoh
+//! routers (`docs/ZENOH.md`).
+//!
+//! ```toml
+//! [zenoh]                            # or FERRY_ZENOH=1 (FERRY_ZENOH=0 turns it off)
+//! mode = "peer"                      # peer, client or router
+//! connect = ["tcp/localhost:7447"]   # routers or peers (FERRY_ZENOH_CONNECT=a,b); rmw_zenoh's default
+//! listen = []                        # default: peer tcp/localhost:0, router tcp/localhost:7447
+//! domain = 0                         # ROS domain in the key expressions; default: [ros2] domain, else domain_id
+//! enclave = "/"                      # the enclave chunk of the liveliness tokens
+//! multicast_scouting = false         # rmw_zenoh's default: off
+//! [zenoh.tls]                        # endpoints `tls/host:port`
+//! root_ca = "ca.pem"
+//! cert = "me.pem"                    # with key: this side's certificate (mTLS)
+//! key = "me.key"
+//! mtls = false                       # listeners ask the connecting side's certificate
+//! [[topics]]
+//! pattern = "/camera/*"
+//! zenoh = false                      # these topics stay off Zenoh
+//! ```
+//!
+//! Defaults are rmw_zenoh's (Jazzy): a peer that connects to a router on
+//! this host, listens on loopback only, and scouts nothing; a router mode
+//! listens on loopback unless `listen` says otherwise (a default must not
+//! open a port to the LAN).
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::ConfigError;
+
+/// The role of the Zenoh session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// A peer (rmw_zenoh's nodes are peers): talks to routers and, through
+    /// gossip, directly to other peers.
+    #[default]
+    Peer,
+    /// A client: everything through one router.
+    Client,
+    /// A router (like `zenohd`): other sessions connect to it.
+    Router,
+}
+
+impl Mode {
+    /// Zenoh's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Peer => "peer",
+            Mode::Client => "client",
+            Mode::Router => "router",
+        }
+    }
+}
+
+/// `[zenoh.tls]`: TLS on `tls/…` endpoints.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ZenohTls {
+    /// CA certificates (PEM) the other side's certificate must chain to.
+    pub root_ca: PathBuf,
+    /// This side's certificate chain (PEM), for listening and for mTLS.
+    pub cert: Option<PathBuf>,
+    /// Its private key (PEM).
+    pub key: Option<PathBuf>,
+    /// Listeners require the connecting side's certificate.
+    #[serde(default)]
+    pub mtls: bool,
+}
+
+/// `[zenoh]`: the Zenoh path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ZenohConfig {
+    /// Peer, client or router.
+    pub mode: Mode,
+    /// Endpoints to connect to (`tcp/host:7447`, `tls/host:7447`).
+    pub connect: Vec<String>,
+    /// Endpoints to listen on; empty: [`ZenohConfig::listen_endpoints`].
+    pub listen: Vec<String>,
+    /// The ROS domain in key expressions and tokens; `None`: `[ros2]`'s
+    /// domain, else the runtime's `domain_id`.
+    pub domain: Option<u16>,
+    /// The enclave chunk of the liveliness tokens.
+    pub enclave: String,
+    /// Zenoh's multicast scouting (rmw_zenoh turns it off).
+    pub multicast_scouting: bool,
+    /// TLS for `tls/` endpoints.
+    pub tls: Option<ZenohTls>,
+}
+
+/// rmw_zenoh's router endpoint on this host.
+pub const DEFAULT_ROUTER: &str = "tcp/localhost:7447";
+
+impl Default for ZenohConfig {
+    fn default() -> Self {
+        ZenohConfig {
+            mode: Mode::Peer,
+            connect: vec![DEFAULT_ROUTER.into()],
+            listen: Vec::new(),
+            domain: None,
+            enclave: "/".into(),
+            multicast_scouting: false,
+            tls: None,
+        }
+    }
+}
+
+impl ZenohConfig {
+    /// Where the session listens: `listen`, else loopback only (a peer on
+    /// any port, as rmw_zenoh; a router on 7447).
+    pub fn listen_endpoints(&self) -> Vec<String> {
+        if !self.listen.is_empty() {
+            return self.listen.clone();
+        }
+        match self.mode {
+            Mode::Peer => vec!["tcp/localhost:0".into()],
+            Mode::Client => Vec::new(),
+            Mode::Router => vec![DEFAULT_ROUTER.into()],
+        }
+    }
+
+    /// `FERRY_ZENOH_CONNECT` (comma-separated endpoints) on top.
+    pub fn apply_env(&mut self) -> Result<(), ConfigError> {
+        if let Ok(v) = std::env::var("FERRY_ZENOH_CONNECT") {
+            self.connect = v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect();
+        }
+        Ok(())
+    }
+
+    /// Checks the section; errors name the key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |key, why: String| Err(ConfigError::Invalid { key, why });
+        if self.domain.is_some_and(|d| d > super::MAX_DOMAIN_ID) {
+            return bad(
+                "zenoh.domain",
+                format!(
+                    "{:?} is above the maximum {}",
+                    self.domain,
+                    super::MAX_DOMAIN_ID
+                ),
+            );
+        }
+        if !self.enclave.starts_with('/') || self.enclave.contains(['%', '*', '$', '#', '?']) {
+            return bad(
+                "zenoh.enclave",
+                format!(
+                    "`{}` is not an absolute name without `%`, `*`, `$`, `#`, `?`",
+                    self.enclave
+                ),
+            );
+        }
+        for (key, list) in [
+            ("zenoh.connect", &self.connect),
+            ("zenoh.listen", &self.listen),
+        ] {
+            for e in list {
+                let Some((proto, addr)) = e.split_once('/') else {
+                    return bad(
+                        key,
+                        format!("`{e}` is not `tcp/host:port` or `tls/host:port`"),
+                    );
+                };
+                if !matches!(proto, "tcp" | "tls") || !addr.contains(':') {
+                    return bad(
+                        key,
+                        format!(
+                            "`{e}`: ferry's Zenoh speaks `tcp/host:port` and `tls/host:port` \
+                             (rmw_zenoh's default is TCP)"
+                        ),
+                    );
+                }
+                if proto == "tls" && self.tls.is_none() {
+                    return bad(key, format!("`{e}` needs a `[zenoh.tls]` section"));
+                }
+            }
+        }
+        if self.mode == Mode::Client && self.connect.is_empty() {
+            return bad(
+                "zenoh.connect",
+                "a client needs a router to connect to".into(),
+            );
+        }
+        if let Some(t) = &self.tls {
+            if t.cert.is_some() != t.key.is_some() {
+                return bad(
+                    "zenoh.tls",
+                    "`cert` and `key` go together (this side's certificate and its key)".into(),
+                );
+            }
+            if t.mtls && t.cert.is_none() {
+                return bad(
+                    "zenoh.tls.mtls",
+                    "mutual TLS needs this side's `cert` and `key` too".into(),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<ZenohConfig, String> {
+        let c: ZenohConfig = toml::from_str(s).map_err(|e| e.to_string())?;
+        c.validate().map_err(|e| e.to_string())?;
+        Ok(c)
+    }
+
+    #[test]
+    fn defaults_are_rmw_zenohs_and_listen_on_loopback() {
+        let c = parse("").unwrap();
+        assert_eq!(c.mode, Mode::Peer);
+        assert_eq!(c.connect, vec![DEFAULT_ROUTER.to_string()]);
+        assert_eq!(c.listen_endpoints(), vec!["tcp/localhost:0".to_string()]);
+        assert!(!c.multicast_scouting);
+        let r = parse("mode = \"router\"\nconnect = []\n").unwrap();
+        assert_eq!(r.listen_endpoints(), vec![DEFAULT_ROUTER.to_string()]);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        for (text, key) in [
+            ("mdoe = \"peer\"", "mdoe"),
+            ("connect = [\"udp/1.2.3.4:7447\"]", "zenoh.connect"),
+            ("listen = [\"tcp/nowhere\"]", "zenoh.listen"),
+            ("connect = [\"tls/r:7447\"]", "zenoh.connect"),
+            ("mode = \"client\"\nconnect = []", "zenoh.connect"),
+            ("domain = 300", "zenoh.domain"),
+            ("enclave = \"x\"", "zenoh.enclave"),
+            ("[tls]\nroot_ca = \"ca\"\ncert = \"c\"", "zenoh.tls"),
+            ("[tls]\nroot_ca = \"ca\"\nmtls = true", "zenoh.tls.mtls"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(e.contains(key), "{text}: {e}");
+        }
+        let tls = parse("connect = [\"tls/r:7447\"]\n[tls]\nroot_ca = \"ca\"\n").unwrap();
+        assert_eq!(tls.tls.unwrap().root_ca, PathBuf::from("ca"));
+    }
+}
