@@ -385,6 +385,8 @@ pub enum Origin {
     Broker,
     /// A DDS writer (`[ros2]`): anyone on the DDS domain.
     Dds,
+    /// A Zenoh publisher (`[zenoh]`): anyone the Zenoh network lets in.
+    Zenoh,
 }
 
 impl Origin {
@@ -401,7 +403,7 @@ impl Origin {
         match self {
             Origin::SameProcess | Origin::SharedMemory => true,
             Origin::Network { local, .. } => *local,
-            Origin::Broker | Origin::Dds => false,
+            Origin::Broker | Origin::Dds | Origin::Zenoh => false,
         }
     }
 }

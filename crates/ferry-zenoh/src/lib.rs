@@ -21,7 +21,10 @@
 //! strings in the tests are the design document's.
 
 pub mod attachment;
+pub mod graph;
 pub mod keys;
+#[cfg(feature = "session")]
+pub mod path;
 pub mod qos;
 pub mod token;
 

@@ -1,0 +1,324 @@
+//! rmw_zenoh's graph as a ferry runtime sees it: the liveliness tokens of
+//! one domain, parsed (strictly, [`Token::parse`]) and kept, plus the
+//! ferry runtimes among the Zenoh sessions (their `@ferry_lv` tokens, see
+//! [`ferry_token`]). No I/O: the session's liveliness subscriber feeds it.
+//!
+//! What a peer declares is its word: a token names a node, an endpoint and
+//! its QoS; a `@ferry_lv` token says which ferry participant a session
+//! runs. The graph is bounded ([`MAX_TOKENS`]) whatever peers declare.
+
+use std::collections::HashMap;
+
+use ferry_wire::{EndpointId, ParticipantId};
+
+use crate::token::{gid_of, EntityKind, Token, TokenError};
+
+/// The key expression prefix of ferry's own liveliness tokens (one per
+/// runtime: which ferry participant a Zenoh session runs). rmw_zenoh reads
+/// only `@ros2_lv`, so it never sees them.
+pub const FERRY_SPACE: &str = "@ferry_lv";
+
+/// Most tokens one graph keeps (endpoints, nodes and ferry runtimes
+/// together); further ones are refused until others leave.
+pub const MAX_TOKENS: usize = 65_536;
+
+/// The token that says session `zid` runs ferry participant `runtime`.
+pub fn ferry_token(domain: u32, zid: &str, runtime: ParticipantId) -> String {
+    format!("{FERRY_SPACE}/{domain}/{zid}/{:016x}", runtime.0)
+}
+
+/// Why a token was not taken into the graph.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum GraphError {
+    /// Not a token of rmw_zenoh's form.
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    /// A `@ferry_lv` token that is not `@ferry_lv/<domain>/<zid>/<16 hex>`.
+    #[error("not a ferry runtime's token: `{0}`")]
+    Ferry(String),
+    /// Another domain's token.
+    #[error("a token of domain {0}")]
+    Domain(u32),
+    /// [`MAX_TOKENS`] reached.
+    #[error("the graph holds {MAX_TOKENS} tokens already")]
+    Full,
+}
+
+/// A publisher known by its GID: its token, and the ferry endpoint it is
+/// when its session is a ferry runtime's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publisher {
+    /// Its token.
+    pub token: Token,
+    /// The ferry endpoint (runtime, entity id) when a ferry runtime
+    /// declared it (its word).
+    pub ferry: Option<EndpointId>,
+}
+
+/// The tokens of one domain, but those of this runtime's own session.
+#[derive(Debug)]
+pub struct Graph {
+    domain: u32,
+    own_zid: String,
+    /// Key expression → token (nodes and endpoints).
+    tokens: HashMap<String, Token>,
+    /// GID → key expression, for publishers, services and clients (what
+    /// attachments name).
+    by_gid: HashMap<[u8; 16], String>,
+    /// zid → ferry participant, from `@ferry_lv` tokens (the first one a
+    /// session declares holds).
+    ferry: HashMap<String, (String, ParticipantId)>,
+    /// Bumped on every change.
+    generation: u64,
+}
+
+impl Graph {
+    /// An empty graph of `domain` for the session `own_zid` (whose tokens
+    /// it leaves out, as rmw_zenoh does).
+    pub fn new(domain: u32, own_zid: &str) -> Self {
+        Graph {
+            domain,
+            own_zid: own_zid.to_string(),
+            tokens: HashMap::new(),
+            by_gid: HashMap::new(),
+            ferry: HashMap::new(),
+            generation: 0,
+        }
+    }
+
+    /// A number that changes whenever the graph does.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    fn len(&self) -> usize {
+        self.tokens.len() + self.ferry.len()
+    }
+
+    /// A token appeared. `Ok(false)`: this session's own, left out.
+    pub fn put(&mut self, key: &str) -> Result<bool, GraphError> {
+        if let Some(rest) = key.strip_prefix(FERRY_SPACE) {
+            return self.put_ferry(key, rest);
+        }
+        if self.tokens.contains_key(key) {
+            return Ok(true);
+        }
+        let t = Token::parse(key)?;
+        if t.domain != self.domain {
+            return Err(GraphError::Domain(t.domain));
+        }
+        if t.zid == self.own_zid {
+            return Ok(false);
+        }
+        if self.len() >= MAX_TOKENS {
+            return Err(GraphError::Full);
+        }
+        if t.kind != EntityKind::Node && t.kind != EntityKind::Subscription {
+            self.by_gid.insert(gid_of(key), key.to_string());
+        }
+        self.tokens.insert(key.to_string(), t);
+        self.generation += 1;
+        Ok(true)
+    }
+
+    fn put_ferry(&mut self, key: &str, rest: &str) -> Result<bool, GraphError> {
+        let bad = || GraphError::Ferry(key.to_string());
+        let parts: Vec<&str> = rest.split('/').collect();
+        let [_, domain, zid, participant] = parts.as_slice() else {
+            return Err(bad());
+        };
+        if !domain.bytes().all(|b| b.is_ascii_digit()) || domain.is_empty() {
+            return Err(bad());
+        }
+        let d: u32 = domain.parse().map_err(|_| bad())?;
+        if d != self.domain {
+            return Err(GraphError::Domain(d));
+        }
+        if zid.is_empty() || !zid.bytes().all(|b| b.is_ascii_hexdigit()) || participant.len() != 16
+        {
+            return Err(bad());
+        }
+        let p = u64::from_str_radix(participant, 16).map_err(|_| bad())?;
+        if *zid == self.own_zid {
+            return Ok(false);
+        }
+        if self.ferry.contains_key(*zid) {
+            return Ok(true);
+        }
+        if self.len() >= MAX_TOKENS {
+            return Err(GraphError::Full);
+        }
+        self.ferry
+            .insert(zid.to_string(), (key.to_string(), ParticipantId(p)));
+        self.generation += 1;
+        Ok(true)
+    }
+
+    /// A token went (its session closed or undeclared it).
+    pub fn delete(&mut self, key: &str) {
+        self.generation += 1;
+        if key.starts_with(FERRY_SPACE) {
+            self.ferry.retain(|_, (k, _)| k != key);
+            return;
+        }
+        if self.tokens.remove(key).is_some() {
+            self.by_gid.remove(&gid_of(key));
+        }
+    }
+
+    /// The ferry participant session `zid` runs, as it declared.
+    pub fn ferry_runtime(&self, zid: &str) -> Option<ParticipantId> {
+        self.ferry.get(zid).map(|(_, p)| *p)
+    }
+
+    /// The publisher, service or client whose GID is `gid`.
+    pub fn by_gid(&self, gid: &[u8; 16]) -> Option<Publisher> {
+        let token = self.tokens.get(self.by_gid.get(gid)?)?.clone();
+        let ferry = self.ferry_runtime(&token.zid).and_then(|p| {
+            Some(EndpointId {
+                participant: p,
+                entity: token.id.parse().ok()?,
+            })
+        });
+        Some(Publisher { token, ferry })
+    }
+
+    /// Every node and endpoint token, sorted by key expression.
+    pub fn tokens(&self) -> Vec<Token> {
+        let mut v: Vec<(&String, &Token)> = self.tokens.iter().collect();
+        v.sort_by(|a, b| a.0.cmp(b.0));
+        v.into_iter().map(|(_, t)| t.clone()).collect()
+    }
+
+    /// The subscriptions on `topic` (name, RMW type name) that need its
+    /// samples over Zenoh: those a ferry runtime for which `direct(runtime)`
+    /// holds did not declare — a ROS 2 node's, or a ferry runtime's that
+    /// ferry's own paths do not reach.
+    pub fn zenoh_readers(
+        &self,
+        topic: &str,
+        type_name: &str,
+        direct: impl Fn(ParticipantId) -> bool,
+    ) -> usize {
+        self.tokens
+            .values()
+            .filter(|t| {
+                t.kind == EntityKind::Subscription
+                    && t.topic
+                        .as_ref()
+                        .is_some_and(|i| i.name == topic && i.type_name == type_name)
+                    && !self.ferry_runtime(&t.zid).is_some_and(&direct)
+            })
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::token::TopicInfo;
+    use crate::RmwQos;
+
+    const OWN: &str = "0123456789abcdef0123456789abcdef";
+    const THEIRS: &str = "aac3178e146ba6f1fc6e6a4085e77f21";
+
+    fn endpoint(zid: &str, kind: EntityKind, id: u32) -> Token {
+        Token {
+            domain: 3,
+            zid: zid.into(),
+            nid: "1".into(),
+            id: id.to_string(),
+            kind,
+            enclave: "/".into(),
+            namespace: "/".into(),
+            node: "talker".into(),
+            topic: Some(TopicInfo {
+                name: "/chatter".into(),
+                type_name: "std_msgs::msg::dds_::String_".into(),
+                type_hash: "RIHS01_00".into(),
+                qos: RmwQos::default(),
+            }),
+        }
+    }
+
+    #[test]
+    fn keeps_others_tokens_and_finds_publishers_by_gid() {
+        let mut g = Graph::new(3, OWN);
+        let own = endpoint(OWN, EntityKind::Publisher, 4);
+        assert_eq!(g.put(&own.key_expr()), Ok(false));
+        let p = endpoint(THEIRS, EntityKind::Publisher, 7);
+        assert_eq!(g.put(&p.key_expr()), Ok(true));
+        let found = g.by_gid(&p.gid()).unwrap();
+        assert_eq!(found.token, p);
+        assert_eq!(found.ferry, None);
+        // The session says it is ferry runtime 0xab: its publisher is
+        // ferry endpoint (0xab, 7).
+        let ft = ferry_token(3, THEIRS, ParticipantId(0xab));
+        assert_eq!(g.put(&ft), Ok(true));
+        assert_eq!(
+            g.by_gid(&p.gid()).unwrap().ferry,
+            Some(EndpointId {
+                participant: ParticipantId(0xab),
+                entity: 7
+            })
+        );
+        // A second claim for the same session does not replace the first.
+        assert_eq!(
+            g.put(&ferry_token(3, THEIRS, ParticipantId(0xcd))),
+            Ok(true)
+        );
+        assert_eq!(g.ferry_runtime(THEIRS), Some(ParticipantId(0xab)));
+        g.delete(&ft);
+        assert_eq!(g.ferry_runtime(THEIRS), None);
+        g.delete(&p.key_expr());
+        assert!(g.by_gid(&p.gid()).is_none() && g.tokens().is_empty());
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_token_of_this_domain() {
+        let mut g = Graph::new(3, OWN);
+        let mut p = endpoint(THEIRS, EntityKind::Publisher, 7);
+        p.domain = 4;
+        assert_eq!(g.put(&p.key_expr()), Err(GraphError::Domain(4)));
+        assert!(matches!(g.put("@ros2_lv/3/x"), Err(GraphError::Token(_))));
+        for bad in [
+            "@ferry_lv/3/zz/00000000000000ab",
+            "@ferry_lv/3/ab/ab",
+            "@ferry_lv/3/ab/00000000000000ab/x",
+            "@ferry_lv/+3/ab/00000000000000ab",
+            "@ferry_lv//ab/00000000000000ab",
+        ] {
+            assert!(matches!(g.put(bad), Err(GraphError::Ferry(_))), "{bad}");
+        }
+        assert!(g.tokens().is_empty());
+    }
+
+    #[test]
+    fn a_subscription_needs_zenoh_unless_a_reached_ferry_runtime_declared_it() {
+        let mut g = Graph::new(3, OWN);
+        let s = endpoint(THEIRS, EntityKind::Subscription, 2);
+        g.put(&s.key_expr()).unwrap();
+        let t = "std_msgs::msg::dds_::String_";
+        assert_eq!(g.zenoh_readers("/chatter", t, |_| true), 1);
+        assert_eq!(g.zenoh_readers("/other", t, |_| false), 0);
+        g.put(&ferry_token(3, THEIRS, ParticipantId(9))).unwrap();
+        assert_eq!(g.zenoh_readers("/chatter", t, |p| p == ParticipantId(9)), 0);
+        assert_eq!(g.zenoh_readers("/chatter", t, |_| false), 1);
+    }
+
+    #[test]
+    fn stays_bounded() {
+        let mut g = Graph::new(3, OWN);
+        for i in 0..MAX_TOKENS as u32 {
+            g.put(&endpoint(THEIRS, EntityKind::Subscription, i).key_expr())
+                .unwrap();
+        }
+        let more = endpoint(THEIRS, EntityKind::Subscription, u32::MAX);
+        assert_eq!(g.put(&more.key_expr()), Err(GraphError::Full));
+        // Known ones are still fine.
+        assert_eq!(
+            g.put(&endpoint(THEIRS, EntityKind::Subscription, 0).key_expr()),
+            Ok(true)
+        );
+    }
+}

@@ -1,0 +1,844 @@
+//! The Zenoh path of one ferry runtime (`[zenoh]`): one Zenoh session, a
+//! liveliness token per node and per endpoint as rmw_zenoh declares them,
+//! an advanced publisher beside every ferry publisher and an advanced
+//! subscriber beside every ferry subscriber, on rmw_zenoh's key
+//! expressions, with rmw_zenoh's attachment on every sample.
+//!
+//! **Who gets samples over Zenoh.** A publisher puts a sample only while a
+//! subscription on its topic needs it ([`Graph::zenoh_readers`]): a ROS 2
+//! node's, or a ferry runtime's that this publisher has no direct link to
+//! (another site behind a router). A ferry runtime says which participant
+//! its session runs with a `@ferry_lv` token. Transient-local publishers
+//! always put (their cache serves late joiners, as rmw_zenoh's does).
+//!
+//! **No duplicates.** A sample from a ferry publisher arrives as from that
+//! publisher's endpoint, numbered with its own sequence number (the
+//! attachment carries it), and goes through the same check as the MQTT
+//! broker's (`Inbox::broker_sample`): a direct path that covers it wins, so
+//! at a hand-over between Zenoh and a direct path each sample goes through
+//! once. Samples from this session itself are never taken (Zenoh's
+//! `allowed_origin = remote`): this process's subscribers have it already.
+//!
+//! **Trust.** Everything is the peer's word — its tokens, its attachment,
+//! the ferry participant it claims: anyone the Zenoh network lets in.
+//! Security `enforce` keeps the path off (the runtime refuses it); put
+//! TLS (and mTLS) on the Zenoh links for confidentiality.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ferry_transport::config::zenoh::ZenohConfig;
+use ferry_transport::priority::{Applied, Packets, Priority, PriorityError};
+use ferry_transport::stats::ConnStats;
+use ferry_transport::transport::{
+    deliver_sample, lookup_reader, InboundConn, Link, OutFrame, SendError,
+};
+use ferry_wire::{
+    Durability, EndpointId, History, ParticipantId, Qos, Reliability, TransportKind, TypeHash,
+};
+use parking_lot::Mutex;
+use zenoh::bytes::ZBytes;
+use zenoh::liveliness::LivelinessToken;
+use zenoh::qos::CongestionControl;
+use zenoh::sample::{Locality, Sample, SampleKind};
+use zenoh::Wait;
+use zenoh_ext::{
+    AdvancedPublisher, AdvancedPublisherBuilderExt, AdvancedSubscriber,
+    AdvancedSubscriberBuilderExt, CacheConfig, HistoryConfig, MissDetectionConfig, RecoveryConfig,
+};
+
+use crate::graph::{ferry_token, Graph, FERRY_SPACE};
+use crate::token::{EntityKind, Token, TopicInfo, ADMIN_SPACE};
+use crate::{data_key, Attachment, KeyError, RmwQos, TokenError};
+
+/// Most publishers one ferry subscriber keeps a connection record for.
+const MAX_WRITERS_PER_READER: usize = 1024;
+
+/// How long a publisher trusts its last look at who needs its samples.
+const NEED_FRESH: Duration = Duration::from_millis(200);
+
+/// rmw_zenoh's heartbeat period of reliable transient-local publishers.
+const HEARTBEAT: Duration = Duration::from_millis(500);
+
+/// Why the Zenoh path or one of its endpoints could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ZenohError {
+    /// The session's configuration (a value Zenoh refused).
+    #[error("Zenoh configuration `{key}`: {why}")]
+    Config {
+        /// Zenoh's key.
+        key: &'static str,
+        /// Zenoh's reason.
+        why: String,
+    },
+    /// The session did not open (a client whose router is unreachable, a
+    /// port in use, a TLS file missing).
+    #[error(
+        "cannot open the Zenoh session ({mode}, connect {connect:?}, listen {listen:?}): {why}"
+    )]
+    Open {
+        /// Peer, client or router.
+        mode: &'static str,
+        /// Where it connects.
+        connect: Vec<String>,
+        /// Where it listens.
+        listen: Vec<String>,
+        /// Zenoh's reason.
+        why: String,
+    },
+    /// A name or type with no rmw_zenoh key expression.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// A token rmw_zenoh could not read back.
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    /// Zenoh refused a declaration.
+    #[error("Zenoh refused the {what}: {why}")]
+    Declare {
+        /// What was declared.
+        what: &'static str,
+        /// Zenoh's reason.
+        why: String,
+    },
+}
+
+/// What the path needs of the runtime.
+#[derive(Debug, Clone)]
+pub struct PathConfig {
+    /// The ferry runtime (its `@ferry_lv` token).
+    pub runtime: ParticipantId,
+    /// The ROS domain of keys and tokens.
+    pub domain: u32,
+    /// The session's settings.
+    pub zenoh: ZenohConfig,
+    /// How long a keep-all publisher may block on Zenoh.
+    pub keep_all_block: Duration,
+}
+
+/// Whether a ferry publisher reaches runtime `p` over a path of its own.
+pub type Reached = Arc<dyn Fn(ParticipantId) -> bool + Send + Sync>;
+
+/// The Zenoh session as `ferry doctor` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// Its Zenoh id.
+    pub zid: String,
+    /// Peer, client or router.
+    pub mode: &'static str,
+    /// The routers it is connected to (their ids).
+    pub routers: Vec<String>,
+    /// The peers it is connected to.
+    pub peers: Vec<String>,
+}
+
+struct NodeEntry {
+    namespace: String,
+    name: String,
+    _token: LivelinessToken,
+}
+
+struct ReaderEntry {
+    _subscriber: AdvancedSubscriber<()>,
+    _token: LivelinessToken,
+}
+
+/// The Zenoh path of one runtime.
+pub struct ZenohPath {
+    // Field order: endpoints, then the graph's subscribers, then the session.
+    readers: Mutex<HashMap<EndpointId, ReaderEntry>>,
+    nodes: Mutex<HashMap<u32, NodeEntry>>,
+    _graph_subs: Vec<zenoh::pubsub::Subscriber<()>>,
+    /// Asks again for every token when a transport opens.
+    _resync: zenoh::session::TransportEventsListener<()>,
+    _ferry: LivelinessToken,
+    graph: Arc<Mutex<Graph>>,
+    zid: String,
+    cfg: PathConfig,
+    session: zenoh::Session,
+}
+
+/// Feeds a token that appeared (`Put`) or went (`Delete`) to the graph.
+fn on_token(graph: &Mutex<Graph>, s: &Sample) {
+    let key = s.key_expr().as_str();
+    match s.kind() {
+        SampleKind::Put => {
+            if let Err(e) = graph.lock().put(key) {
+                tracing::debug!("Zenoh graph: token `{key}` refused: {e}");
+            }
+        }
+        SampleKind::Delete => graph.lock().delete(key),
+    }
+}
+
+/// A liveliness subscriber's history covers only the sessions connected
+/// when it is declared: the tokens of a router or peer that connects later
+/// (ours came up after the session opened, or came back after an outage)
+/// are asked for again, by a thread of the path's (a Zenoh callback must
+/// not wait on Zenoh). The thread ends with the listener.
+fn resync_on_connect(
+    session: &zenoh::Session,
+    graph: &Arc<Mutex<Graph>>,
+    domain: u32,
+) -> Result<zenoh::session::TransportEventsListener<()>, ZenohError> {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let tx = Mutex::new(tx);
+    let listener = session
+        .info()
+        .transport_events_listener()
+        .history(true)
+        .callback(move |ev: zenoh::session::TransportEvent| {
+            if ev.kind() == SampleKind::Put {
+                let _ = tx.lock().send(());
+            }
+        })
+        .wait()
+        .map_err(|e| ZenohError::Declare {
+            what: "transport listener",
+            why: e.to_string(),
+        })?;
+    let (session, graph) = (session.clone(), graph.clone());
+    std::thread::Builder::new()
+        .name("ferry-zenoh-graph".into())
+        .spawn(move || {
+            while rx.recv().is_ok() {
+                while rx.try_recv().is_ok() {}
+                for space in [ADMIN_SPACE, FERRY_SPACE] {
+                    let g = graph.clone();
+                    let asked = session
+                        .liveliness()
+                        .get(format!("{space}/{domain}/**"))
+                        .callback(move |r: zenoh::query::Reply| {
+                            if let Ok(s) = r.result() {
+                                on_token(&g, s);
+                            }
+                        })
+                        .wait();
+                    if let Err(e) = asked {
+                        tracing::debug!("Zenoh graph: cannot ask for tokens: {e}");
+                    }
+                }
+            }
+        })
+        .map_err(|e| ZenohError::Declare {
+            what: "graph thread",
+            why: e.to_string(),
+        })?;
+    Ok(listener)
+}
+
+/// The Zenoh configuration of `z` (as JSON5 values Zenoh parses).
+fn zenoh_config(z: &ZenohConfig) -> Result<zenoh::Config, ZenohError> {
+    let mut c = zenoh::Config::default();
+    let json = |v: &[String]| format!("{v:?}");
+    let mut set = |key: &'static str, value: String| {
+        c.insert_json5(key, &value).map_err(|e| ZenohError::Config {
+            key,
+            why: e.to_string(),
+        })
+    };
+    set("mode", format!("{:?}", z.mode.as_str()))?;
+    set("connect/endpoints", json(&z.connect))?;
+    set("listen/endpoints", json(&z.listen_endpoints()))?;
+    set(
+        "scouting/multicast/enabled",
+        z.multicast_scouting.to_string(),
+    )?;
+    // rmw_zenoh's: service calls wait up to 10 minutes.
+    set("queries_default_timeout", "600000".into())?;
+    if let Some(t) = &z.tls {
+        let path = |p: &std::path::Path| format!("{:?}", p.display().to_string());
+        set("transport/link/tls/root_ca_certificate", path(&t.root_ca))?;
+        if let (Some(cert), Some(key)) = (&t.cert, &t.key) {
+            set("transport/link/tls/listen_certificate", path(cert))?;
+            set("transport/link/tls/listen_private_key", path(key))?;
+            set("transport/link/tls/connect_certificate", path(cert))?;
+            set("transport/link/tls/connect_private_key", path(key))?;
+        }
+        set("transport/link/tls/enable_mtls", t.mtls.to_string())?;
+    }
+    Ok(c)
+}
+
+impl ZenohPath {
+    /// Opens the session of `cfg`, declares the runtime's `@ferry_lv` token
+    /// and starts following the domain's graph.
+    pub fn start(cfg: PathConfig) -> Result<Arc<ZenohPath>, ZenohError> {
+        let z = &cfg.zenoh;
+        let session = zenoh::open(zenoh_config(z)?)
+            .wait()
+            .map_err(|e| ZenohError::Open {
+                mode: z.mode.as_str(),
+                connect: z.connect.clone(),
+                listen: z.listen_endpoints(),
+                why: e.to_string(),
+            })?;
+        let zid = session.zid().to_string();
+        let graph = Arc::new(Mutex::new(Graph::new(cfg.domain, &zid)));
+        let mut subs = Vec::new();
+        for space in [ADMIN_SPACE, FERRY_SPACE] {
+            let g = graph.clone();
+            let sub = session
+                .liveliness()
+                .declare_subscriber(format!("{space}/{}/**", cfg.domain))
+                .history(true)
+                .callback(move |s: Sample| on_token(&g, &s))
+                .wait()
+                .map_err(|e| ZenohError::Declare {
+                    what: "graph's liveliness subscriber",
+                    why: e.to_string(),
+                })?;
+            subs.push(sub);
+        }
+        let resync = resync_on_connect(&session, &graph, cfg.domain)?;
+        let ferry = session
+            .liveliness()
+            .declare_token(ferry_token(cfg.domain, &zid, cfg.runtime))
+            .wait()
+            .map_err(|e| ZenohError::Declare {
+                what: "runtime's token",
+                why: e.to_string(),
+            })?;
+        Ok(Arc::new(ZenohPath {
+            readers: Mutex::new(HashMap::new()),
+            nodes: Mutex::new(HashMap::new()),
+            _graph_subs: subs,
+            _resync: resync,
+            _ferry: ferry,
+            graph,
+            zid,
+            cfg,
+            session,
+        }))
+    }
+
+    /// The ROS domain of keys and tokens.
+    pub fn domain(&self) -> u32 {
+        self.cfg.domain
+    }
+
+    /// The session's id, mode and connections now.
+    pub fn info(&self) -> SessionInfo {
+        let info = self.session.info();
+        SessionInfo {
+            zid: self.zid.clone(),
+            mode: self.cfg.zenoh.mode.as_str(),
+            routers: info.routers_zid().wait().map(|z| z.to_string()).collect(),
+            peers: info.peers_zid().wait().map(|z| z.to_string()).collect(),
+        }
+    }
+
+    /// Every other session's nodes and endpoints in the domain, as their
+    /// tokens say (sorted by token), each with the ferry runtime its
+    /// session declared, if any.
+    pub fn tokens_with_runtime(&self) -> Vec<(Token, Option<ParticipantId>)> {
+        let g = self.graph.lock();
+        g.tokens()
+            .into_iter()
+            .map(|t| {
+                let p = g.ferry_runtime(&t.zid);
+                (t, p)
+            })
+            .collect()
+    }
+
+    fn declare(&self, token: &Token) -> Result<LivelinessToken, ZenohError> {
+        token.check()?;
+        self.session
+            .liveliness()
+            .declare_token(token.key_expr())
+            .wait()
+            .map_err(|e| ZenohError::Declare {
+                what: "liveliness token",
+                why: e.to_string(),
+            })
+    }
+
+    fn node_token(&self, node: u32, kind: EntityKind, id: u32) -> Token {
+        let nodes = self.nodes.lock();
+        let (namespace, name) = nodes
+            .get(&node)
+            .map(|n| (n.namespace.clone(), n.name.clone()))
+            .unwrap_or_else(|| ("/".into(), format!("ferry_node_{node}")));
+        Token {
+            domain: self.cfg.domain,
+            zid: self.zid.clone(),
+            nid: node.to_string(),
+            id: id.to_string(),
+            kind,
+            enclave: self.cfg.zenoh.enclave.clone(),
+            namespace,
+            node: name,
+            topic: None,
+        }
+    }
+
+    /// A ferry node joins rmw_zenoh's graph (its `NN` token). A node whose
+    /// names no token can carry is logged and stays out.
+    pub fn add_node(&self, node: u32, namespace: &str, name: &str) {
+        let mut t = self.node_token(node, EntityKind::Node, node);
+        t.namespace = namespace.to_string();
+        t.node = name.to_string();
+        match self.declare(&t) {
+            Ok(token) => {
+                self.nodes.lock().insert(
+                    node,
+                    NodeEntry {
+                        namespace: namespace.to_string(),
+                        name: name.to_string(),
+                        _token: token,
+                    },
+                );
+            }
+            Err(e) => tracing::warn!("node `{name}` stays out of rmw_zenoh's graph: {e}"),
+        }
+    }
+
+    /// A ferry node leaves it.
+    pub fn remove_node(&self, node: u32) {
+        let gone = self.nodes.lock().remove(&node);
+        drop(gone);
+    }
+
+    fn endpoint(
+        &self,
+        node: u32,
+        id: EndpointId,
+        kind: EntityKind,
+        topic: &str,
+        (type_name, type_hash): (&str, &TypeHash),
+        qos: &Qos,
+    ) -> Result<(String, Token, String), ZenohError> {
+        let key = data_key(self.cfg.domain, topic, type_name, type_hash)?;
+        let rmw_type = ferry_wire::ros_names::dds_type_name(type_name)
+            .ok_or_else(|| KeyError::Type(type_name.to_string()))?;
+        let mut t = self.node_token(node, kind, id.entity);
+        t.topic = Some(TopicInfo {
+            name: topic.to_string(),
+            type_name: rmw_type.clone(),
+            type_hash: type_hash.to_string(),
+            qos: RmwQos::from_ferry(qos),
+        });
+        Ok((key, t, rmw_type))
+    }
+
+    /// The Zenoh publisher beside ferry publisher `id` of node `node`: a
+    /// link that puts each sample while a subscription needs it (see the
+    /// module docs); `reached` says which ferry runtimes the publisher
+    /// reaches on its own paths.
+    pub fn writer_link(
+        self: &Arc<Self>,
+        node: u32,
+        id: EndpointId,
+        topic: &str,
+        ty: (&str, &TypeHash),
+        qos: &Qos,
+        reached: Reached,
+    ) -> Result<Arc<ZenohLink>, ZenohError> {
+        let (key, token, rmw_type) =
+            self.endpoint(node, id, EntityKind::Publisher, topic, ty, qos)?;
+        let reliable = qos.reliability == Reliability::Reliable;
+        let keep_all = reliable && qos.history == History::KeepAll;
+        let durable = qos.durability == Durability::TransientLocal;
+        let mut b = self
+            .session
+            .declare_publisher(key.clone())
+            .congestion_control(if keep_all {
+                CongestionControl::Block
+            } else {
+                CongestionControl::Drop
+            })
+            .advanced()
+            .allowed_destination(Locality::Remote);
+        if durable {
+            let depth = match qos.history {
+                History::KeepLast(n) => n.max(1) as usize,
+                History::KeepAll => 1 << 16,
+            };
+            b = b
+                .publisher_detection()
+                .cache(CacheConfig::default().max_samples(depth));
+            if reliable {
+                b = b.sample_miss_detection(
+                    MissDetectionConfig::default().sporadic_heartbeat(HEARTBEAT),
+                );
+            }
+        }
+        let publisher = b.wait().map_err(|e| ZenohError::Declare {
+            what: "publisher",
+            why: e.to_string(),
+        })?;
+        let rmw_token = self.declare(&token)?;
+        Ok(Arc::new(ZenohLink {
+            path: self.clone(),
+            locator: format!("zenoh/{key}"),
+            topic: topic.to_string(),
+            type_name: rmw_type,
+            gid: token.gid(),
+            durable,
+            keep_all: keep_all.then_some(self.cfg.keep_all_block),
+            publisher: Mutex::new(Some((publisher, rmw_token))),
+            reached,
+            need: Mutex::new(None),
+            stats: ConnStats::new(),
+            priority: Mutex::new(Priority::default()),
+            closed: AtomicBool::new(false),
+            warned: AtomicBool::new(false),
+        }))
+    }
+
+    /// The Zenoh subscriber beside ferry subscriber `id` of node `node`:
+    /// samples of other sessions' publishers go to the subscriber (found in
+    /// the process's reader registry), one connection per publisher.
+    pub fn subscribe(
+        self: &Arc<Self>,
+        node: u32,
+        id: EndpointId,
+        topic: &str,
+        ty: (&str, &TypeHash),
+        qos: &Qos,
+    ) -> Result<(), ZenohError> {
+        let (key, token, _) = self.endpoint(node, id, EntityKind::Subscription, topic, ty, qos)?;
+        let locator = format!("zenoh/{key}");
+        let graph = self.graph.clone();
+        let writers = Mutex::new(Writers::default());
+        let mut b = self
+            .session
+            .declare_subscriber(key)
+            .advanced()
+            .allowed_origin(Locality::Remote);
+        if qos.durability == Durability::TransientLocal {
+            let depth = match qos.history {
+                History::KeepLast(n) => n.max(1) as usize,
+                History::KeepAll => 1 << 16,
+            };
+            b = b
+                .subscriber_detection()
+                .query_timeout(Duration::from_secs(u32::MAX.into()))
+                .history(
+                    HistoryConfig::default()
+                        .detect_late_publishers()
+                        .max_samples(depth),
+                );
+            if qos.reliability == Reliability::Reliable {
+                b = b.recovery(RecoveryConfig::default().heartbeat());
+            }
+        }
+        let subscriber = b
+            .callback(move |s: Sample| {
+                let Some(inbox) = lookup_reader(id) else {
+                    return;
+                };
+                writers.lock().take(&s, &*inbox, &graph, &locator);
+            })
+            .wait()
+            .map_err(|e| ZenohError::Declare {
+                what: "subscriber",
+                why: e.to_string(),
+            })?;
+        let rmw_token = self.declare(&token)?;
+        self.readers.lock().insert(
+            id,
+            ReaderEntry {
+                _subscriber: subscriber,
+                _token: rmw_token,
+            },
+        );
+        Ok(())
+    }
+
+    /// Ferry subscriber `id` is gone: its Zenoh subscriber and token go too.
+    pub fn unsubscribe(&self, id: EndpointId) {
+        let gone = self.readers.lock().remove(&id);
+        drop(gone);
+    }
+}
+
+/// One ferry subscriber's Zenoh publishers, by GID: a connection each, at
+/// most [`MAX_WRITERS_PER_READER`].
+#[derive(Default)]
+struct Writers {
+    map: HashMap<[u8; 16], Writer>,
+    last_sweep: Option<Instant>,
+}
+
+struct Writer {
+    conn: Arc<InboundConn>,
+    /// Whether the graph knew the publisher's token when the connection
+    /// was made (if not, it is looked up again on the next sample).
+    known: bool,
+    /// Whether it is a ferry publisher (numbered by its own sequence).
+    ferry: bool,
+    /// Samples delivered (the number of a ROS 2 publisher's next one).
+    count: u64,
+}
+
+impl Writers {
+    /// Hands sample `s` to `inbox`: errors are counted on the connection
+    /// (or logged when there is none yet).
+    fn take(
+        &mut self,
+        s: &Sample,
+        inbox: &dyn ferry_transport::transport::Inbox,
+        graph: &Mutex<Graph>,
+        locator: &str,
+    ) {
+        let att = match s.attachment().map(|a| Attachment::decode(&a.to_bytes())) {
+            Some(Ok(a)) => a,
+            Some(Err(e)) => {
+                tracing::debug!("{locator}: sample with a bad attachment dropped: {e}");
+                return;
+            }
+            None => {
+                // rmw_zenoh drops these too ("Unable to obtain attachment").
+                tracing::debug!("{locator}: sample without an attachment dropped");
+                return;
+            }
+        };
+        // rmw_zenoh numbers a publisher's samples from 1 and stamps them
+        // with the wall clock.
+        if att.sequence < 1 || att.timestamp_ns < 0 {
+            tracing::debug!(
+                "{locator}: sample with sequence {} and time {} dropped",
+                att.sequence,
+                att.timestamp_ns
+            );
+            return;
+        }
+        if !self.map.contains_key(&att.gid) && self.map.len() >= MAX_WRITERS_PER_READER {
+            // Publishers whose token went make room, at most once a second.
+            if self
+                .last_sweep
+                .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+            {
+                self.last_sweep = Some(Instant::now());
+                let g = graph.lock();
+                self.map.retain(|gid, w| {
+                    let live = g.by_gid(gid).is_some();
+                    if !live {
+                        inbox.detach(&w.conn);
+                    }
+                    live
+                });
+            }
+            if self.map.len() >= MAX_WRITERS_PER_READER {
+                return;
+            }
+        }
+        let stale = self.map.get(&att.gid).is_some_and(|w| !w.known);
+        if stale || !self.map.contains_key(&att.gid) {
+            let found = graph.lock().by_gid(&att.gid);
+            if stale && found.is_none() {
+                // Still unknown: keep the connection it has.
+            } else {
+                if let Some(old) = self.map.remove(&att.gid) {
+                    inbox.detach(&old.conn);
+                }
+                let remote = found.as_ref().and_then(|p| p.ferry).unwrap_or_else(|| {
+                    let mut p = [0u8; 8];
+                    p.copy_from_slice(&att.gid[..8]);
+                    EndpointId {
+                        participant: ParticipantId(u64::from_le_bytes(p)),
+                        entity: 0,
+                    }
+                });
+                let ferry = found.as_ref().is_some_and(|p| p.ferry.is_some());
+                let conn = Arc::new(InboundConn {
+                    remote,
+                    origin: ferry_transport::transport::Origin::Zenoh,
+                    transport: TransportKind::Zenoh,
+                    locator: locator.to_string(),
+                    stats: Arc::new(ConnStats::new()),
+                    replier: None,
+                    same_clock: false,
+                    seqs: Default::default(),
+                    identity: None,
+                });
+                if !ferry {
+                    conn.seqs.settled.store(true, Ordering::Relaxed);
+                }
+                inbox.attach(conn.clone());
+                self.map.insert(
+                    att.gid,
+                    Writer {
+                        conn,
+                        known: found.is_some(),
+                        ferry,
+                        count: 0,
+                    },
+                );
+            }
+        }
+        let Some(w) = self.map.get_mut(&att.gid) else {
+            return;
+        };
+        // A ferry publisher's own numbering (what a direct path from it
+        // carries too); a ROS 2 publisher's samples as they come.
+        let seq = if w.ferry {
+            att.sequence.unsigned_abs()
+        } else {
+            w.count + 1
+        };
+        if w.ferry && !inbox.broker_sample(&w.conn, seq) {
+            // A direct path from the same publisher has it.
+            return;
+        }
+        w.count += 1;
+        let payload = Bytes::from(s.payload().to_bytes().into_owned());
+        w.conn.stats.message(payload.len());
+        let stamp = u64::try_from(att.timestamp_ns).unwrap_or(0);
+        deliver_sample(inbox, &w.conn, seq, stamp, 0, payload);
+    }
+}
+
+/// A ferry publisher's Zenoh publisher as one of its links.
+pub struct ZenohLink {
+    path: Arc<ZenohPath>,
+    locator: String,
+    topic: String,
+    type_name: String,
+    gid: [u8; 16],
+    durable: bool,
+    /// Reliable keep-all: how long a put may block.
+    keep_all: Option<Duration>,
+    /// The publisher and its token, taken when the link closes.
+    publisher: Mutex<Option<(AdvancedPublisher<'static>, LivelinessToken)>>,
+    reached: Reached,
+    /// (when, graph generation, subscriptions that need Zenoh).
+    need: Mutex<Option<(Instant, u64, usize)>>,
+    stats: ConnStats,
+    priority: Mutex<Priority>,
+    closed: AtomicBool,
+    warned: AtomicBool,
+}
+
+impl ZenohLink {
+    /// The subscriptions that need this publisher's samples over Zenoh now
+    /// (looked up at most once per [`NEED_FRESH`] while the graph stays).
+    pub fn needed_by(&self) -> usize {
+        let mut need = self.need.lock();
+        let g = self.path.graph.lock();
+        if let Some((at, generation, n)) = *need {
+            if generation == g.generation() && at.elapsed() < NEED_FRESH {
+                return n;
+            }
+        }
+        let n = g.zenoh_readers(&self.topic, &self.type_name, &*self.reached);
+        *need = Some((Instant::now(), g.generation(), n));
+        n
+    }
+}
+
+impl Link for ZenohLink {
+    fn transport(&self) -> TransportKind {
+        TransportKind::Zenoh
+    }
+    fn remote(&self) -> EndpointId {
+        // Zenoh itself: the subscribers it serves are its business.
+        EndpointId {
+            participant: ParticipantId(0),
+            entity: u32::MAX - 2,
+        }
+    }
+    fn locator(&self) -> String {
+        self.locator.clone()
+    }
+    fn send(&self, frame: &OutFrame<'_>) -> Result<(), SendError> {
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(SendError::Closed);
+        }
+        if !self.durable && self.needed_by() == 0 {
+            return Ok(());
+        }
+        let bytes = (frame.payload.bytes)()?;
+        let att = Attachment {
+            sequence: i64::try_from(frame.seq).unwrap_or(i64::MAX),
+            timestamp_ns: i64::try_from(frame.stamp_ns).unwrap_or(i64::MAX),
+            gid: self.gid,
+        };
+        let len = bytes.len();
+        let publisher = self.publisher.lock();
+        let Some((p, _)) = publisher.as_ref() else {
+            return Err(SendError::Closed);
+        };
+        match p
+            .put(ZBytes::from(bytes))
+            .attachment(ZBytes::from(att.encode().to_vec()))
+            .wait()
+        {
+            Ok(()) => {
+                self.stats.message(len);
+                Ok(())
+            }
+            Err(e) => {
+                self.stats.drops.fetch_add(1, Ordering::Relaxed);
+                if !self.warned.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "{}: Zenoh did not take a sample ({e}); dropped (counted in drops; \
+                         logged once per publisher)",
+                        self.locator
+                    );
+                }
+                match self.keep_all {
+                    Some(d) => Err(SendError::Blocked(d)),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+    /// Zenoh is not a subscriber: the subscriptions it serves are not ferry's.
+    fn reaches_reader(&self) -> bool {
+        false
+    }
+    /// The subscriptions that need this publisher over Zenoh now.
+    fn readers(&self) -> usize {
+        self.needed_by()
+    }
+    fn stats(&self) -> &ConnStats {
+        &self.stats
+    }
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+    fn close(&self) {
+        if !self.closed.swap(true, Ordering::Relaxed) {
+            // ROS 2 sees the publisher go now, not when the link is pruned.
+            let gone = self.publisher.lock().take();
+            drop(gone);
+        }
+    }
+    fn priority(&self) -> Priority {
+        *self.priority.lock()
+    }
+    fn set_priority(&self, p: Priority) -> Result<Applied, PriorityError> {
+        *self.priority.lock() = p;
+        Ok(Applied::packets(Packets::Shared))
+    }
+}
+
+impl Drop for ZenohLink {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_transport::config::zenoh::Mode;
+
+    #[test]
+    fn config_is_what_zenoh_takes() {
+        let z = ZenohConfig {
+            mode: Mode::Router,
+            connect: vec![],
+            ..ZenohConfig::default()
+        };
+        let c = zenoh_config(&z).unwrap();
+        let j = format!("{c}");
+        assert!(j.contains("router"), "{j}");
+        assert!(j.contains("tcp/localhost:7447"), "{j}");
+    }
+}
