@@ -60,6 +60,8 @@ if command -v "$PY" >/dev/null 2>&1; then
   # Cyclone DDS and Zenoh as prebuilt wheels from PyPI.
   "$PY" -c 'import cyclonedds' 2>/dev/null || pip_install 'cyclonedds==11.0.1'
   "$PY" -c 'import zenoh' 2>/dev/null || pip_install 'eclipse-zenoh==1.10.2'
+  # rmw_zenoh's GID (XXH3-128 of a liveliness token) for the peer that speaks as rmw_zenoh.
+  "$PY" -c 'import xxhash' 2>/dev/null || pip_install 'xxhash==3.5.0'
   # The DDS path's tests talk to real ROS 2 nodes: ROS 2 Jazzy's rclpy with
   # its default RMW (rmw_fastrtps_cpp, Fast DDS 2.14) from PyPI, in its own
   # virtualenv (FERRY_ROS2_PYTHON points the tests elsewhere).

@@ -268,6 +268,34 @@ fn signed_counters(s: &ferry::DiscoverySecurityStats) -> String {
     format!("\n  signed discovery: {}", words.join("  "))
 }
 
+/// `ferry doctor`'s Zenoh lines: the session, its connections, and the
+/// ROS 2 graph it sees.
+fn zenoh_doctor(node: &ferry::Node) {
+    let Some(z) = node.zenoh_session() else {
+        out!("zenoh: not configured (set [zenoh] in FERRY_CONFIG, or FERRY_ZENOH=1)");
+        return;
+    };
+    let g = node.graph();
+    let via = |k| k == ferry::TransportKind::Zenoh;
+    out!(
+        "zenoh: {} {}  connect {:?}  routers {}  peers {}  ROS 2 graph: {} nodes, {} endpoints",
+        z.mode,
+        z.zid,
+        z.connect,
+        z.routers.len(),
+        z.peers.len(),
+        g.ros2_nodes.iter().filter(|n| via(n.via)).count(),
+        g.ros2_endpoints.iter().filter(|e| via(e.via)).count()
+    );
+    if z.mode != "router" && z.routers.is_empty() && !z.connect.is_empty() {
+        out!(
+            "zenoh: no router connected: is one running at {:?}? (rmw_zenoh's: `ros2 run \
+             rmw_zenoh_cpp rmw_zenohd`; or a ferry node with [zenoh] mode = \"router\")",
+            z.connect
+        );
+    }
+}
+
 fn doctor(spin: Duration) -> Result<(), String> {
     let cfg = ferry::Config::from_env().map_err(|e| e.to_string())?;
     out!(
@@ -296,6 +324,7 @@ fn doctor(spin: Duration) -> Result<(), String> {
         spin.as_secs_f64(),
         discovery_counters(&d)
     );
+    zenoh_doctor(&node);
     let Some(m) = &cfg.mqtt else {
         out!("mqtt: not configured (set [mqtt] broker in FERRY_CONFIG, or FERRY_MQTT=mqtt://host:1883)");
         return Ok(());

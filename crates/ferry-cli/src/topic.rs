@@ -356,8 +356,13 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                     }
                     for e in theirs {
                         out!(
-                            "  node {}  ROS 2 node over DDS  type {}",
+                            "  node {}  {}  type {}",
                             e.node,
+                            if e.via == ferry::TransportKind::Zenoh {
+                                "over Zenoh"
+                            } else {
+                                "ROS 2 node over DDS"
+                            },
                             e.type_name
                         );
                     }

@@ -63,6 +63,14 @@ pub enum BuildError {
         /// What failed, with the remedy.
         why: String,
     },
+    /// The `[zenoh]` path could not start (or ferry was built without it).
+    #[error("Zenoh path, domain {domain}: {why}")]
+    Zenoh {
+        /// The ROS domain of its keys.
+        domain: u16,
+        /// What failed, with the remedy.
+        why: String,
+    },
 }
 
 /// Encoding a message failed.

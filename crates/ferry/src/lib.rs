@@ -38,6 +38,7 @@ mod security;
 mod service;
 mod subscriber;
 pub mod transport;
+mod zenoh;
 
 use ferry_transport::reactor;
 pub use ferry_transport::{
@@ -71,6 +72,7 @@ pub use stats::{ConnectionInfo, ConnectionStats, StatsSnapshot};
 pub use subscriber::{Subscriber, SubscriberBuilder, KEEP_ALL_DEPTH};
 #[cfg(feature = "mqtt")]
 pub use transport::mqtt::{BrokerState, FOREIGN_WRITER};
+pub use zenoh::ZenohSession;
 
 /// Includes the Rust types that `ferry_idl::codegen::build` generated in
 /// this crate's build script from a folder of ROS 2 packages: one module

@@ -193,6 +193,12 @@ impl Node {
     pub fn graph(&self) -> Graph {
         self.inner.rt.shared.graph()
     }
+    /// Its runtime's Zenoh session (`[zenoh]`): id, mode, routers and
+    /// peers connected now; None when the path is off.
+    pub fn zenoh_session(&self) -> Option<crate::ZenohSession> {
+        let rt = &self.inner.rt.shared;
+        rt.zenoh.as_ref().map(|z| z.session(&rt.cfg))
+    }
     /// This node's runtime id.
     pub fn participant(&self) -> ferry_wire::ParticipantId {
         self.inner.rt.shared.id

@@ -12,6 +12,13 @@ use crate::event::{EventQueue, PortEvent};
 use crate::stats::{ConnectionInfo, Side};
 use crate::transport::InboundConn;
 
+/// Whether samples on a connection of this kind come through an
+/// intermediary that numbers them with the writer's own sequence (the MQTT
+/// broker, Zenoh): a direct path from the same writer makes them duplicates.
+fn relayed(t: TransportKind) -> bool {
+    matches!(t, TransportKind::Mqtt | TransportKind::Zenoh)
+}
+
 /// A reader's connections, one per writer that connected to it.
 #[derive(Default)]
 pub(crate) struct Inbound(Mutex<Vec<Arc<InboundConn>>>);
@@ -36,7 +43,7 @@ impl Inbound {
         let conns = self.0.lock();
         let direct = conns
             .iter()
-            .filter(|c| c.remote == conn.remote && c.transport != TransportKind::Mqtt)
+            .filter(|c| c.remote == conn.remote && !relayed(c.transport))
             .map(|c| c.seqs.first.load(Relaxed))
             .filter(|s| *s != 0)
             .min();
@@ -58,10 +65,10 @@ impl Inbound {
         if m.first.load(Relaxed) == 0 {
             m.first.store(seq, Relaxed);
         }
-        if conn.transport != TransportKind::Mqtt {
+        if !relayed(conn.transport) {
             let broker = conns
                 .iter()
-                .filter(|c| c.remote == conn.remote && c.transport == TransportKind::Mqtt)
+                .filter(|c| c.remote == conn.remote && relayed(c.transport))
                 .map(|c| c.seqs.last.load(Relaxed))
                 .max()
                 .unwrap_or(0);

@@ -112,6 +112,14 @@ impl<T: Codec> PublisherBuilder<T> {
         }) {
             shared.add_link(link);
         }
+        if let Some(link) = rt.shared.zenoh.as_ref().and_then(|z| {
+            let links = Arc::downgrade(&shared);
+            let reached: Arc<dyn Fn(ferry_wire::ParticipantId) -> bool + Send + Sync> =
+                Arc::new(move |p| links.upgrade().is_some_and(|s| s.links.reaches(p)));
+            z.writer_link(&rt.shared.cfg, id, &record, reached)
+        }) {
+            shared.add_link(link);
+        }
         let port: Arc<dyn WriterPort> = shared.clone();
         rt.shared.add_writer(record, Arc::downgrade(&port));
         Ok(Publisher {

@@ -20,6 +20,8 @@ pub struct Ros2Node {
     pub namespace: String,
     /// Its name.
     pub name: String,
+    /// The path ferry sees it on: DDS or Zenoh.
+    pub via: ferry_wire::TransportKind,
 }
 
 impl Ros2Node {
@@ -42,6 +44,8 @@ pub struct Ros2Endpoint {
     /// Fully qualified name of its node (empty when ROS 2's graph does not
     /// name it).
     pub node: String,
+    /// The path ferry sees it on: DDS or Zenoh.
+    pub via: ferry_wire::TransportKind,
 }
 
 /// Where a port's events go (held weakly: the port may be gone).
@@ -322,6 +326,7 @@ impl Ros2 {
                             .node
                             .map(|(ns, n)| crate::runtime::full_name(&ns, &n))
                             .unwrap_or_default(),
+                        via: ferry_wire::TransportKind::Dds,
                     })
                 })
                 .collect();
@@ -346,6 +351,7 @@ impl Ros2 {
                 .map(|n| Ros2Node {
                     namespace: n.namespace,
                     name: n.name,
+                    via: ferry_wire::TransportKind::Dds,
                 })
                 .collect();
             v.sort();

@@ -184,6 +184,9 @@ impl<T: Codec> SubscriberBuilder<T> {
         if let Some(r) = &rt.shared.ros2 {
             r.subscribe(&rt.shared.cfg, id, &record, Arc::downgrade(&shared.events));
         }
+        if let Some(z) = &rt.shared.zenoh {
+            z.subscribe(&rt.shared.cfg, id, &record);
+        }
         let port: Arc<dyn ReaderPort> = shared.clone();
         rt.shared.add_reader(record, Arc::downgrade(&port));
         Ok(Subscriber {

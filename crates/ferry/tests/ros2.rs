@@ -164,6 +164,7 @@ fn a_ferry_node_and_a_ros2_node_exchange_messages_and_names() {
                     kind: ferry::EndpointKind::Subscriber,
                     type_name: "std_msgs/msg/String".into(),
                     node: "/ros2_peer_listen".into(),
+                    via: TransportKind::Dds,
                 }),
                 "{endpoints:?}"
             );

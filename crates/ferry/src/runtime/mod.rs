@@ -83,6 +83,8 @@ pub(crate) struct Shared {
     pub mqtt: Option<Arc<ferry_mqtt::Broker>>,
     /// The DDS path to ROS 2 nodes, with a `[ros2]` section.
     pub ros2: Option<crate::ros2::Ros2>,
+    /// The Zenoh path, with a `[zenoh]` section.
+    pub zenoh: Option<crate::zenoh::Zenoh>,
     pub io: crate::reactor::IoHandle,
     next_entity: AtomicU32,
     /// Scheduling the I/O thread should run at (it delivers every inbound
@@ -238,6 +240,7 @@ impl Runtime {
             .collect();
         let table = Table::new(local.clone(), routes);
         let ros2 = crate::ros2::Ros2::start(&cfg, id)?;
+        let zenoh = crate::zenoh::Zenoh::start(&cfg, id)?;
         let shared = Arc::new(Shared {
             id,
             cfg,
@@ -257,6 +260,7 @@ impl Runtime {
             #[cfg(feature = "mqtt")]
             mqtt,
             ros2,
+            zenoh,
             io: sockets.handle.clone(),
             next_entity: AtomicU32::new(1),
             io_policy: Default::default(),
@@ -326,6 +330,9 @@ impl Shared {
         if let Some(r) = &self.ros2 {
             r.add_node(rec.id, &rec.namespace, &rec.name);
         }
+        if let Some(z) = &self.zenoh {
+            z.add_node(rec.id, &rec.namespace, &rec.name);
+        }
         let mut core = self.core.lock();
         core.nodes.insert(rec.id, rec);
         self.publish_records(&mut core);
@@ -334,6 +341,9 @@ impl Shared {
     pub fn remove_node(&self, id: u32) {
         if let Some(r) = &self.ros2 {
             r.remove_node(id);
+        }
+        if let Some(z) = &self.zenoh {
+            z.remove_node(id);
         }
         let mut core = self.core.lock();
         core.nodes.remove(&id);
@@ -415,6 +425,9 @@ impl Shared {
         }
         if let Some(r) = &self.ros2 {
             r.unsubscribe(id);
+        }
+        if let Some(z) = &self.zenoh {
+            z.unsubscribe(id);
         }
         {
             let mut core = self.core.lock();
@@ -941,6 +954,15 @@ impl Shared {
                     local_name(&rp.nodes, e.node),
                 ));
             }
+        }
+        drop(core);
+        if let Some(z) = &self.zenoh {
+            // Ferry runtimes ferry's own graph lists are not listed twice.
+            let known: std::collections::HashSet<_> =
+                g.nodes.iter().map(|n| n.participant).collect();
+            let (nodes, eps) = z.graph(|p| p == self.id || known.contains(&p));
+            g.ros2_nodes.extend(nodes);
+            g.ros2_endpoints.extend(eps);
         }
         g.nodes.sort_by(|a, b| a.name.cmp(&b.name));
         g.endpoints

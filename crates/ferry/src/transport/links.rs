@@ -35,6 +35,13 @@ impl Links {
     pub fn set_default_priority(&self, p: Priority) {
         *self.1.lock() = p;
     }
+    /// Whether a live link goes to a reader of runtime `p` (not through an
+    /// intermediary: the broker, DDS, Zenoh).
+    pub fn reaches(&self, p: ferry_wire::ParticipantId) -> bool {
+        self.snapshot()
+            .iter()
+            .any(|l| l.reaches_reader() && !l.is_closed() && l.remote().participant == p)
+    }
     /// Adds a new connection with the port's starting priority.
     pub fn push(&self, link: Arc<dyn Link>) {
         let p = *self.1.lock();

@@ -1,0 +1,378 @@
+//! Ferry nodes with `[zenoh]`: ferry runtimes that ferry's own discovery
+//! does not reach meet through a Zenoh router; a peer that speaks as
+//! rmw_zenoh (eclipse-zenoh from PyPI, `crates/ferry-zenoh/tests/
+//! rmw_zenoh_peer.py`) sees ferry's nodes and endpoints and exchanges
+//! samples with them; junk from a Zenoh peer is dropped. (The hand-over
+//! from Zenoh to a direct path needs two processes: ferry-cli's
+//! `tests/zenoh.rs`.)
+//!
+//! Everything runs on this host's loopback: Zenoh's I/O threads are the
+//! process's (started once), so they cannot be moved into a namespace per
+//! test. Every test has its own router port and ferry domain.
+#![cfg(feature = "zenoh")]
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ferry::config::zenoh::{Mode, ZenohConfig};
+use ferry::msgs::std_msgs;
+use ferry::{Config, DiscoveryRange, Node, Qos, TransportKind};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A runtime config in ferry `domain` whose only way out is Zenoh.
+fn zenoh_only(domain: u16, mode: Mode, connect: &[String], listen: &[String]) -> Config {
+    Config {
+        domain_id: domain,
+        discovery: DiscoveryRange::Off,
+        shared_memory: false,
+        zenoh: Some(ZenohConfig {
+            mode,
+            connect: connect.to_vec(),
+            listen: listen.to_vec(),
+            ..ZenohConfig::default()
+        }),
+        ..Config::default()
+    }
+}
+
+fn node(name: &str, cfg: Config) -> Node {
+    Node::builder().name(name).config(cfg).build().unwrap()
+}
+
+/// Waits until `f` holds, for at most `within`.
+fn until(within: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + within;
+    while !f() {
+        assert!(Instant::now() < end, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+struct Peer(Child);
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs the rmw_zenoh peer with `args`; its stdout lines arrive on the
+/// channel.
+fn rmw_zenoh(args: &[&str]) -> (Peer, mpsc::Receiver<String>) {
+    let py = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../ferry-zenoh/tests/rmw_zenoh_peer.py"
+    );
+    let mut child = Command::new(py)
+        .arg(script)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("python3 with eclipse-zenoh and xxhash (bash scripts/setup.sh)");
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (Peer(child), rx)
+}
+
+/// The peer's lines until one starts with `what` (that one included).
+fn lines_until(rx: &mpsc::Receiver<String>, what: &str, within: Duration) -> Vec<String> {
+    let end = Instant::now() + within;
+    let mut lines = Vec::new();
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(l) => {
+                let done = l.starts_with(what);
+                lines.push(l);
+                if done {
+                    return lines;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    panic!("the rmw_zenoh peer never said `{what}` within {within:?}; it said {lines:?}");
+}
+
+#[test]
+fn ferry_runtimes_meet_through_a_zenoh_router() {
+    let port = free_port();
+    let router = format!("tcp/127.0.0.1:{port}");
+    // A ferry runtime as the router (no `zenohd` needed), a robot as a
+    // peer, the cloud as a client; ferry's own discovery off everywhere.
+    let _router = node(
+        "router",
+        zenoh_only(61, Mode::Router, &[], std::slice::from_ref(&router)),
+    );
+    let robot = node(
+        "robot1",
+        zenoh_only(61, Mode::Peer, std::slice::from_ref(&router), &[]),
+    );
+    let cloud = node(
+        "cloud",
+        zenoh_only(61, Mode::Client, std::slice::from_ref(&router), &[]),
+    );
+    let s = robot.zenoh_session().unwrap();
+    assert_eq!(s.mode, "peer");
+    until(Duration::from_secs(10), "the robot sees its router", || {
+        !robot.zenoh_session().unwrap().routers.is_empty()
+    });
+
+    let sub = cloud
+        .subscriber::<std_msgs::String>("/fleet/status")
+        .qos(Qos::default().keep_last(100))
+        .build()
+        .unwrap();
+    let publisher = robot
+        .publisher::<std_msgs::String>("/fleet/status")
+        .build()
+        .unwrap();
+    until(Duration::from_secs(10), "the subscription on Zenoh", || {
+        publisher.subscriber_count() == 1
+    });
+    // The cloud's graph lists the robot's node and publisher, via Zenoh.
+    until(Duration::from_secs(10), "the robot in the graph", || {
+        let g = cloud.graph();
+        g.ros2_nodes
+            .iter()
+            .any(|n| n.name == "robot1" && n.via == TransportKind::Zenoh)
+            && g.ros2_endpoints.iter().any(|e| {
+                e.name == "/fleet/status"
+                    && e.type_name == "std_msgs/msg/String"
+                    && e.node == "/robot1"
+                    && e.via == TransportKind::Zenoh
+            })
+    });
+    for i in 0..50 {
+        publisher
+            .publish(std_msgs::String {
+                data: format!("status {i}"),
+            })
+            .unwrap();
+    }
+    let mut got = Vec::new();
+    let end = Instant::now() + Duration::from_secs(10);
+    while got.len() < 50 && Instant::now() < end {
+        if let Ok(s) = sub.recv_timeout(Duration::from_millis(200)) {
+            got.push(s.data.clone());
+        }
+    }
+    let want: Vec<String> = (0..50).map(|i| format!("status {i}")).collect();
+    assert_eq!(got, want, "every sample, once, in order");
+    let conns = sub.connections();
+    assert!(
+        conns
+            .iter()
+            .all(|c| c.transport == TransportKind::Zenoh && c.stats.messages == 50),
+        "{conns:?}"
+    );
+}
+
+#[test]
+fn a_ros2_node_on_rmw_zenoh_and_a_ferry_node_see_and_hear_each_other() {
+    let port = free_port();
+    let router = format!("tcp/127.0.0.1:{port}");
+    let ferry = node(
+        "ferry_talker",
+        zenoh_only(62, Mode::Router, &[], std::slice::from_ref(&router)),
+    );
+    let zid = ferry.zenoh_session().unwrap().zid;
+    let publisher = ferry
+        .publisher::<std_msgs::String>("/chatter")
+        .qos(Qos::default().keep_last(10))
+        .build()
+        .unwrap();
+    let sub = ferry
+        .subscriber::<std_msgs::String>("/chatter")
+        .qos(Qos::default().keep_last(100))
+        .build()
+        .unwrap();
+
+    // rmw_zenoh's listener: sees ferry's node and publisher tokens, hears
+    // ferry's samples with rmw_zenoh's attachment.
+    let (_l, lrx) = rmw_zenoh(&["--connect", &router, "--domain", "62", "listener", "20"]);
+    let mut lines = lines_until(&lrx, "ready", Duration::from_secs(20));
+    // Ferry's own subscriber, and the listener's over Zenoh.
+    until(
+        Duration::from_secs(10),
+        "the listener's subscription",
+        || publisher.subscriber_count() == 2,
+    );
+    for i in 0..20 {
+        publisher
+            .publish(std_msgs::String {
+                data: format!("ferry {i}"),
+            })
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    lines.extend(lines_until(&lrx, "heard 20 ", Duration::from_secs(10)));
+    let tokens: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("token "))
+        .collect();
+    let hash = "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18";
+    let mp = tokens
+        .iter()
+        .find(|t| t.contains("/MP/"))
+        .unwrap_or_else(|| panic!("no publisher token of ferry's in {tokens:?}"));
+    assert!(
+        mp.starts_with(&format!("@ros2_lv/62/{zid}/"))
+            && mp.ends_with(&format!(
+                "/MP/%/%/ferry_talker/%chatter/std_msgs::msg::dds_::String_/{hash}/::,10:,:,:,,"
+            )),
+        "{mp}"
+    );
+    let nid = mp.split('/').nth(3).unwrap();
+    assert!(
+        tokens.contains(&format!("@ros2_lv/62/{zid}/{nid}/{nid}/NN/%/%/ferry_talker").as_str()),
+        "{tokens:?}"
+    );
+    let heard: Vec<(u64, String, String)> = lines
+        .iter()
+        .filter_map(|l| {
+            let mut p = l.strip_prefix("heard ")?.splitn(4, ' ');
+            let seq = p.next()?.parse().ok()?;
+            let text = format!("{} {}", p.next()?, p.next()?);
+            Some((seq, text, p.next()?.to_string()))
+        })
+        .collect();
+    assert_eq!(heard.len(), 20, "{lines:?}");
+    let gid: String = ferry_zenoh::gid_of(mp)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    for (i, (seq, text, g)) in heard.iter().enumerate() {
+        assert_eq!(
+            *seq,
+            i as u64 + 1,
+            "rmw_zenoh's sequence numbers start at 1"
+        );
+        assert_eq!(text, &format!("ferry {i}"));
+        assert_eq!(g, &gid, "the GID is XXH3-128 of the publisher's token");
+    }
+    // Ferry's own subscriber got them in-process, not again over Zenoh.
+    let mut own = 0;
+    while sub.try_recv().is_some() {
+        own += 1;
+    }
+    assert_eq!(own, 20);
+
+    // rmw_zenoh's talker: ferry's graph lists it; ferry hears it.
+    let (_t, trx) = rmw_zenoh(&[
+        "--connect",
+        &router,
+        "--domain",
+        "62",
+        "--node",
+        "py_talker",
+        "talker",
+        "30",
+    ]);
+    lines_until(&trx, "ready", Duration::from_secs(20));
+    until(
+        Duration::from_secs(10),
+        "the ROS 2 talker in ferry's graph",
+        || {
+            let g = ferry.graph();
+            g.ros2_nodes.iter().any(|n| n.name == "py_talker")
+                && g.ros2_endpoints.iter().any(|e| {
+                    e.name == "/chatter"
+                        && e.kind == ferry::EndpointKind::Publisher
+                        && e.node == "/py_talker"
+                        && e.type_name == "std_msgs/msg/String"
+                })
+        },
+    );
+    let mut got = HashSet::new();
+    let end = Instant::now() + Duration::from_secs(15);
+    while got.len() < 30 && Instant::now() < end {
+        if let Ok(s) = sub.recv_timeout(Duration::from_millis(200)) {
+            assert!(got.insert(s.data.clone()), "duplicate {}", s.data);
+        }
+    }
+    let want: HashSet<String> = (1..=30).map(|i| format!("py {i}")).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn junk_from_a_zenoh_peer_is_dropped_and_counted_and_good_samples_still_arrive() {
+    let port = free_port();
+    let router = format!("tcp/127.0.0.1:{port}");
+    let ferry = node(
+        "ferry_listener",
+        zenoh_only(64, Mode::Router, &[], std::slice::from_ref(&router)),
+    );
+    let sub = ferry
+        .subscriber::<std_msgs::String>("/chatter")
+        .qos(Qos::default().keep_last(5000))
+        .build()
+        .unwrap();
+    let (mut peer, rx) = rmw_zenoh(&[
+        "--connect",
+        &router,
+        "--domain",
+        "64",
+        "--node",
+        "hostile",
+        "hostile",
+        "20",
+    ]);
+    lines_until(&rx, "sent 20", Duration::from_secs(30));
+    let mut got = Vec::new();
+    let end = Instant::now() + Duration::from_secs(5);
+    while !got.contains(&"good 20".to_string()) && Instant::now() < end {
+        if let Ok(s) = sub.recv_timeout(Duration::from_millis(100)) {
+            got.push(s.data.clone());
+        }
+    }
+    let _ = peer.0.kill();
+    assert!(
+        !got.iter().any(|s| s == "junk"),
+        "junk went through: {got:?}"
+    );
+    let good: Vec<&String> = got.iter().filter(|s| s.starts_with("good")).collect();
+    let want: Vec<String> = (1..=20).map(|i| format!("good {i}")).collect();
+    assert_eq!(good, want.iter().collect::<Vec<_>>());
+    let flood = got.iter().filter(|s| *s == "flood").count();
+    let conns = sub.connections();
+    eprintln!(
+        "flood samples taken: {flood} of 1500; connection records now {}",
+        conns.len()
+    );
+    assert!(
+        conns.len() <= 1024,
+        "connection records stay bounded: {}",
+        conns.len()
+    );
+    // The two malformed payloads with good attachments are counted.
+    let errors: u64 = conns.iter().map(|c| c.stats.errors).sum();
+    assert!(
+        errors >= 1,
+        "{:?}",
+        conns
+            .iter()
+            .filter(|c| c.stats.messages != 1)
+            .map(|c| (c.remote, c.stats.messages, c.stats.errors))
+            .collect::<Vec<_>>()
+    );
+}
