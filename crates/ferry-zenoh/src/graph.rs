@@ -22,6 +22,9 @@ pub const FERRY_SPACE: &str = "@ferry_lv";
 /// together); further ones are refused until others leave.
 pub const MAX_TOKENS: usize = 65_536;
 
+/// The longest token taken (rmw_zenoh's are a few hundred bytes).
+pub const MAX_TOKEN_BYTES: usize = 1024;
+
 /// The token that says session `zid` runs ferry participant `runtime`.
 pub fn ferry_token(domain: u32, zid: &str, runtime: ParticipantId) -> String {
     format!("{FERRY_SPACE}/{domain}/{zid}/{:016x}", runtime.0)
@@ -42,6 +45,9 @@ pub enum GraphError {
     /// [`MAX_TOKENS`] reached.
     #[error("the graph holds {MAX_TOKENS} tokens already")]
     Full,
+    /// Longer than [`MAX_TOKEN_BYTES`].
+    #[error("a token of {0} bytes (at most {MAX_TOKEN_BYTES})")]
+    TooLong(usize),
 }
 
 /// A publisher known by its GID: its token, and the ferry endpoint it is
@@ -65,9 +71,12 @@ pub struct Graph {
     /// GID → key expression, for publishers, services and clients (what
     /// attachments name).
     by_gid: HashMap<[u8; 16], String>,
-    /// zid → ferry participant, from `@ferry_lv` tokens (the first one a
-    /// session declares holds).
-    ferry: HashMap<String, (String, ParticipantId)>,
+    /// zid → ferry participant, from `@ferry_lv` tokens; None when two
+    /// tokens claim different participants for one session (neither is
+    /// believed while both stand).
+    ferry: HashMap<String, Vec<(String, ParticipantId)>>,
+    /// `@ferry_lv` tokens held.
+    ferry_claims: usize,
     /// Bumped on every change.
     generation: u64,
 }
@@ -82,6 +91,7 @@ impl Graph {
             tokens: HashMap::new(),
             by_gid: HashMap::new(),
             ferry: HashMap::new(),
+            ferry_claims: 0,
             generation: 0,
         }
     }
@@ -92,12 +102,18 @@ impl Graph {
     }
 
     fn len(&self) -> usize {
-        self.tokens.len() + self.ferry.len()
+        self.tokens.len() + self.ferry_claims
     }
 
     /// A token appeared. `Ok(false)`: this session's own, left out.
     pub fn put(&mut self, key: &str) -> Result<bool, GraphError> {
-        if let Some(rest) = key.strip_prefix(FERRY_SPACE) {
+        if key.len() > MAX_TOKEN_BYTES {
+            return Err(GraphError::TooLong(key.len()));
+        }
+        if let Some(rest) = key
+            .strip_prefix(FERRY_SPACE)
+            .and_then(|r| r.strip_prefix('/'))
+        {
             return self.put_ferry(key, rest);
         }
         if self.tokens.contains_key(key) {
@@ -124,7 +140,7 @@ impl Graph {
     fn put_ferry(&mut self, key: &str, rest: &str) -> Result<bool, GraphError> {
         let bad = || GraphError::Ferry(key.to_string());
         let parts: Vec<&str> = rest.split('/').collect();
-        let [_, domain, zid, participant] = parts.as_slice() else {
+        let [domain, zid, participant] = parts.as_slice() else {
             return Err(bad());
         };
         if !domain.bytes().all(|b| b.is_ascii_digit()) || domain.is_empty() {
@@ -142,33 +158,52 @@ impl Graph {
         if *zid == self.own_zid {
             return Ok(false);
         }
-        if self.ferry.contains_key(*zid) {
-            return Ok(true);
+        if let Some(claims) = self.ferry.get(*zid) {
+            if claims.iter().any(|(k, _)| k == key) {
+                return Ok(true);
+            }
+            if claims.len() >= 4 {
+                return Err(GraphError::Full);
+            }
         }
         if self.len() >= MAX_TOKENS {
             return Err(GraphError::Full);
         }
         self.ferry
-            .insert(zid.to_string(), (key.to_string(), ParticipantId(p)));
+            .entry(zid.to_string())
+            .or_default()
+            .push((key.to_string(), ParticipantId(p)));
+        self.ferry_claims += 1;
         self.generation += 1;
         Ok(true)
     }
 
     /// A token went (its session closed or undeclared it).
     pub fn delete(&mut self, key: &str) {
-        self.generation += 1;
         if key.starts_with(FERRY_SPACE) {
-            self.ferry.retain(|_, (k, _)| k != key);
+            let before = self.ferry_claims;
+            self.ferry.retain(|_, claims| {
+                claims.retain(|(k, _)| k != key);
+                !claims.is_empty()
+            });
+            self.ferry_claims = self.ferry.values().map(Vec::len).sum();
+            if self.ferry_claims != before {
+                self.generation += 1;
+            }
             return;
         }
         if self.tokens.remove(key).is_some() {
             self.by_gid.remove(&gid_of(key));
+            self.generation += 1;
         }
     }
 
-    /// The ferry participant session `zid` runs, as it declared.
+    /// The ferry participant session `zid` runs, as it declared (None
+    /// while tokens claim different ones for it).
     pub fn ferry_runtime(&self, zid: &str) -> Option<ParticipantId> {
-        self.ferry.get(zid).map(|(_, p)| *p)
+        let claims = self.ferry.get(zid)?;
+        let p = claims.first()?.1;
+        claims.iter().all(|(_, q)| *q == p).then_some(p)
     }
 
     /// The publisher, service or client whose GID is `gid`.
@@ -190,16 +225,10 @@ impl Graph {
         v.into_iter().map(|(_, t)| t.clone()).collect()
     }
 
-    /// The subscriptions on `topic` (name, RMW type name) that need its
-    /// samples over Zenoh: those a ferry runtime for which `direct(runtime)`
-    /// holds did not declare — a ROS 2 node's, or a ferry runtime's that
-    /// ferry's own paths do not reach.
-    pub fn zenoh_readers(
-        &self,
-        topic: &str,
-        type_name: &str,
-        direct: impl Fn(ParticipantId) -> bool,
-    ) -> usize {
+    /// The subscriptions on `topic` (name, RMW type name): each a ROS 2
+    /// node's (None) or the ferry reader it is (runtime, entity id). Those
+    /// ferry's own paths reach need nothing over Zenoh.
+    pub fn subscriptions(&self, topic: &str, type_name: &str) -> Vec<Option<EndpointId>> {
         self.tokens
             .values()
             .filter(|t| {
@@ -207,9 +236,15 @@ impl Graph {
                     && t.topic
                         .as_ref()
                         .is_some_and(|i| i.name == topic && i.type_name == type_name)
-                    && !self.ferry_runtime(&t.zid).is_some_and(&direct)
             })
-            .count()
+            .map(|t| {
+                let p = self.ferry_runtime(&t.zid)?;
+                Some(EndpointId {
+                    participant: p,
+                    entity: t.id.parse().ok()?,
+                })
+            })
+            .collect()
     }
 }
 
@@ -262,11 +297,12 @@ mod tests {
                 entity: 7
             })
         );
-        // A second claim for the same session does not replace the first.
-        assert_eq!(
-            g.put(&ferry_token(3, THEIRS, ParticipantId(0xcd))),
-            Ok(true)
-        );
+        // A second, different claim for the same session voids both while
+        // it stands.
+        let other = ferry_token(3, THEIRS, ParticipantId(0xcd));
+        assert_eq!(g.put(&other), Ok(true));
+        assert_eq!(g.ferry_runtime(THEIRS), None);
+        g.delete(&other);
         assert_eq!(g.ferry_runtime(THEIRS), Some(ParticipantId(0xab)));
         g.delete(&ft);
         assert_eq!(g.ferry_runtime(THEIRS), None);
@@ -287,23 +323,32 @@ mod tests {
             "@ferry_lv/3/ab/00000000000000ab/x",
             "@ferry_lv/+3/ab/00000000000000ab",
             "@ferry_lv//ab/00000000000000ab",
+            "@ferry_lvX/3/ab/00000000000000ab",
         ] {
-            assert!(matches!(g.put(bad), Err(GraphError::Ferry(_))), "{bad}");
+            assert!(g.put(bad).is_err(), "{bad}");
+            assert_eq!(g.ferry_runtime("ab"), None, "{bad}");
         }
         assert!(g.tokens().is_empty());
+        let long = format!("@ros2_lv/3/{}", "a".repeat(MAX_TOKEN_BYTES));
+        assert!(matches!(g.put(&long), Err(GraphError::TooLong(_))));
     }
 
     #[test]
-    fn a_subscription_needs_zenoh_unless_a_reached_ferry_runtime_declared_it() {
+    fn subscriptions_are_ros2_nodes_or_the_ferry_readers_they_are() {
         let mut g = Graph::new(3, OWN);
         let s = endpoint(THEIRS, EntityKind::Subscription, 2);
         g.put(&s.key_expr()).unwrap();
         let t = "std_msgs::msg::dds_::String_";
-        assert_eq!(g.zenoh_readers("/chatter", t, |_| true), 1);
-        assert_eq!(g.zenoh_readers("/other", t, |_| false), 0);
+        assert_eq!(g.subscriptions("/chatter", t), vec![None]);
+        assert!(g.subscriptions("/other", t).is_empty());
         g.put(&ferry_token(3, THEIRS, ParticipantId(9))).unwrap();
-        assert_eq!(g.zenoh_readers("/chatter", t, |p| p == ParticipantId(9)), 0);
-        assert_eq!(g.zenoh_readers("/chatter", t, |_| false), 1);
+        assert_eq!(
+            g.subscriptions("/chatter", t),
+            vec![Some(EndpointId {
+                participant: ParticipantId(9),
+                entity: 2
+            })]
+        );
     }
 
     #[test]

@@ -114,8 +114,8 @@ impl<T: Codec> PublisherBuilder<T> {
         }
         if let Some(link) = rt.shared.zenoh.as_ref().and_then(|z| {
             let links = Arc::downgrade(&shared);
-            let reached: Arc<dyn Fn(ferry_wire::ParticipantId) -> bool + Send + Sync> =
-                Arc::new(move |p| links.upgrade().is_some_and(|s| s.links.reaches(p)));
+            let reached: Arc<dyn Fn(EndpointId) -> bool + Send + Sync> =
+                Arc::new(move |r| links.upgrade().is_some_and(|s| s.links.reaches(r)));
             z.writer_link(&rt.shared.cfg, id, &record, reached)
         }) {
             shared.add_link(link);

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use ferry_wire::beacon::EndpointRecord;
-use ferry_wire::{EndpointId, EndpointKind, TransportKind};
+use ferry_wire::EndpointId;
 
 use crate::config::Config;
 use crate::error::BuildError;
@@ -106,14 +106,14 @@ impl Zenoh {
     }
 
     /// The Zenoh link of publisher `id`, when its topic goes to Zenoh;
-    /// `reached` says which ferry runtimes the publisher reaches on its own
+    /// `reached` says which ferry readers the publisher reaches on its own
     /// paths (they get nothing over Zenoh).
     pub fn writer_link(
         &self,
         cfg: &Config,
         id: EndpointId,
         record: &EndpointRecord,
-        reached: Arc<dyn Fn(ferry_wire::ParticipantId) -> bool + Send + Sync>,
+        reached: Arc<dyn Fn(EndpointId) -> bool + Send + Sync>,
     ) -> Option<Arc<dyn Link>> {
         if !Self::carries(cfg, &record.topic) {
             return None;
@@ -198,6 +198,7 @@ impl Zenoh {
     ) -> (Vec<Ros2Node>, Vec<Ros2Endpoint>) {
         #[cfg(feature = "zenoh")]
         {
+            use ferry_wire::{EndpointKind, TransportKind};
             use ferry_zenoh::EntityKind as K;
             let (mut nodes, mut eps) = (Vec::new(), Vec::new());
             for (t, ferry) in self.path.tokens_with_runtime() {

@@ -21,13 +21,7 @@ use ferry::config::zenoh::{Mode, ZenohConfig};
 use ferry::msgs::std_msgs;
 use ferry::{Config, DiscoveryRange, Node, Qos, TransportKind};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use ferry_testkit::free_port;
 
 /// A runtime config in ferry `domain` whose only way out is Zenoh.
 fn zenoh_only(domain: u16, mode: Mode, connect: &[String], listen: &[String]) -> Config {
@@ -178,11 +172,14 @@ fn ferry_runtimes_meet_through_a_zenoh_router() {
     }
     let want: Vec<String> = (0..50).map(|i| format!("status {i}")).collect();
     assert_eq!(got, want, "every sample, once, in order");
+    // One connection, from the robot's publisher itself (its runtime's
+    // `@ferry_lv` token names it): numbered and deduplicated as ferry's.
     let conns = sub.connections();
     assert!(
-        conns
-            .iter()
-            .all(|c| c.transport == TransportKind::Zenoh && c.stats.messages == 50),
+        conns.len() == 1
+            && conns.iter().all(|c| c.transport == TransportKind::Zenoh
+                && c.stats.messages == 50
+                && c.remote.participant == robot.participant()),
         "{conns:?}"
     );
 }
@@ -367,7 +364,7 @@ fn junk_from_a_zenoh_peer_is_dropped_and_counted_and_good_samples_still_arrive()
     // The two malformed payloads with good attachments are counted.
     let errors: u64 = conns.iter().map(|c| c.stats.errors).sum();
     assert!(
-        errors >= 1,
+        errors == 2,
         "{:?}",
         conns
             .iter()
@@ -375,4 +372,146 @@ fn junk_from_a_zenoh_peer_is_dropped_and_counted_and_good_samples_still_arrive()
             .map(|c| (c.remote, c.stats.messages, c.stats.errors))
             .collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn zenoh_over_tls_with_ferry_security_certificates_and_a_wrong_ca_is_refused() {
+    use ferry::config::zenoh::ZenohTls;
+    use ferry_security::create::{create_broker_certificate, create_keystore, Validity};
+    let d = ferry_testkit::TempDir::new("zenoh-tls");
+    let ks = create_keystore(&d.path().join("ks"), Validity::days(1)).unwrap();
+    // The router's certificate, as `ferry security create-broker-cert` makes it.
+    let names = ["localhost".to_string(), "127.0.0.1".to_string()];
+    let dir = create_broker_certificate(&ks, &names, Validity::days(1)).unwrap();
+    let port = free_port();
+    let endpoint = format!("tls/127.0.0.1:{port}");
+    let tls = |root_ca: std::path::PathBuf, own: bool| ZenohTls {
+        root_ca,
+        cert: own.then(|| dir.join("cert.pem")),
+        key: own.then(|| dir.join("key.pem")),
+        mtls: false,
+    };
+    let with_tls = |mut c: Config, t: ZenohTls| {
+        c.zenoh.as_mut().unwrap().tls = Some(t);
+        c
+    };
+    let router = node(
+        "tls_router",
+        with_tls(
+            zenoh_only(67, Mode::Router, &[], std::slice::from_ref(&endpoint)),
+            tls(ks.ca_cert_path(), true),
+        ),
+    );
+    let client = node(
+        "tls_client",
+        with_tls(
+            zenoh_only(67, Mode::Client, std::slice::from_ref(&endpoint), &[]),
+            tls(ks.ca_cert_path(), false),
+        ),
+    );
+    let sub = client
+        .subscriber::<std_msgs::String>("/secure")
+        .qos(Qos::default().keep_last(100))
+        .build()
+        .unwrap();
+    let publisher = router
+        .publisher::<std_msgs::String>("/secure")
+        .build()
+        .unwrap();
+    until(Duration::from_secs(10), "the subscription over TLS", || {
+        publisher.subscriber_count() == 1
+    });
+    for i in 0..10 {
+        publisher
+            .publish(std_msgs::String {
+                data: format!("s {i}"),
+            })
+            .unwrap();
+    }
+    let mut got = Vec::new();
+    let end = Instant::now() + Duration::from_secs(10);
+    while got.len() < 10 && Instant::now() < end {
+        if let Ok(s) = sub.recv_timeout(Duration::from_millis(200)) {
+            got.push(s.data.clone());
+        }
+    }
+    assert_eq!(got, (0..10).map(|i| format!("s {i}")).collect::<Vec<_>>());
+    let conns = sub.connections();
+    assert!(
+        conns
+            .iter()
+            .all(|c| c.locator.starts_with("zenoh/67/secure/")),
+        "{conns:?}"
+    );
+
+    // A client that trusts another CA: the handshake fails, and a client
+    // (which needs its router) does not start, with a clear error.
+    let other = create_keystore(&d.path().join("other"), Validity::days(1)).unwrap();
+    let built = Node::builder()
+        .name("stranger")
+        .config(with_tls(
+            zenoh_only(67, Mode::Client, std::slice::from_ref(&endpoint), &[]),
+            tls(other.ca_cert_path(), false),
+        ))
+        .build();
+    let Err(e) = built else {
+        panic!("a client with the wrong CA must not start");
+    };
+    let e = e.to_string();
+    assert!(e.contains("Zenoh path") && e.contains(&endpoint), "{e}");
+}
+
+#[test]
+fn a_late_joiner_gets_a_transient_local_history_over_zenoh_and_the_owner_no_duplicates() {
+    let port = free_port();
+    let router = format!("tcp/127.0.0.1:{port}");
+    let a = node(
+        "latched",
+        zenoh_only(68, Mode::Router, &[], std::slice::from_ref(&router)),
+    );
+    let qos = Qos::default().keep_last(10).transient_local();
+    let publisher = a
+        .publisher::<std_msgs::String>("/map")
+        .qos(qos)
+        .build()
+        .unwrap();
+    let own = a
+        .subscriber::<std_msgs::String>("/map")
+        .qos(qos)
+        .build()
+        .unwrap();
+    for i in 0..5 {
+        publisher
+            .publish(std_msgs::String {
+                data: format!("map {i}"),
+            })
+            .unwrap();
+    }
+    // A runtime that joins later, through the router only.
+    let b = node(
+        "late",
+        zenoh_only(68, Mode::Client, std::slice::from_ref(&router), &[]),
+    );
+    let late = b
+        .subscriber::<std_msgs::String>("/map")
+        .qos(qos)
+        .build()
+        .unwrap();
+    let take = |sub: &ferry::Subscriber<std_msgs::String>, n: usize| {
+        let mut got = Vec::new();
+        let end = Instant::now() + Duration::from_secs(10);
+        while got.len() < n && Instant::now() < end {
+            if let Ok(s) = sub.recv_timeout(Duration::from_millis(100)) {
+                got.push(s.data.clone());
+            }
+        }
+        // Nothing more may come (no duplicates).
+        while let Ok(s) = sub.recv_timeout(Duration::from_millis(500)) {
+            got.push(s.data.clone());
+        }
+        got
+    };
+    let want: Vec<String> = (0..5).map(|i| format!("map {i}")).collect();
+    assert_eq!(take(&late, 5), want, "the late joiner's history");
+    assert_eq!(take(&own, 5), want, "the owner's own subscriber, once each");
 }

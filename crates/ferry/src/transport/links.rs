@@ -35,12 +35,12 @@ impl Links {
     pub fn set_default_priority(&self, p: Priority) {
         *self.1.lock() = p;
     }
-    /// Whether a live link goes to a reader of runtime `p` (not through an
+    /// Whether a live link goes to reader `reader` (not through an
     /// intermediary: the broker, DDS, Zenoh).
-    pub fn reaches(&self, p: ferry_wire::ParticipantId) -> bool {
+    pub fn reaches(&self, reader: EndpointId) -> bool {
         self.snapshot()
             .iter()
-            .any(|l| l.reaches_reader() && !l.is_closed() && l.remote().participant == p)
+            .any(|l| l.reaches_reader() && !l.is_closed() && l.remote() == reader)
     }
     /// Adds a new connection with the port's starting priority.
     pub fn push(&self, link: Arc<dyn Link>) {
@@ -102,8 +102,10 @@ impl Links {
         }
     }
     pub fn live(&self) -> usize {
-        self.0
-            .read()
+        // From a snapshot, not under the lock: a link's `readers` may ask
+        // this set again (Zenoh's link asks which readers are reached), and
+        // a second read lock waits behind a writer that waits on the first.
+        self.snapshot()
             .iter()
             .filter(|l| !l.is_closed())
             .map(|l| l.readers())
@@ -112,7 +114,7 @@ impl Links {
     /// The link a call goes on: the first open one to a reader (ferry's
     /// own paths), else the first that serves one (DDS to a ROS 2 service).
     pub fn first_live(&self) -> Option<Arc<dyn Link>> {
-        let links = self.0.read();
+        let links = self.snapshot();
         let open = || links.iter().filter(|l| !l.is_closed());
         open()
             .find(|l| l.reaches_reader())
@@ -120,8 +122,7 @@ impl Links {
             .cloned()
     }
     pub fn connections(&self, topic: &str, id: EndpointId) -> Vec<ConnectionInfo> {
-        self.0
-            .read()
+        self.snapshot()
             .iter()
             .map(|l| {
                 let mut c = ConnectionInfo::new(
