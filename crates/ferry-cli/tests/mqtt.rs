@@ -2,7 +2,6 @@
 //! doctor` showing the broker connection, `ferry topic echo` / `hz`
 //! receiving through the broker from a node they share no other path with.
 
-use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -14,13 +13,7 @@ use ferry::{Config, DiscoveryRange, Node, TopicRule};
 
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use ferry_testkit::free_port;
 
 fn config_file(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
     let p = dir.join("ferry.toml");

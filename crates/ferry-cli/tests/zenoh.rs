@@ -4,7 +4,6 @@
 //! direct path once ferry's discovery finds the pair — each sample once,
 //! none missing.
 
-use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,13 +13,7 @@ use ferry::{Config, DiscoveryRange, Node, Qos, TransportKind};
 
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use ferry_testkit::free_port;
 
 /// A ferry node that is also the Zenoh router, on 127.0.0.1:`port`.
 fn router_node(name: &str, domain: u16, port: u16, discovery: DiscoveryRange) -> Node {
@@ -161,7 +154,6 @@ fn a_publisher_process_hands_over_from_zenoh_to_a_direct_path() {
         late.iter().all(|(_, t)| *t == TransportKind::Zenoh),
         "only Zenoh samples in flight at the hand-over may come late: {late:?}"
     );
-    let mut seqs = seqs;
     seqs.retain(|s| !late.iter().any(|(l, _)| l == s));
     let want: Vec<u64> = want
         .into_iter()

@@ -241,6 +241,15 @@ impl SimLink {
     }
 }
 
+/// A TCP port on 127.0.0.1 that was free a moment ago (for a listener a
+/// test starts next; another process may take it in between, rarely).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on 127.0.0.1")
+}
+
 /// Waits until something accepts TCP connections on 127.0.0.1:`port` (a
 /// broker a test just started); false after `within`.
 pub fn wait_listening(port: u16, within: Duration) -> bool {

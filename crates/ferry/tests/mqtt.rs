@@ -5,7 +5,6 @@
 
 #![cfg(feature = "embedded-broker")]
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,13 +20,7 @@ use ferry_testkit::wait_listening;
 
 const T: Duration = Duration::from_secs(10);
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use ferry_testkit::free_port;
 
 /// A config that can only meet other processes through the broker: no
 /// multicast, no shared memory; `/cloud/*` and `/chatter` are cloud scope.

@@ -23,13 +23,7 @@ use ferry_testkit::{wait_listening, TempDir};
 const T: Duration = Duration::from_secs(10);
 const DOMAIN: u16 = 226;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use ferry_testkit::free_port;
 
 /// A keystore with `/robot1/talker` (publish `/cloud/**`) and
 /// `/robot1/listener` (subscribe), and the broker's certificate for
