@@ -166,4 +166,13 @@ if [ "$(grep -cE '^\| (ideal|loss20) \| [0-9]+ KB \| ferry UDP \| 60/60 ' "$out/
   echo "bench smoke: the Table II cells with the DDS path are incomplete" >&2
   exit 1
 fi
+echo "== zenoh_fleet.py --quick (issue 24's fleet: robots -> Zenoh router -> cloud, steady and across a router restart)"
+cargo build --release -q -p ferry --features zenoh --example zenoh_fleet
+# Exits non-zero when telemetry was lost or duplicated (steady) or lost
+# across the router restart.
+python3 bench/zenoh_fleet.py --quick | tee "$out/zfleet.txt"
+if [ "$(grep -cE '^\| (steady|router restart) \| 4 \| [0-9]+ / [0-9]+ \(100.00 %\) \| 0 \|' "$out/zfleet.txt")" != 2 ]; then
+  echo "bench smoke: the Zenoh fleet lost or duplicated telemetry" >&2
+  exit 1
+fi
 echo "bench smoke: ok"
