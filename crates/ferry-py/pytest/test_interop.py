@@ -127,6 +127,9 @@ def test_rust_echo_is_byte_identical(procs, bins, topic, name):
     p = procs.start([bins["peer"], "echo", name, topic + "/in", topic + "/out", 3, 20])
     wait_line(p, "ready")
     assert pub.wait_for_subscribers(1, 10.0)
+    # The peer waits for one subscriber of its output; both of ours must be
+    # connected before the first echo (under load the second came late).
+    assert back_raw.wait_for_publishers(1, 10.0) and back.wait_for_publishers(1, 10.0)
     sent = cls.encode(msg)
     for _ in range(3):
         pub.publish(msg)
