@@ -275,6 +275,31 @@ impl Default for Config {
     }
 }
 
+/// An optional section turned on (its defaults, or as the file set it)
+/// or off by the variable `var` (`on`/`1`/`true`, `off`/`0`/`false`).
+fn switch_section<T: Default>(
+    section: &mut Option<T>,
+    var: &'static str,
+) -> Result<(), ConfigError> {
+    let Ok(v) = std::env::var(var) else {
+        return Ok(());
+    };
+    match v.as_str() {
+        "on" | "1" | "true" => {
+            section.get_or_insert_with(Default::default);
+        }
+        "off" | "0" | "false" => *section = None,
+        _ => {
+            return Err(ConfigError::Env {
+                var,
+                value: v,
+                expected: "on or off",
+            })
+        }
+    }
+    Ok(())
+}
+
 /// Where the domain id of [`Config::from_env`] comes from: `FERRY_DOMAIN_ID`,
 /// else `ROS_DOMAIN_ID`, else the `FERRY_CONFIG` file or the default (0).
 /// Tools print it next to the domain ("domain 5 from ROS_DOMAIN_ID").
@@ -367,39 +392,11 @@ impl Config {
             }
         }
         cfg.security.apply_env()?;
-        if let Ok(v) = std::env::var("FERRY_ROS2") {
-            match v.as_str() {
-                "on" | "1" | "true" => {
-                    cfg.ros2.get_or_insert_with(Default::default);
-                }
-                "off" | "0" | "false" => cfg.ros2 = None,
-                _ => {
-                    return Err(ConfigError::Env {
-                        var: "FERRY_ROS2",
-                        value: v.clone(),
-                        expected: "on or off",
-                    })
-                }
-            }
-        }
+        switch_section(&mut cfg.ros2, "FERRY_ROS2")?;
         if let Some(r) = &mut cfg.ros2 {
             r.apply_env()?;
         }
-        if let Ok(v) = std::env::var("FERRY_ZENOH") {
-            match v.as_str() {
-                "on" | "1" | "true" => {
-                    cfg.zenoh.get_or_insert_with(Default::default);
-                }
-                "off" | "0" | "false" => cfg.zenoh = None,
-                _ => {
-                    return Err(ConfigError::Env {
-                        var: "FERRY_ZENOH",
-                        value: v.clone(),
-                        expected: "on or off",
-                    })
-                }
-            }
-        }
+        switch_section(&mut cfg.zenoh, "FERRY_ZENOH")?;
         if let Some(z) = &mut cfg.zenoh {
             z.apply_env()?;
         }
