@@ -358,6 +358,13 @@ pub trait ReplySink: Send + Sync {
         let _ = service;
         self.on_reply(request_id, result);
     }
+    /// Call `request_id` through intermediary `service` ended without any
+    /// reply (Zenoh: every service it reached went away, or none was
+    /// there): it fails as when a service's own link breaks. Default:
+    /// nothing (the call times out).
+    fn on_unanswered(&self, service: EndpointId, request_id: u64) {
+        let _ = (service, request_id);
+    }
     /// The link to `service` broke: calls in flight on it fail.
     fn on_link_lost(&self, service: EndpointId);
 }

@@ -225,14 +225,20 @@ impl Graph {
         v.into_iter().map(|(_, t)| t.clone()).collect()
     }
 
-    /// The subscriptions on `topic` (name, RMW type name): each a ROS 2
-    /// node's (None) or the ferry reader it is (runtime, entity id). Those
-    /// ferry's own paths reach need nothing over Zenoh.
-    pub fn subscriptions(&self, topic: &str, type_name: &str) -> Vec<Option<EndpointId>> {
+    /// The endpoints of `kind` on `topic` (name, RMW type name) — the
+    /// subscriptions a publisher serves, the services a client calls: each
+    /// a ROS 2 node's (None) or the ferry endpoint it is (runtime, entity
+    /// id). Those ferry's own paths reach need nothing over Zenoh.
+    pub fn endpoints(
+        &self,
+        kind: EntityKind,
+        topic: &str,
+        type_name: &str,
+    ) -> Vec<Option<EndpointId>> {
         self.tokens
             .values()
             .filter(|t| {
-                t.kind == EntityKind::Subscription
+                t.kind == kind
                     && t.topic
                         .as_ref()
                         .is_some_and(|i| i.name == topic && i.type_name == type_name)
@@ -339,11 +345,17 @@ mod tests {
         let s = endpoint(THEIRS, EntityKind::Subscription, 2);
         g.put(&s.key_expr()).unwrap();
         let t = "std_msgs::msg::dds_::String_";
-        assert_eq!(g.subscriptions("/chatter", t), vec![None]);
-        assert!(g.subscriptions("/other", t).is_empty());
+        assert_eq!(
+            g.endpoints(EntityKind::Subscription, "/chatter", t),
+            vec![None]
+        );
+        assert!(g
+            .endpoints(EntityKind::Subscription, "/other", t)
+            .is_empty());
+        assert!(g.endpoints(EntityKind::Service, "/chatter", t).is_empty());
         g.put(&ferry_token(3, THEIRS, ParticipantId(9))).unwrap();
         assert_eq!(
-            g.subscriptions("/chatter", t),
+            g.endpoints(EntityKind::Subscription, "/chatter", t),
             vec![Some(EndpointId {
                 participant: ParticipantId(9),
                 entity: 2

@@ -50,6 +50,15 @@ pub fn service_key(
     data_key(domain, name, srv_type, hash)
 }
 
+/// The service type of request type `request` (`pkg/srv/Name_Request` →
+/// `pkg/srv/Name`): what a service's key and tokens name. None when it is
+/// not a service's request.
+pub fn service_type(request: &str) -> Option<&str> {
+    request
+        .strip_suffix("_Request")
+        .filter(|t| t.contains("/srv/") || t.contains("/action/"))
+}
+
 #[cfg(test)]
 pub(crate) fn hash(hex: &str) -> TypeHash {
     let mut h = [0u8; 32];
@@ -89,6 +98,19 @@ mod tests {
             .unwrap(),
             format!("2/add_two_ints/example_interfaces::srv::dds_::AddTwoInts_/RIHS01_{add}")
         );
+    }
+
+    #[test]
+    fn a_service_is_named_by_its_service_type() {
+        assert_eq!(
+            service_type("example_interfaces/srv/AddTwoInts_Request"),
+            Some("example_interfaces/srv/AddTwoInts")
+        );
+        assert_eq!(
+            service_type("example_interfaces/srv/AddTwoInts_Response"),
+            None
+        );
+        assert_eq!(service_type("std_msgs/msg/String_Request"), None);
     }
 
     #[test]

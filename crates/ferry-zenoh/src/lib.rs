@@ -26,10 +26,12 @@ pub mod keys;
 #[cfg(feature = "session")]
 pub mod path;
 pub mod qos;
+#[cfg(feature = "session")]
+pub mod service;
 pub mod token;
 
 pub use attachment::{Attachment, AttachmentError};
-pub use keys::{data_key, service_key, KeyError};
+pub use keys::{data_key, service_key, service_type, KeyError};
 pub use qos::{QosError, RmwQos};
 pub use token::{gid_of, EntityKind, Token, TokenError, TopicInfo};
 

@@ -5,7 +5,7 @@
 //! expressions, with rmw_zenoh's attachment on every sample.
 //!
 //! **Who gets samples over Zenoh.** A publisher puts a sample only while a
-//! subscription on its topic needs it ([`Graph::subscriptions`]): a ROS 2
+//! subscription on its topic needs it ([`Graph::endpoints`]): a ROS 2
 //! node's, or a ferry runtime's that this publisher has no direct link to
 //! (another site behind a router). A ferry runtime says which participant
 //! its session runs with a `@ferry_lv` token. Transient-local publishers
@@ -56,8 +56,8 @@ use zenoh::qos::CongestionControl;
 use zenoh::sample::{Locality, Sample, SampleKind};
 use zenoh::Wait;
 use zenoh_ext::{
-    AdvancedPublisher, AdvancedPublisherBuilderExt, AdvancedSubscriber,
-    AdvancedSubscriberBuilderExt, CacheConfig, HistoryConfig, MissDetectionConfig, RecoveryConfig,
+    AdvancedPublisher, AdvancedPublisherBuilderExt, AdvancedSubscriberBuilderExt, CacheConfig,
+    HistoryConfig, MissDetectionConfig, RecoveryConfig,
 };
 
 use crate::graph::{ferry_token, Graph, Publisher, FERRY_SPACE};
@@ -69,6 +69,13 @@ const MAX_WRITERS_PER_READER: usize = 1024;
 
 /// How long a publisher trusts its last look at who needs its samples.
 const NEED_FRESH: Duration = Duration::from_millis(200);
+
+/// What a ferry endpoint's Zenoh link stands for in its port: Zenoh itself
+/// (the subscriptions or services it reaches are its business).
+pub const ZENOH_ENDPOINT: EndpointId = EndpointId {
+    participant: ParticipantId(0),
+    entity: u32::MAX - 2,
+};
 
 /// rmw_zenoh's heartbeat period of reliable transient-local publishers.
 const HEARTBEAT: Duration = Duration::from_millis(500);
@@ -167,27 +174,29 @@ struct NodeEntry {
     _token: LivelinessToken,
 }
 
-struct ReaderEntry {
-    _subscriber: AdvancedSubscriber<()>,
-    _token: LivelinessToken,
+/// A ferry subscriber's or service's Zenoh side: its subscriber or
+/// queryable, and its token.
+pub(crate) struct ReaderEntry {
+    pub(crate) _endpoint: Box<dyn std::any::Any + Send + Sync>,
+    pub(crate) _token: LivelinessToken,
 }
 
 /// The Zenoh path of one runtime.
 pub struct ZenohPath {
     // Field order: endpoints, then the graph's subscribers, then the session.
-    readers: Mutex<HashMap<EndpointId, ReaderEntry>>,
+    pub(crate) readers: Mutex<HashMap<EndpointId, ReaderEntry>>,
     nodes: Mutex<HashMap<u32, NodeEntry>>,
     _graph_subs: Vec<zenoh::pubsub::Subscriber<()>>,
     /// Asks again for every token when a transport opens.
     _resync: zenoh::session::TransportEventsListener<()>,
     _ferry: LivelinessToken,
-    graph: Arc<Mutex<Graph>>,
+    pub(crate) graph: Arc<Mutex<Graph>>,
     /// The GIDs of this runtime's own publishers: their samples (a
     /// transient-local cache answers this session too) are never taken.
     own: Arc<Mutex<std::collections::HashSet<[u8; 16]>>>,
     zid: String,
     cfg: PathConfig,
-    session: zenoh::Session,
+    pub(crate) session: zenoh::Session,
 }
 
 /// Feeds a token that appeared (`Put`) or went (`Delete`) to the graph.
@@ -375,7 +384,7 @@ impl ZenohPath {
             .collect()
     }
 
-    fn declare(&self, token: &Token) -> Result<LivelinessToken, ZenohError> {
+    pub(crate) fn declare(&self, token: &Token) -> Result<LivelinessToken, ZenohError> {
         token.check()?;
         self.session
             .liveliness()
@@ -433,7 +442,8 @@ impl ZenohPath {
         drop(gone);
     }
 
-    fn endpoint(
+    /// The key, token and RMW type name of endpoint `id` of `node`.
+    pub(crate) fn endpoint(
         &self,
         node: u32,
         id: EndpointId,
@@ -513,7 +523,7 @@ impl ZenohPath {
             keep_all: keep_all.then_some(self.cfg.keep_all_block),
             publisher: Mutex::new(Some((publisher, rmw_token))),
             reached,
-            need: Mutex::new(None),
+            need: Need::default(),
             stats: ConnStats::new(),
             priority: Mutex::new(Priority::default()),
             closed: AtomicBool::new(false),
@@ -572,14 +582,15 @@ impl ZenohPath {
         self.readers.lock().insert(
             id,
             ReaderEntry {
-                _subscriber: subscriber,
+                _endpoint: Box::new(subscriber),
                 _token: rmw_token,
             },
         );
         Ok(())
     }
 
-    /// Ferry subscriber `id` is gone: its Zenoh subscriber and token go too.
+    /// Ferry subscriber or service `id` is gone: its Zenoh subscriber or
+    /// queryable and token go too.
     pub fn unsubscribe(&self, id: EndpointId) {
         let gone = self.readers.lock().remove(&id);
         drop(gone);
@@ -589,7 +600,12 @@ impl ZenohPath {
 /// The connection of the publisher with `gid`: from the ferry endpoint it
 /// is (numbered by its own sequence, checked against direct paths from
 /// it), else from an id made of its GID.
-fn new_conn(gid: &[u8; 16], found: Option<&Publisher>, locator: &str) -> Arc<InboundConn> {
+pub(crate) fn new_conn(
+    gid: &[u8; 16],
+    found: Option<&Publisher>,
+    locator: &str,
+    replier: Option<Arc<dyn ferry_transport::transport::Replier>>,
+) -> Arc<InboundConn> {
     let ferry = found.and_then(|p| p.ferry);
     let remote = ferry.unwrap_or_else(|| {
         let mut p = [0u8; 8];
@@ -605,7 +621,7 @@ fn new_conn(gid: &[u8; 16], found: Option<&Publisher>, locator: &str) -> Arc<Inb
         transport: TransportKind::Zenoh,
         locator: locator.to_string(),
         stats: Arc::new(ConnStats::new()),
-        replier: None,
+        replier,
         same_clock: false,
         seqs: Default::default(),
         identity: None,
@@ -713,7 +729,7 @@ impl Writers {
                     if let Some(old) = self.map.remove(&att.gid) {
                         inbox.detach(&old.conn);
                     }
-                    let conn = new_conn(&att.gid, found.as_ref(), locator);
+                    let conn = new_conn(&att.gid, found.as_ref(), locator, None);
                     inbox.attach(conn.clone());
                     self.map.insert(
                         att.gid,
@@ -750,6 +766,49 @@ impl Writers {
     }
 }
 
+/// Who needs an endpoint over Zenoh — the subscriptions of a publisher's
+/// topic, the services a client calls — but those its own paths reach:
+/// counted at most every 200 ms while the graph stays.
+#[derive(Default)]
+pub(crate) struct Need(Mutex<Option<(Instant, u64, usize)>>);
+
+impl Need {
+    /// The endpoints of `kind` on (topic, RMW type) in `graph` that
+    /// `reached` does not cover; none until `routed` says Zenoh routes to
+    /// one (a token can arrive before Zenoh's route: the two travel apart
+    /// through a router, and a put or query before it would be lost).
+    pub(crate) fn count(
+        &self,
+        graph: &Mutex<Graph>,
+        (kind, topic, type_name): (EntityKind, &str, &str),
+        reached: &Reached,
+        routed: impl FnOnce() -> bool,
+    ) -> usize {
+        let mut need = self.0.lock();
+        let (generation, ends) = {
+            let g = graph.lock();
+            let generation = g.generation();
+            if let Some((at, seen, n)) = *need {
+                if seen == generation && at.elapsed() < NEED_FRESH {
+                    return n;
+                }
+            }
+            (generation, g.endpoints(kind, topic, type_name))
+        };
+        // (`reached` looks at the port's links: not under the graph's
+        // lock, which Zenoh's callbacks take.)
+        let mut n = ends
+            .into_iter()
+            .filter(|e| !e.is_some_and(|r| reached(r)))
+            .count();
+        if n > 0 && !routed() {
+            n = 0;
+        }
+        *need = Some((Instant::now(), generation, n));
+        n
+    }
+}
+
 /// A ferry publisher's Zenoh publisher as one of its links.
 pub struct ZenohLink {
     path: Arc<ZenohPath>,
@@ -763,8 +822,7 @@ pub struct ZenohLink {
     /// The publisher and its token, taken when the link closes.
     publisher: Mutex<Option<(AdvancedPublisher<'static>, LivelinessToken)>>,
     reached: Reached,
-    /// (when, graph generation, subscriptions that need Zenoh).
-    need: Mutex<Option<(Instant, u64, usize)>>,
+    need: Need,
     stats: ConnStats,
     priority: Mutex<Priority>,
     closed: AtomicBool,
@@ -775,31 +833,12 @@ impl ZenohLink {
     /// The subscriptions that need this publisher's samples over Zenoh now
     /// (looked up at most every 200 ms while the graph stays).
     pub fn needed_by(&self) -> usize {
-        let mut need = self.need.lock();
-        let (generation, subs) = {
-            let g = self.path.graph.lock();
-            let generation = g.generation();
-            if let Some((at, seen, n)) = *need {
-                if seen == generation && at.elapsed() < NEED_FRESH {
-                    return n;
-                }
-            }
-            (generation, g.subscriptions(&self.topic, &self.type_name))
-        };
-        // (`reached` looks at the publisher's links: not under the graph's
-        // lock, which Zenoh's callbacks take.)
-        let mut n = subs
-            .into_iter()
-            .filter(|s| !s.is_some_and(|r| (self.reached)(r)))
-            .count();
-        // A subscription's token can arrive before Zenoh routes to it (the
-        // two travel apart through a router): until Zenoh says it matches,
-        // a put would be lost, so nobody needs one yet.
-        if n > 0 && !self.zenoh_matches() {
-            n = 0;
-        }
-        *need = Some((Instant::now(), generation, n));
-        n
+        self.need.count(
+            &self.path.graph,
+            (EntityKind::Subscription, &self.topic, &self.type_name),
+            &self.reached,
+            || self.zenoh_matches(),
+        )
     }
 
     /// Whether Zenoh routes this publisher's puts to some subscriber now.
@@ -818,11 +857,7 @@ impl Link for ZenohLink {
         TransportKind::Zenoh
     }
     fn remote(&self) -> EndpointId {
-        // Zenoh itself: the subscribers it serves are its business.
-        EndpointId {
-            participant: ParticipantId(0),
-            entity: u32::MAX - 2,
-        }
+        ZENOH_ENDPOINT
     }
     fn locator(&self) -> String {
         self.locator.clone()

@@ -9,6 +9,14 @@ not from ferry's code, so the two check each other.
 
     rmw_zenoh_peer.py --connect tcp/127.0.0.1:7447 --domain 5 talker N
     rmw_zenoh_peer.py --connect ... --domain 5 listener N
+    rmw_zenoh_peer.py --connect ... --domain 5 --topic /adder server N [--mute]
+    rmw_zenoh_peer.py --connect ... --domain 5 --topic /adder caller N
+
+Services are example_interfaces/srv/AddTwoInts as rmw_zenoh carries them
+(rmw_service_data.cpp, rmw_client_data.cpp): a complete queryable and an
+`SS` token; a querier (all complete queryables, no consolidation) and an
+`SC` token; the request's attachment (sequence, time, client GID) echoed
+by the reply.
 
 Prints one line per event:
     ready <zid>                       tokens declared, endpoint up
@@ -16,6 +24,10 @@ Prints one line per event:
     heard <seq> <data> <gid hex>      (listener) a sample and its attachment
     bad <why>                         (listener) a sample rmw_zenoh would reject
     sent <n>                          (talker) after each put
+    asked <seq> <a> <b> <gid hex>     (server) a request
+    answer <seq> <sum>                (caller) a reply that echoes the call
+    error <text>                      (caller) an error reply
+    bad <why>                         (caller) a reply rmw_zenoh would reject
 """
 
 import argparse
@@ -30,6 +42,8 @@ from zenoh.ext import Int64, z_serialize, z_deserialize
 
 STRING = "std_msgs::msg::dds_::String_"
 STRING_HASH = "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18"
+ADD = "example_interfaces::srv::dds_::AddTwoInts_"
+ADD_HASH = "RIHS01_e118de6bf5eeb66a2491b5bda11202e7b68f198d6f67922cf30364858239c81a"
 
 
 def mangle(s):
@@ -64,7 +78,10 @@ def main():
     ap.add_argument("--topic", default="/chatter")
     ap.add_argument("--node", default=None)
     ap.add_argument("--period", type=float, default=0.02)
-    ap.add_argument("role", choices=["talker", "listener", "hostile"])
+    ap.add_argument("--mute", action="store_true", help="server: never answer")
+    ap.add_argument("--junk", action="store_true",
+                    help="caller: first send 3 requests a server must refuse")
+    ap.add_argument("role", choices=["talker", "listener", "hostile", "server", "caller"])
     ap.add_argument("count", type=int)
     a = ap.parse_args()
 
@@ -84,11 +101,12 @@ def main():
     node = a.node or ("py_" + a.role)
     # Node id 0, endpoint id 10 (rmw_zenoh's counter would give 0, 1, ...).
     nn = "@ros2_lv/%d/%s/0/0/NN/%%/%%/%s" % (d, zid, node)
-    kind = "MS" if a.role == "listener" else "MP"
+    kind = {"listener": "MS", "server": "SS", "caller": "SC"}.get(a.role, "MP")
     qos = "::,10:,:,:,,"  # reliable, volatile, keep last 10
+    ty, ty_hash = (ADD, ADD_HASH) if a.role in ("server", "caller") else (STRING, STRING_HASH)
     ep = "@ros2_lv/%d/%s/0/10/%s/%%/%%/%s/%s/%s/%s/%s" % (
-        d, zid, kind, node, mangle(a.topic), STRING, STRING_HASH, qos)
-    key = "%d/%s/%s/%s" % (d, a.topic.strip("/"), STRING, STRING_HASH)
+        d, zid, kind, node, mangle(a.topic), ty, ty_hash, qos)
+    key = "%d/%s/%s/%s" % (d, a.topic.strip("/"), ty, ty_hash)
     lock = threading.Lock()
 
     def say(line):
@@ -149,6 +167,93 @@ def main():
             time.sleep(a.period)
         say("sent %d" % a.count)
         time.sleep(0.5)
+    elif a.role == "server":
+        held = []
+        asked = [0]
+        done = threading.Event()
+
+        def on_query(query):
+            if query.attachment is None:
+                query.reply_err("no attachment")
+                return
+            seq, ts, g = z_deserialize(tuple[Int64, Int64, bytes], query.attachment)
+            buf = query.payload.to_bytes() if query.payload is not None else b""
+            if len(buf) != 20 or buf[:2] != b"\x00\x01":
+                query.reply_err("not an AddTwoInts request")
+                return
+            x, y = struct.unpack_from("<qq", buf, 4)
+            say("asked %d %d %d %s" % (int(seq), x, y, bytes(g).hex()))
+            if a.mute:
+                held.append(query)  # never answered, never finished
+            else:
+                att = z_serialize((Int64(int(seq)), Int64(time.time_ns()), bytes(g)))
+                query.reply(key, b"\x00\x01\x00\x00" + struct.pack("<q", x + y), attachment=att)
+                query.drop()
+            asked[0] += 1
+            if asked[0] >= a.count:
+                done.set()
+
+        qbl = s.declare_queryable(key, on_query, complete=True)
+        tokens.append(s.liveliness().declare_token(ep))
+        say("ready " + zid)
+        done.wait(60)
+        if a.mute:
+            time.sleep(60)  # until killed
+        time.sleep(0.5)
+        qbl.undeclare()
+    elif a.role == "caller":
+        querier = s.declare_querier(
+            key,
+            target=zenoh.QueryTarget.ALL_COMPLETE,
+            consolidation=zenoh.ConsolidationMode.NONE,
+            timeout=10.0,
+        )
+        tokens.append(s.liveliness().declare_token(ep))
+        me = gid(ep)
+        say("ready " + zid)
+        # As rmw_zenoh's service_is_available: an SS token on the name and
+        # type (the hash is not compared).
+        prefix = "@ros2_lv/%d/" % d
+        want = "/SS/"
+        end = time.time() + 20
+        while time.time() < end and not any(
+            k.startswith(prefix) and want in k and ("/%s/%s/" % (mangle(a.topic), ADD)) in k
+            for k in list(seen)
+        ):
+            time.sleep(0.05)
+        time.sleep(0.5)  # the route follows the token
+        if a.junk:
+            now = time.time_ns()
+            good = b"\x00\x01\x00\x00" + struct.pack("<qq", 1, 2)
+            for payload, att in [
+                (good, None),  # no attachment
+                (good, z_serialize((Int64(-1), Int64(now), me))),  # negative sequence
+                (b"\xff", z_serialize((Int64(1000), Int64(now), me))),  # not CDR
+            ]:
+                for reply in querier.get(payload=payload, attachment=att):
+                    if reply.ok is None:
+                        say("error " + reply.err.payload.to_bytes().decode(errors="replace"))
+                    else:
+                        say("bad junk answered")
+        for i in range(1, a.count + 1):
+            att = z_serialize((Int64(i), Int64(time.time_ns()), me))
+            req = b"\x00\x01\x00\x00" + struct.pack("<qq", i, 100)
+            for reply in querier.get(payload=req, attachment=att):
+                if reply.ok is None:
+                    say("error " + reply.err.payload.to_bytes().decode(errors="replace"))
+                    continue
+                r = reply.ok
+                if r.attachment is None:
+                    say("bad reply without attachment")
+                    continue
+                seq, ts, g = z_deserialize(tuple[Int64, Int64, bytes], r.attachment)
+                if int(seq) != i or bytes(g) != me:
+                    say("bad reply echoing %d %s" % (int(seq), bytes(g).hex()))
+                    continue
+                buf = r.payload.to_bytes()
+                (total,) = struct.unpack_from("<q", buf, 4)
+                say("answer %d %d" % (i, total))
+        querier.undeclare()
     elif a.role == "talker":
         pub = s.declare_publisher(key)
         tokens.append(s.liveliness().declare_token(ep))

@@ -113,9 +113,7 @@ impl<T: Codec> PublisherBuilder<T> {
             shared.add_link(link);
         }
         if let Some(link) = rt.shared.zenoh.as_ref().and_then(|z| {
-            let links = Arc::downgrade(&shared);
-            let reached: Arc<dyn Fn(EndpointId) -> bool + Send + Sync> =
-                Arc::new(move |r| links.upgrade().is_some_and(|s| s.links.reaches(r)));
+            let reached = crate::transport::reached_by(&shared, |s| &s.links);
             z.writer_link(&rt.shared.cfg, id, &record, reached)
         }) {
             shared.add_link(link);

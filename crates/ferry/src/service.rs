@@ -150,6 +150,9 @@ impl<Req: Codec, Resp: Codec> ServiceBuilder<Req, Resp> {
                 (Resp::type_name(), Resp::type_hash()),
             );
         }
+        if let Some(z) = &rt.shared.zenoh {
+            z.serve(&rt.shared.cfg, id, &record);
+        }
         let port: Arc<dyn ReaderPort> = shared.clone();
         rt.shared.add_reader(record, Arc::downgrade(&port));
         Ok(Service {
@@ -322,6 +325,13 @@ impl<Req: Codec, Resp: Codec> ClientBuilder<Req, Resp> {
                 shared.links.push(l);
             }
         }
+        if let Some(z) = &rt.shared.zenoh {
+            let sink: std::sync::Weak<dyn ReplySink> = Arc::downgrade(&shared) as _;
+            let reached = crate::transport::reached_by(&shared, |s| &s.links);
+            if let Some(l) = z.client_link(&rt.shared.cfg, id, &record, reached, sink) {
+                shared.links.push(l);
+            }
+        }
         let port: Arc<dyn WriterPort> = shared.clone();
         rt.shared.add_writer(record, Arc::downgrade(&port));
         Ok(Client {
@@ -445,6 +455,20 @@ impl<Resp: Codec> ReplySink for CliShared<Resp> {
             }),
         };
         p.slot.fill(r);
+    }
+    fn on_unanswered(&self, service: EndpointId, request_id: u64) {
+        let gone = {
+            let mut pend = self.pending.lock();
+            match pend.get(&request_id) {
+                Some(p) if p.service == service => pend.remove(&request_id),
+                _ => None,
+            }
+        };
+        if let Some(p) = gone {
+            p.slot.fill(Err(CallError::ServiceGone {
+                service: self.topic.clone(),
+            }));
+        }
     }
     fn on_link_lost(&self, service: EndpointId) {
         let gone: Vec<PendingCall<Resp>> = {

@@ -113,7 +113,7 @@ impl Zenoh {
         cfg: &Config,
         id: EndpointId,
         record: &EndpointRecord,
-        reached: Arc<dyn Fn(EndpointId) -> bool + Send + Sync>,
+        reached: crate::transport::Reached,
     ) -> Option<Arc<dyn Link>> {
         if !Self::carries(cfg, &record.topic) {
             return None;
@@ -154,7 +154,84 @@ impl Zenoh {
         let _ = id;
     }
 
-    /// Subscriber `id` is gone.
+    /// The service type (`pkg/srv/Name`) of a service's or client's
+    /// record (its type is `<request>|<response>`).
+    fn service_type(record: &EndpointRecord) -> Option<String> {
+        let req = record.type_name.split('|').next()?;
+        #[cfg(feature = "zenoh")]
+        return ferry_zenoh::service_type(req).map(str::to_string);
+        // (Without the feature there is no Zenoh path to serve on.)
+        #[cfg(not(feature = "zenoh"))]
+        Some(req.to_string())
+    }
+
+    /// Service `id` also answers calls over Zenoh (rmw_zenoh's queryable).
+    pub fn serve(&self, cfg: &Config, id: EndpointId, record: &EndpointRecord) {
+        if !Self::carries(cfg, &record.topic) {
+            return;
+        }
+        let Some(srv) = Self::service_type(record) else {
+            tracing::warn!(
+                "service `{}` stays off Zenoh: `{}` is not a ROS 2 service type",
+                record.topic,
+                record.type_name
+            );
+            return;
+        };
+        #[cfg(feature = "zenoh")]
+        if let Err(e) = self.path.serve(
+            record.node,
+            id,
+            &record.topic,
+            (&srv, &record.type_hash),
+            &record.qos,
+        ) {
+            tracing::warn!("service `{}` stays off Zenoh: {e}", record.topic);
+        }
+        #[cfg(not(feature = "zenoh"))]
+        let _ = (id, srv);
+    }
+
+    /// The Zenoh link of client `id`: calls to the services its own paths
+    /// do not reach (`reached`), replies to `sink`.
+    pub fn client_link(
+        &self,
+        cfg: &Config,
+        id: EndpointId,
+        record: &EndpointRecord,
+        reached: crate::transport::Reached,
+        sink: std::sync::Weak<dyn crate::transport::ReplySink>,
+    ) -> Option<Arc<dyn Link>> {
+        if !Self::carries(cfg, &record.topic) {
+            return None;
+        }
+        let Some(srv) = Self::service_type(record) else {
+            tracing::warn!(
+                "client `{}` stays off Zenoh: `{}` is not a ROS 2 service type",
+                record.topic,
+                record.type_name
+            );
+            return None;
+        };
+        #[cfg(feature = "zenoh")]
+        match self.path.client_link(
+            record.node,
+            id,
+            &record.topic,
+            (&srv, &record.type_hash),
+            &record.qos,
+            reached,
+            sink,
+        ) {
+            Ok(l) => return Some(l),
+            Err(e) => tracing::warn!("client `{}` stays off Zenoh: {e}", record.topic),
+        }
+        #[cfg(not(feature = "zenoh"))]
+        let _ = (id, srv, reached, sink);
+        None
+    }
+
+    /// Subscriber or service `id` is gone.
     pub fn unsubscribe(&self, id: EndpointId) {
         #[cfg(feature = "zenoh")]
         self.path.unsubscribe(id);

@@ -19,6 +19,19 @@ use crate::stats::{ConnectionInfo, Side};
 #[derive(Default)]
 pub(crate) struct Links(RwLock<Arc<Vec<Arc<dyn Link>>>>, Mutex<Priority>);
 
+/// Whether a port's own links reach reader `r` (held weakly: the port
+/// holds the Zenoh link that asks).
+pub(crate) type Reached = Arc<dyn Fn(EndpointId) -> bool + Send + Sync>;
+
+/// [`Reached`] for `port`, whose links `links` gives.
+pub(crate) fn reached_by<T: Send + Sync + 'static>(
+    port: &Arc<T>,
+    links: fn(&T) -> &Links,
+) -> Reached {
+    let port = Arc::downgrade(port);
+    Arc::new(move |r| port.upgrade().is_some_and(|p| links(&p).reaches(r)))
+}
+
 impl Links {
     /// The links now, for sending.
     pub fn snapshot(&self) -> Arc<Vec<Arc<dyn Link>>> {

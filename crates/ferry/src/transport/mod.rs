@@ -20,4 +20,4 @@ mod udp_sys;
 pub use ferry_mqtt as mqtt;
 pub use ferry_transport::transport::*;
 
-pub(crate) use links::Links;
+pub(crate) use links::{reached_by, Links, Reached};

@@ -23,6 +23,8 @@ use ferry::{Config, DiscoveryRange, Node, Qos, TransportKind};
 
 use ferry_testkit::free_port;
 
+mod services;
+
 /// A runtime config in ferry `domain` whose only way out is Zenoh.
 fn zenoh_only(domain: u16, mode: Mode, connect: &[String], listen: &[String]) -> Config {
     Config {
