@@ -112,6 +112,9 @@ pub struct LocalOptions {
     /// A writer that may reach broker-only readers over MQTT (a publisher
     /// of a cloud-scoped topic; clients always may).
     pub broker_ok: bool,
+    /// The writer has a Zenoh link that carries its pairs pinned to Zenoh
+    /// (without one, such a pair has no path, and says so).
+    pub zenoh: bool,
 }
 
 /// Counters of the table's work.
@@ -609,6 +612,22 @@ impl Table {
             .transport
             .or(re.record.qos.transport)
             .or(opts.pin);
+        let key = (w, r);
+        if pin == Some(TransportKind::Zenoh) && opts.zenoh && w.participant != r.participant {
+            // The writer's Zenoh link carries the pair (it puts for every
+            // reader no link of the writer's reaches): nothing to connect.
+            // (A runtime's own readers never hear its Zenoh session: they
+            // keep the runtime's own paths.)
+            if leaving.is_some() {
+                self.actions.push_back(Action::Unlink {
+                    writer: w,
+                    reader: r,
+                });
+            }
+            self.pairs.insert(key, PairState::Matched);
+            return;
+        }
+        let pin = pin.filter(|p| *p != TransportKind::Zenoh || w.participant != r.participant);
         // A reader whose runtime was not heard from yet has no path (its
         // announcement brings it; until then the pair retries).
         let chosen = self.peer(r.participant).and_then(|remote| {
@@ -628,7 +647,6 @@ impl Table {
                 },
             )
         });
-        let key = (w, r);
         match chosen {
             Some(transport) => {
                 if leaving.is_some() {

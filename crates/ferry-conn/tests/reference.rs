@@ -35,6 +35,7 @@ fn run(seed: u64, steps: usize) {
                 ferry_conn::LocalOptions {
                     pin: None,
                     broker_ok: true,
+                    zenoh: false,
                 },
                 d.now,
             );

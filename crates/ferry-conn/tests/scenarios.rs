@@ -15,6 +15,7 @@ use ferry_wire::{EndpointKind, ParticipantId, Qos, TransportKind};
 const OPTS: LocalOptions = LocalOptions {
     pin: None,
     broker_ok: true,
+    zenoh: false,
 };
 
 fn sub(entity: u32) -> ferry_wire::beacon::EndpointRecord {
@@ -192,6 +193,7 @@ fn a_topic_outside_cloud_scope_never_takes_the_broker() {
     let local_only = LocalOptions {
         pin: None,
         broker_ok: false,
+        zenoh: false,
     };
     d.table.add_local(publ(1), local_only, d.now);
     d.table.peer_up(peer(3, 200, false), d.now);
@@ -209,6 +211,43 @@ fn a_topic_outside_cloud_scope_never_takes_the_broker() {
     }
     assert_eq!(d.no_path, 1);
     assert!(d.links.is_empty());
+}
+
+#[test]
+fn a_pair_pinned_to_zenoh_is_the_zenoh_links_and_without_one_has_no_path() {
+    let mut rng = Rng::new(8);
+    let mut d = Driver::new(peer(ME, 100, true));
+    let zenoh = LocalOptions {
+        pin: Some(TransportKind::Zenoh),
+        broker_ok: false,
+        zenoh: true,
+    };
+    d.table.add_local(publ(1), zenoh, d.now);
+    // A reader in this runtime keeps the runtime's own path.
+    d.table.add_local(sub(2), OPTS, d.now);
+    d.table.peer_up(peer(3, 200, true), d.now);
+    d.table.endpoint_up(ParticipantId(3), sub(4), d.now);
+    d.finish(&mut rng, 1.0);
+    assert_eq!(
+        d.table.pair(eid(ME, 1), eid(3, 4)),
+        Some(PairState::Matched),
+        "nothing to connect: the Zenoh link carries it"
+    );
+    assert!(!d.links.contains(&(eid(ME, 1), eid(3, 4))));
+    assert!(d.links.contains(&(eid(ME, 1), eid(ME, 2))), "{:?}", d.links);
+    assert_eq!(d.no_path, 0);
+    // Without a Zenoh link, the pin leaves no path (and says so once).
+    let none = LocalOptions {
+        zenoh: false,
+        ..zenoh
+    };
+    d.table.add_local(publ(5), none, d.now);
+    d.finish(&mut rng, 1.0);
+    assert!(matches!(
+        d.table.pair(eid(ME, 5), eid(3, 4)),
+        Some(PairState::Failed(_))
+    ));
+    assert_eq!(d.no_path, 1);
 }
 
 #[test]

@@ -514,13 +514,21 @@ impl Config {
                     ),
                 });
             }
-            if r.transport == Some(TransportKind::Zenoh) {
+            if r.transport == Some(TransportKind::Zenoh) && self.zenoh.is_none() {
                 return Err(ConfigError::Invalid {
                     key: "topics.transport",
                     why: format!(
-                        "`zenoh` for `{}`: Zenoh is not pinned; with `[zenoh]` a topic goes \
-                         over Zenoh to every subscriber ferry's own paths do not reach (ROS 2 \
-                         nodes on rmw_zenoh, other sites); pin udp, tcp, shm or mqtt",
+                        "`zenoh` for `{}` needs the Zenoh path: add a `[zenoh]` section \
+                         (or FERRY_ZENOH=1)",
+                        r.pattern
+                    ),
+                });
+            }
+            if r.transport == Some(TransportKind::Zenoh) && r.zenoh == Some(false) {
+                return Err(ConfigError::Invalid {
+                    key: "topics.zenoh",
+                    why: format!(
+                        "`{}` is pinned to Zenoh and kept off it (`zenoh = false`): pick one",
                         r.pattern
                     ),
                 });
@@ -883,6 +891,25 @@ mod tests {
         let pinned: Config =
             toml::from_str("[[topics]]\npattern = \"/x\"\ntransport = \"zenoh\"\n").unwrap();
         let e = pinned.validate().unwrap_err().to_string();
-        assert!(e.contains("topics.transport") && e.contains("Zenoh"), "{e}");
+        assert!(
+            e.contains("topics.transport") && e.contains("[zenoh]"),
+            "a Zenoh pin needs the path: {e}"
+        );
+        let pinned: Config = toml::from_str(
+            "[zenoh]
+[[topics]]
+pattern = \"/x\"\ntransport = \"zenoh\"\n",
+        )
+        .unwrap();
+        pinned.validate().unwrap();
+        assert_eq!(pinned.pinned_transport("/x"), Some(TransportKind::Zenoh));
+        let both: Config = toml::from_str(
+            "[zenoh]
+[[topics]]
+pattern = \"/x\"\ntransport = \"zenoh\"\nzenoh = false\n",
+        )
+        .unwrap();
+        let e = both.validate().unwrap_err().to_string();
+        assert!(e.contains("topics.zenoh"), "{e}");
     }
 }

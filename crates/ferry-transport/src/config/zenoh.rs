@@ -20,7 +20,16 @@
 //! [[topics]]
 //! pattern = "/camera/*"
 //! zenoh = false                      # these topics stay off Zenoh
+//! [[topics]]
+//! pattern = "/fleet/*"
+//! transport = "zenoh"                # only Zenoh between runtimes (a runtime's own
+//!                                    # subscribers keep the in-process path)
 //! ```
+//!
+//! Without a pin, a topic is on Zenoh but a publisher puts a sample only
+//! for the subscriptions its own paths do not reach (ROS 2 nodes on
+//! rmw_zenoh, ferry runtimes at other sites): a pair that ferry's own
+//! discovery joins keeps its faster path.
 //!
 //! Defaults are rmw_zenoh's (Jazzy): a peer that connects to a router on
 //! this host, listens on loopback only, and scouts nothing; a router mode

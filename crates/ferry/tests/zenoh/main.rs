@@ -23,6 +23,7 @@ use ferry::{Config, DiscoveryRange, Node, Qos, TransportKind};
 
 use ferry_testkit::free_port;
 
+mod pin;
 mod services;
 
 /// A runtime config in ferry `domain` whose only way out is Zenoh.

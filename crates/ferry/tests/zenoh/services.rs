@@ -296,7 +296,14 @@ fn a_pair_that_discovery_joins_calls_on_its_own_path_not_over_zenoh() {
         zenoh_only(72, Mode::Router, &[], std::slice::from_ref(&router)),
     );
     let a = node("a", zenoh_and_discovery(72, Mode::Peer, &router));
-    let b = node("b", zenoh_and_discovery(72, Mode::Peer, &router));
+    // (A config of its own: a runtime of its own, its own Zenoh session.)
+    let b = node(
+        "b",
+        ferry::Config {
+            lease_ms: 9_000,
+            ..zenoh_and_discovery(72, Mode::Peer, &router)
+        },
+    );
     let service = a
         .service::<AddTwoIntsRequest, AddTwoIntsResponse, _>("/local/add", |r| AddTwoIntsResponse {
             sum: r.a + r.b,
