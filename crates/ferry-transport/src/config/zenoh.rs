@@ -16,7 +16,8 @@
 //! root_ca = "ca.pem"
 //! cert = "me.pem"                    # with key: this side's certificate (mTLS)
 //! key = "me.key"
-//! mtls = false                       # listeners ask the connecting side's certificate
+//! mtls = false                       # mutual: listeners ask for a certificate, connecting
+//!                                    # sides present theirs (set it on both ends)
 //! [[topics]]
 //! pattern = "/camera/*"
 //! zenoh = false                      # these topics stay off Zenoh
@@ -77,7 +78,9 @@ pub struct ZenohTls {
     pub cert: Option<PathBuf>,
     /// Its private key (PEM).
     pub key: Option<PathBuf>,
-    /// Listeners require the connecting side's certificate.
+    /// Mutual TLS, on both ends as Zenoh has it: a listener requires the
+    /// connecting side's certificate, and a connecting side presents its
+    /// own (`cert`, `key`) — which it does only with `mtls` on.
     #[serde(default)]
     pub mtls: bool,
 }

@@ -465,6 +465,103 @@ fn zenoh_over_tls_with_ferry_security_certificates_and_a_wrong_ca_is_refused() {
 }
 
 #[test]
+fn zenoh_with_mtls_takes_only_clients_whose_certificate_the_ca_signed() {
+    use ferry::config::zenoh::ZenohTls;
+    use ferry_security::create::{
+        create_broker_certificate, create_identity, create_keystore, Validity,
+    };
+    let d = ferry_testkit::TempDir::new("zenoh-mtls");
+    let ks = create_keystore(&d.path().join("ks"), Validity::days(1)).unwrap();
+    let names = ["localhost".to_string(), "127.0.0.1".to_string()];
+    let router_dir = create_broker_certificate(&ks, &names, Validity::days(1)).unwrap();
+    // A robot's identity (`ferry security create-identity`): its client
+    // certificate.
+    let robot_dir = create_identity(&ks, "/fleet/robot1", Validity::days(1)).unwrap();
+    let other = create_keystore(&d.path().join("other"), Validity::days(1)).unwrap();
+    let stranger_dir = create_identity(&other, "/fleet/robot1", Validity::days(1)).unwrap();
+    let port = free_port();
+    let endpoint = format!("tls/127.0.0.1:{port}");
+    let tls = |own: Option<&std::path::Path>, mtls: bool| ZenohTls {
+        root_ca: ks.ca_cert_path(),
+        cert: own.map(|d| d.join("cert.pem")),
+        key: own.map(|d| d.join("key.pem")),
+        mtls,
+    };
+    let with_tls = |mut c: Config, t: ZenohTls| {
+        c.zenoh.as_mut().unwrap().tls = Some(t);
+        c
+    };
+    let client = |name: &str, t: ZenohTls| {
+        Node::builder()
+            .name(name)
+            .config(with_tls(
+                zenoh_only(74, Mode::Client, std::slice::from_ref(&endpoint), &[]),
+                t,
+            ))
+            .build()
+    };
+    let router = node(
+        "mtls_router",
+        with_tls(
+            zenoh_only(74, Mode::Router, &[], std::slice::from_ref(&endpoint)),
+            tls(Some(&router_dir), true),
+        ),
+    );
+    // (Zenoh's mTLS is on both ends: a connecting side presents its
+    // certificate only with it on.)
+    let robot = client("robot1", tls(Some(&robot_dir), true)).unwrap();
+    let publisher = robot
+        .publisher::<std_msgs::String>("/fleet/pose")
+        .build()
+        .unwrap();
+    let sub = router
+        .subscriber::<std_msgs::String>("/fleet/pose")
+        .qos(Qos::default().keep_last(100))
+        .build()
+        .unwrap();
+    until(
+        Duration::from_secs(10),
+        "the subscription over mTLS",
+        || publisher.subscriber_count() == 1,
+    );
+    for i in 0..10 {
+        publisher
+            .publish(std_msgs::String {
+                data: format!("p {i}"),
+            })
+            .unwrap();
+    }
+    for i in 0..10 {
+        let s = sub.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(s.data, format!("p {i}"));
+    }
+
+    // No certificate, or one another CA signed: the router refuses the
+    // handshake, and a client (which needs its router) does not start.
+    for (who, own, mtls) in [
+        ("anonymous", None, false),
+        ("stranger", Some(stranger_dir.as_path()), true),
+    ] {
+        let Err(e) = client(who, tls(own, mtls)) else {
+            panic!("{who} must not get in");
+        };
+        let e = e.to_string();
+        assert!(
+            e.contains("Zenoh path") && e.contains(&endpoint),
+            "{who}: {e}"
+        );
+    }
+    // The robot was not disturbed by them.
+    publisher
+        .publish(std_msgs::String {
+            data: "still here".into(),
+        })
+        .unwrap();
+    let s = sub.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(s.data, "still here");
+}
+
+#[test]
 fn a_late_joiner_gets_a_transient_local_history_over_zenoh_and_the_owner_no_duplicates() {
     let port = free_port();
     let router = format!("tcp/127.0.0.1:{port}");
