@@ -117,12 +117,21 @@ pub enum TopicCmd {
     Echo {
         /// The topic, e.g. `/chatter`.
         topic: String,
+        /// Its type, e.g. `std_msgs/msg/String` (default: its publishers'
+        /// as discovery says; give it to subscribe before any publisher is
+        /// seen, e.g. over Zenoh).
+        msg_type: Option<String>,
         /// Print one sample and exit.
         #[arg(long)]
         once: bool,
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
+        /// Also print each sample's info: the publisher's sequence number,
+        /// source time, publisher and the path it came over (JSON: the
+        /// object `{"info": …, "message": …}`).
+        #[arg(short = 'i', long)]
+        include_message_info: bool,
         /// Stop after this many samples.
         #[arg(long)]
         count: Option<u64>,
@@ -214,6 +223,38 @@ fn topic_type(g: &Graph, topic: &str) -> Option<String> {
 /// A raw subscriber of `topic` that announces the type of the topic's
 /// publishers when discovery named it (so `node info` shows the type, not
 /// `*`), else any type.
+/// A sample's info as `topic echo -i` prints it.
+fn info_json(i: &ferry::SampleInfo) -> serde_json::Value {
+    serde_json::json!({
+        "seq": i.seq,
+        "source_time_ns": i.source_time_ns,
+        "publisher": i.publisher.to_string(),
+        "transport": i.transport.as_str(),
+    })
+}
+
+/// The JSON line of `topic echo --json`: the message, or with `-i` the
+/// message and its info.
+fn with_info(include: bool, i: &ferry::SampleInfo, message: serde_json::Value) -> String {
+    let v = if include {
+        serde_json::json!({ "info": info_json(i), "message": message })
+    } else {
+        message
+    };
+    serde_json::to_string(&v).unwrap_or_default()
+}
+
+/// The info block `topic echo -i` prints before a message (YAML).
+fn info_yaml(i: &ferry::SampleInfo) -> String {
+    format!(
+        "info:\n  seq: {}\n  source_time_ns: {}\n  publisher: {}\n  transport: {}",
+        i.seq,
+        i.source_time_ns,
+        i.publisher,
+        i.transport.as_str()
+    )
+}
+
 fn raw_subscriber(
     node: &Node,
     topic: &str,
@@ -428,16 +469,31 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
         }
         TopicCmd::Echo {
             topic,
+            msg_type,
             once,
             json,
+            include_message_info,
             count,
             timeout,
             qos,
         } => {
             let q = qos.resolve(Qos::sensor_data().keep_last(100))?;
             let (stop, end) = stop_flag(timeout);
-            let sub = raw_subscriber(&node, &topic, q)?;
-            let mut ty: Option<types::KnownType> = None;
+            let mut ty: Option<types::KnownType> = match msg_type {
+                Some(name) => Some(
+                    types::find(&name).ok_or_else(|| format!("unknown message type `{name}`"))?,
+                ),
+                None => None,
+            };
+            let sub = match &ty {
+                Some(t) => node
+                    .subscriber::<RawBytes>(&topic)
+                    .qos(q)
+                    .type_info(&t.name, t.hash)
+                    .build()
+                    .map_err(|e| e.to_string())?,
+                None => raw_subscriber(&node, &topic, q)?,
+            };
             let mut asked = false;
             let limit = if once { Some(1) } else { count };
             let mut n = 0u64;
@@ -467,17 +523,28 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 let decoded = ty.as_ref().map(|t| t.decode(&s));
+                let i = &s.info;
                 match decoded {
-                    Some(Ok(v)) if json => out!(
-                        "{}",
-                        serde_json::to_string(&types::to_json(&v)).unwrap_or_default()
-                    ),
-                    Some(Ok(v)) => out!("{}---", crate::interface::yaml(&v, 0)),
-                    _ if json => out!(
-                        "{}",
-                        serde_json::json!({ "hex": s.iter().map(|b| format!("{b:02x}")).collect::<String>() })
-                    ),
-                    _ => out!("{}---", types::hex(&s)),
+                    Some(Ok(v)) if json => {
+                        let m = types::to_json(&v);
+                        out!("{}", with_info(include_message_info, i, m))
+                    }
+                    Some(Ok(v)) => {
+                        if include_message_info {
+                            out!("{}", info_yaml(i));
+                        }
+                        out!("{}---", crate::interface::yaml(&v, 0))
+                    }
+                    _ if json => {
+                        let m = serde_json::json!({ "hex": s.iter().map(|b| format!("{b:02x}")).collect::<String>() });
+                        out!("{}", with_info(include_message_info, i, m))
+                    }
+                    _ => {
+                        if include_message_info {
+                            out!("{}", info_yaml(i));
+                        }
+                        out!("{}---", types::hex(&s))
+                    }
                 }
                 n += 1;
             }

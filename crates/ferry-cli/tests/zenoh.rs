@@ -195,3 +195,179 @@ fn a_publisher_process_hands_over_from_zenoh_to_a_direct_path() {
         "once the direct path is up, it carries everything: {paths:?}"
     );
 }
+
+/// A network namespace with only its loopback up (its own ports, its own
+/// nftables); deleted on drop. None (the test says SKIPPED) without root,
+/// iproute2 or nftables.
+struct Ns(String);
+
+impl Ns {
+    fn new(tag: &str) -> Option<Ns> {
+        let have = Command::new("sh")
+            .args(["-c", "command -v ip && command -v nft"])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if unsafe { libc::geteuid() } != 0 || !have {
+            eprintln!("SKIPPED: namespace tests need root, iproute2 and nftables");
+            return None;
+        }
+        let ns = Ns(format!("zh{}{tag}", std::process::id() % 100_000));
+        ns.run(&format!(
+            "ip netns add {0} && ip -n {0} link set lo up",
+            ns.0
+        ));
+        Some(ns)
+    }
+    fn run(&self, script: &str) {
+        let st = Command::new("sh").args(["-c", script]).status().unwrap();
+        assert!(st.success(), "`{script}` failed");
+    }
+    /// Runs `script` inside the namespace.
+    fn exec(&self, script: &str) {
+        self.run(&format!("ip netns exec {} sh -c '{script}'", self.0));
+    }
+    /// `ferry args…` inside the namespace with config `cfg`.
+    fn ferry(&self, cfg: &std::path::Path, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.0, FERRY])
+            .args(args)
+            .env("FERRY_CONFIG", cfg);
+        c
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "delete", &self.0])
+            .status();
+    }
+}
+
+/// The deterministic hand-over: in a namespace where every UDP datagram is
+/// dropped, ferry's discovery cannot join the two processes and only
+/// Zenoh (TCP, through the subscriber's runtime as router) carries the
+/// samples; three seconds later UDP is let through, discovery finds the
+/// pair, and a direct path takes over — each sample once, none lost from
+/// the first delivered on, and no Zenoh sample after the direct path
+/// delivers but those already in flight.
+#[test]
+fn a_direct_path_that_comes_up_seconds_later_takes_over_from_zenoh_without_loss_or_duplicates() {
+    let Some(ns) = Ns::new("ho") else { return };
+    ns.exec(
+        "nft add table inet hold && \
+         nft add chain inet hold out \"{ type filter hook output priority 0 ; }\" && \
+         nft add rule inet hold out meta l4proto udp drop",
+    );
+    let dir = std::env::temp_dir().join(format!("ferry-cli-zenoh-ho-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = |name: &str, zenoh: &str| {
+        let p = dir.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "domain_id = 75\ndiscovery = \"localhost\"\nshared_memory = false\n\
+                 [zenoh]\n{zenoh}\n"
+            ),
+        )
+        .unwrap();
+        p
+    };
+    // (Port 7447 is this namespace's own.)
+    let router = cfg(
+        "router.toml",
+        "mode = \"router\"\nlisten = [\"tcp/127.0.0.1:7447\"]\nconnect = []",
+    );
+    let peer = cfg("peer.toml", "connect = [\"tcp/127.0.0.1:7447\"]");
+    let n = 800u64;
+    let qos = ["--qos-reliability", "reliable", "--qos-history", "keep_all"];
+    let mut echo = ns
+        .ferry(
+            &router,
+            &["topic", "echo", "/handover", "std_msgs/msg/String"],
+        )
+        .args(["--json", "-i", "--count", &n.to_string(), "--timeout", "60"])
+        .args(qos)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = echo.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut publisher = ns
+        .ferry(&peer, &["topic", "pub", "/handover", "std_msgs/msg/String"])
+        .args(["data: x", "--rate", "100", "--times", &n.to_string()])
+        .args(qos)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let opened = Instant::now();
+    let (mut seqs, mut paths) = (Vec::<u64>::new(), Vec::<String>::new());
+    let mut released = false;
+    let end = Instant::now() + Duration::from_secs(45);
+    while seqs.last() != Some(&n) && Instant::now() < end {
+        if !released && opened.elapsed() >= Duration::from_secs(3) {
+            ns.exec("nft delete table inet hold");
+            released = true;
+        }
+        let Ok(l) = rx.recv_timeout(Duration::from_millis(100)) else {
+            continue;
+        };
+        let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+        seqs.push(v["info"]["seq"].as_u64().unwrap());
+        paths.push(v["info"]["transport"].as_str().unwrap().to_string());
+        assert_eq!(v["message"]["data"], "x", "{l}");
+    }
+    let _ = publisher.kill();
+    let _ = publisher.wait();
+    let _ = echo.kill();
+    let _ = echo.wait();
+    let first = *seqs.first().expect("samples over Zenoh");
+    let mut sorted = seqs.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        (first..=n).collect::<Vec<_>>(),
+        "each sample once, none missing from the first on ({} samples)",
+        seqs.len()
+    );
+    let switch = paths
+        .iter()
+        .position(|t| t != "zenoh")
+        .expect("a direct path came up");
+    let direct = &paths[switch];
+    assert!(direct == "udp" || direct == "tcp", "{direct}");
+    // UDP was held for 3 s at 100 Hz: Zenoh carried the start.
+    assert!(switch >= 100, "Zenoh carried only {switch} samples first");
+    let late: Vec<(u64, &String)> = seqs[switch..]
+        .iter()
+        .zip(&paths[switch..])
+        .filter(|(_, t)| *t == "zenoh")
+        .map(|(s, t)| (*s, t))
+        .collect();
+    assert!(
+        late.len() <= 10,
+        "after the direct path delivers, only Zenoh samples already in flight: {late:?}"
+    );
+    assert_eq!(
+        paths.last(),
+        Some(direct),
+        "the direct path carries the end"
+    );
+    eprintln!(
+        "hand-over: samples {first}..{} over Zenoh, then {direct} from sample {} ({} Zenoh samples in flight came after)",
+        seqs[switch - 1],
+        seqs[switch],
+        late.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
