@@ -25,6 +25,7 @@ pub mod priority;
 pub mod reactor;
 pub mod room;
 pub mod secure;
+pub mod seqs;
 pub mod stats;
 pub mod transport;
 

@@ -464,17 +464,7 @@ impl InboundConn {
     }
 }
 
-/// What a connection delivered, as far as a hand-over between paths needs.
-#[derive(Debug, Default)]
-pub struct SeqMarks {
-    /// Sequence number of the first sample delivered (0: none yet).
-    pub first: std::sync::atomic::AtomicU64,
-    /// The highest sequence number delivered (kept by the MQTT path only).
-    pub last: std::sync::atomic::AtomicU64,
-    /// A direct path went past everything the broker had delivered: its
-    /// samples need no more checking against the broker's.
-    pub settled: std::sync::atomic::AtomicBool,
-}
+pub use crate::seqs::SeqMarks;
 
 /// A reader (subscriber or service) as transports see it.
 pub trait Inbox: Send + Sync {

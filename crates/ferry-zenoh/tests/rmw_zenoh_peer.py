@@ -11,6 +11,7 @@ not from ferry's code, so the two check each other.
     rmw_zenoh_peer.py --connect ... --domain 5 listener N
     rmw_zenoh_peer.py --connect ... --domain 5 --topic /adder server N [--mute]
     rmw_zenoh_peer.py --connect ... --domain 5 --topic /adder caller N
+    rmw_zenoh_peer.py --connect ... --domain 5 forger N   (puts as another's publisher)
 
 Services are example_interfaces/srv/AddTwoInts as rmw_zenoh carries them
 (rmw_service_data.cpp, rmw_client_data.cpp): a complete queryable and an
@@ -81,7 +82,8 @@ def main():
     ap.add_argument("--mute", action="store_true", help="server: never answer")
     ap.add_argument("--junk", action="store_true",
                     help="caller: first send 3 requests a server must refuse")
-    ap.add_argument("role", choices=["talker", "listener", "hostile", "server", "caller"])
+    ap.add_argument(
+        "role", choices=["talker", "listener", "hostile", "server", "caller", "forger"])
     ap.add_argument("count", type=int)
     a = ap.parse_args()
 
@@ -166,6 +168,27 @@ def main():
             pub.put(cdr_string("good %d" % i), attachment=att)
             time.sleep(a.period)
         say("sent %d" % a.count)
+        time.sleep(0.5)
+    elif a.role == "forger":
+        # Puts as another session's publisher on the topic (its GID, from
+        # its token) with sequence numbers far ahead of any real ones.
+        end = time.time() + 20
+        victim = None
+        while victim is None and time.time() < end:
+            victim = next((k for k in list(seen)
+                           if "/MP/" in k and ("/%s/%s/" % (mangle(a.topic), STRING)) in k), None)
+            time.sleep(0.05)
+        if victim is None:
+            say("no publisher to forge")
+            return 1
+        pub = s.declare_publisher(key)
+        time.sleep(1.0)
+        g = gid(victim)
+        for i in range(1, a.count + 1):
+            att = z_serialize((Int64((1 << 62) + i), Int64(time.time_ns()), g))
+            pub.put(cdr_string("forged %d" % i), attachment=att)
+            time.sleep(a.period)
+        say("forged %d as %s" % (a.count, g.hex()))
         time.sleep(0.5)
     elif a.role == "server":
         held = []

@@ -50,14 +50,16 @@ impl Inbound {
         if direct.is_some_and(|f| seq >= f) {
             return false;
         }
-        conn.seqs.last.fetch_max(seq, Relaxed);
+        conn.seqs.mark_relayed(seq);
         true
     }
 
     /// Sample `seq` on `conn` while it is not settled (its first samples):
-    /// false when `conn` is a direct path and the broker already delivered
-    /// that sample from the same writer; once past it, `conn` is settled and
-    /// is not checked again.
+    /// false when `conn` is a direct path and a relayed path (the broker,
+    /// Zenoh) already delivered that very sample from the same writer. Once
+    /// past everything relayed — or a whole window past its own first
+    /// sample, when a relayed number ran far ahead (a forged one may) —
+    /// `conn` is settled and is not checked again.
     pub fn direct_sample(&self, conn: &InboundConn, seq: u64) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         let conns = self.0.lock();
@@ -66,14 +68,19 @@ impl Inbound {
             m.first.store(seq, Relaxed);
         }
         if !relayed(conn.transport) {
-            let broker = conns
+            let mut top = 0;
+            for c in conns
                 .iter()
                 .filter(|c| c.remote == conn.remote && relayed(c.transport))
-                .map(|c| c.seqs.last.load(Relaxed))
-                .max()
-                .unwrap_or(0);
-            if seq <= broker {
-                return false;
+            {
+                if c.seqs.was_relayed(seq) {
+                    return false;
+                }
+                top = top.max(c.seqs.last.load(Relaxed));
+            }
+            let first = m.first.load(Relaxed);
+            if seq <= top && seq.saturating_sub(first) < ferry_transport::seqs::WINDOW {
+                return true;
             }
         }
         m.settled.store(true, Relaxed);

@@ -377,6 +377,76 @@ fn junk_from_a_zenoh_peer_is_dropped_and_counted_and_good_samples_still_arrive()
     );
 }
 
+/// A Zenoh peer that puts as a ferry publisher (its GID, from its token)
+/// with sequence numbers far ahead of the real ones, before that
+/// publisher's first sample: its samples are its word and get through, but
+/// they cannot make the publisher's real samples on its direct path look
+/// delivered already (which would cut the pair off).
+#[test]
+fn a_forged_sample_with_a_huge_sequence_number_does_not_cut_a_direct_path_off() {
+    let port = free_port();
+    let router = format!("tcp/127.0.0.1:{port}");
+    let _router = node(
+        "router",
+        zenoh_only(60, Mode::Router, &[], std::slice::from_ref(&router)),
+    );
+    let cfg = |lease_ms| Config {
+        discovery: DiscoveryRange::Localhost,
+        lease_ms,
+        ..zenoh_only(60, Mode::Peer, std::slice::from_ref(&router), &[])
+    };
+    // (Configs of their own: two runtimes, as two processes.)
+    let a = node("victim_pub", cfg(8_000));
+    let b = node("victim_sub", cfg(9_000));
+    let qos = Qos::default().keep_last(100);
+    let publisher = a
+        .publisher::<std_msgs::String>("/victim")
+        .qos(qos)
+        .build()
+        .unwrap();
+    let sub = b
+        .subscriber::<std_msgs::String>("/victim")
+        .qos(qos)
+        .build()
+        .unwrap();
+    until(Duration::from_secs(20), "the direct connection", || {
+        publisher
+            .connections()
+            .iter()
+            .any(|c| c.transport != TransportKind::Zenoh)
+    });
+    let (_f, frx) = rmw_zenoh(&[
+        "--connect",
+        &router,
+        "--domain",
+        "60",
+        "--topic",
+        "/victim",
+        "forger",
+        "5",
+    ]);
+    lines_until(&frx, "forged 5", Duration::from_secs(30));
+    for i in 1..=5 {
+        let s = sub.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(s.data, format!("forged {i}"));
+        assert_eq!(s.info.transport, TransportKind::Zenoh);
+    }
+    for i in 0..20 {
+        publisher
+            .publish(std_msgs::String {
+                data: format!("real {i}"),
+            })
+            .unwrap();
+    }
+    for i in 0..20 {
+        let s = sub
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("real sample {i} never came: {e}"));
+        assert_eq!(s.data, format!("real {i}"));
+        assert_ne!(s.info.transport, TransportKind::Zenoh);
+    }
+}
+
 #[test]
 fn zenoh_over_tls_with_ferry_security_certificates_and_a_wrong_ca_is_refused() {
     use ferry::config::zenoh::ZenohTls;

@@ -1,0 +1,197 @@
+//! What a reader's connection delivered, as far as a hand-over between a
+//! relayed path (the MQTT broker, Zenoh: the writer's own sequence numbers
+//! through an intermediary) and a direct path from the same writer needs.
+//!
+//! A relayed sample is the word of whoever the intermediary lets in: a
+//! forged one may carry a real writer's id and any sequence number. So a
+//! direct sample is dropped as a duplicate only when the relayed path
+//! delivered *that* sequence number (among its last [`WINDOW`]), never
+//! because a relayed number ran ahead: one forged sample with a huge number
+//! cannot cut a direct path off.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+/// How many of its latest sequence numbers a relayed connection remembers
+/// (8 KiB of bits, allocated on its first sample).
+pub const WINDOW: u64 = 65_536;
+
+const WORDS: usize = (WINDOW / 64) as usize;
+
+/// The sequence numbers in `(top - WINDOW, top]` that were delivered.
+#[derive(Debug)]
+struct Window {
+    top: u64,
+    bits: Box<[u64; WORDS]>,
+}
+
+impl Window {
+    fn new() -> Self {
+        Window {
+            top: 0,
+            bits: Box::new([0; WORDS]),
+        }
+    }
+
+    fn slot(seq: u64) -> (usize, u64) {
+        let i = seq % WINDOW;
+        ((i / 64) as usize, 1 << (i % 64))
+    }
+
+    /// Clears the slots of `from..=to` (at most one window's worth, word by
+    /// word: a jump costs at most [`WORDS`] word writes).
+    fn clear(&mut self, from: u64, to: u64) {
+        if to - from + 1 >= WINDOW {
+            self.bits.fill(0);
+            return;
+        }
+        let mut s = from;
+        while s <= to {
+            let (w, bit) = Self::slot(s);
+            if s.is_multiple_of(64) && to - s >= 63 {
+                self.bits[w] = 0;
+                s += 64;
+            } else {
+                self.bits[w] &= !bit;
+                s += 1;
+            }
+        }
+    }
+
+    fn mark(&mut self, seq: u64) {
+        if seq > self.top {
+            self.clear(self.top + 1, seq);
+            self.top = seq;
+        } else if self.top - seq >= WINDOW {
+            return;
+        }
+        let (w, bit) = Self::slot(seq);
+        self.bits[w] |= bit;
+    }
+
+    fn contains(&self, seq: u64) -> bool {
+        if seq > self.top || self.top - seq >= WINDOW {
+            return false;
+        }
+        let (w, bit) = Self::slot(seq);
+        self.bits[w] & bit != 0
+    }
+}
+
+/// What one connection delivered, for the hand-over.
+#[derive(Debug, Default)]
+pub struct SeqMarks {
+    /// Sequence number of the first sample delivered (0: none yet).
+    pub first: AtomicU64,
+    /// The highest sequence number a relayed path delivered.
+    pub last: AtomicU64,
+    /// A direct path needs no more checking against the relayed ones.
+    pub settled: AtomicBool,
+    /// Which of its latest sequence numbers a relayed path delivered.
+    relayed: Mutex<Option<Window>>,
+}
+
+impl SeqMarks {
+    /// A relayed path delivered `seq` on this connection.
+    pub fn mark_relayed(&self, seq: u64) {
+        self.last.fetch_max(seq, Ordering::Relaxed);
+        self.relayed
+            .lock()
+            .get_or_insert_with(Window::new)
+            .mark(seq);
+    }
+
+    /// Whether the relayed path delivered `seq` on this connection (among
+    /// its latest [`WINDOW`] numbers).
+    pub fn was_relayed(&self, seq: u64) -> bool {
+        self.relayed
+            .lock()
+            .as_ref()
+            .is_some_and(|w| w.contains(seq))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remembers_exactly_what_was_delivered_in_the_window() {
+        let m = SeqMarks::default();
+        assert!(!m.was_relayed(1));
+        for s in [1, 2, 3, 5, 100] {
+            m.mark_relayed(s);
+        }
+        for s in [1, 2, 3, 5, 100] {
+            assert!(m.was_relayed(s), "{s}");
+        }
+        for s in [0, 4, 6, 99, 101] {
+            assert!(!m.was_relayed(s), "{s}");
+        }
+        assert_eq!(m.last.load(Ordering::Relaxed), 100);
+        // A late one inside the window counts; the window slides.
+        m.mark_relayed(50);
+        assert!(m.was_relayed(50));
+        m.mark_relayed(100 + WINDOW - 1);
+        assert!(m.was_relayed(100), "still inside");
+        assert!(!m.was_relayed(50), "slid out");
+        m.mark_relayed(3 * WINDOW);
+        assert!(!m.was_relayed(100 + WINDOW - 1));
+        assert!(m.was_relayed(3 * WINDOW));
+        // Slots reused after a slide start empty.
+        assert!(!m.was_relayed(3 * WINDOW - 1));
+        assert!(!m.was_relayed(2 * WINDOW + 100));
+    }
+
+    #[test]
+    fn a_forged_huge_number_does_not_make_real_ones_look_delivered() {
+        let m = SeqMarks::default();
+        for s in 1..=10 {
+            m.mark_relayed(s);
+        }
+        m.mark_relayed(1 << 62);
+        for s in 1..=20 {
+            assert!(!m.was_relayed(s), "{s}");
+        }
+        assert!(m.was_relayed(1 << 62));
+    }
+
+    #[test]
+    fn word_by_word_clearing_matches_bit_by_bit() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let m = SeqMarks::default();
+        let mut model = std::collections::BTreeSet::new();
+        let mut top = 0u64;
+        for _ in 0..20_000 {
+            let step = match next() % 4 {
+                0 => next() % 3,
+                1 => next() % 200,
+                2 => next() % (WINDOW + 10),
+                _ => 0,
+            };
+            let back = next() % 300;
+            let s = (top + step)
+                .saturating_sub(if step == 0 { back } else { 0 })
+                .max(1);
+            m.mark_relayed(s);
+            if s + WINDOW > top.max(s) {
+                model.insert(s);
+            }
+            top = top.max(s);
+            model.retain(|x| x + WINDOW > top);
+            let probe = top.saturating_sub(next() % (WINDOW + 5));
+            assert_eq!(
+                m.was_relayed(probe),
+                model.contains(&probe),
+                "{probe} top {top}"
+            );
+        }
+    }
+}
