@@ -169,7 +169,7 @@ fi
 echo "== zenoh_fleet.py --quick (issue 24's fleet: robots -> Zenoh router -> cloud, steady and across a router restart)"
 cargo build --release -q -p ferry --features zenoh --example zenoh_fleet
 # Exits non-zero when telemetry was lost or duplicated (steady) or lost
-# across the router restart.
+# across the router restart, or a service call of the steady run failed.
 python3 bench/zenoh_fleet.py --quick | tee "$out/zfleet.txt"
 if [ "$(grep -cE '^\| (steady|router restart) \| 4 \| [0-9]+ / [0-9]+ \(100.00 %\) \| 0 \|' "$out/zfleet.txt")" != 2 ]; then
   echo "bench smoke: the Zenoh fleet lost or duplicated telemetry" >&2

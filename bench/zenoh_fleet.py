@@ -16,9 +16,13 @@ mode: no peer-to-peer shortcut). Two runs:
   arrive (recovered by the advanced subscriber), the camera loses what was
   sent during the outage.
 
+Every robot also serves `/robotN/add` (AddTwoInts, a Zenoh queryable as
+rmw_zenoh has it); the cloud calls them round-robin at 10 calls/s (2 s
+timeout each) while the robots publish.
+
 Measured per run: telemetry and camera delivered / sent, duplicates,
-latency p50/p99, CPU of the router, the cloud and the mean robot (from
-/proc), written to bench/results/zenoh_fleet.{md,json} (+ .png with
+latency p50/p99, service calls answered and their round trip, CPU of the
+router, the cloud and the mean robot (from /proc), written to bench/results/zenoh_fleet.{md,json} (+ .png with
 matplotlib).
 
     python3 bench/zenoh_fleet.py [--quick] [--robots N] [--secs S]
@@ -125,7 +129,8 @@ def run(robots, secs, restart):
         procs.append(router)
         if not router.wait_line("ready", 15):
             raise RuntimeError("the router did not start")
-        cloud = Proc("zf-c", ["cloud", str(robots), ROUTER, "client", str(secs + settle + 6)])
+        cloud = Proc("zf-c", ["cloud", str(robots), ROUTER, "client", str(secs + settle + 6),
+                              str(secs)])
         procs.append(cloud)
         if not cloud.wait_line("ready", 15):
             raise RuntimeError("the cloud did not start")
@@ -166,6 +171,7 @@ def run(robots, secs, restart):
             "restart": restart,
             "telemetry": dict(got["telemetry"], sent=tel_sent),
             "camera": dict(got["camera"], sent=cam_sent),
+            "calls": got["calls"],
             "cpu_pct": {
                 "router": round(100 * (cpu[id(router)] + router_cpu_before) / wall, 1),
                 "cloud": round(100 * cpu[id(cloud)] / wall, 1),
@@ -186,16 +192,18 @@ def pct(d):
 
 def table(rows):
     out = ["| run | robots | telemetry delivered | dup | p50 / p99 ms | camera delivered | "
-           "p50 / p99 ms | router CPU | cloud CPU | robot CPU |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "p50 / p99 ms | service calls answered | call p50 / p99 ms | router CPU | cloud CPU "
+           "| robot CPU |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        t, c, u = r["telemetry"], r["camera"], r["cpu_pct"]
+        t, c, u, k = r["telemetry"], r["camera"], r["cpu_pct"], r["calls"]
         out.append("| %s | %d | %d / %d (%.2f %%) | %d | %.1f / %.1f | %d / %d (%.2f %%) | %.1f / %.1f "
-                   "| %.0f %% | %.0f %% | %.1f %% |" % (
+                   "| %d / %d | %.1f / %.1f | %.0f %% | %.0f %% | %.1f %% |" % (
                        "router restart" if r["restart"] else "steady", r["robots"],
                        t["received"], t["sent"], pct(t), t["duplicates"] + c["duplicates"],
                        t["p50_us"] / 1e3, t["p99_us"] / 1e3,
                        c["received"], c["sent"], pct(c), c["p50_us"] / 1e3, c["p99_us"] / 1e3,
+                       k["ok"], k["ok"] + k["failed"], k["p50_us"] / 1e3, k["p99_us"] / 1e3,
                        u["router"], u["cloud"], u["robot_mean"]))
     return "\n".join(out)
 
@@ -260,6 +268,10 @@ def main():
               and again["telemetry"]["received"] == again["telemetry"]["sent"])
         if not ok:
             sys.exit("zenoh_fleet --quick: telemetry lost or duplicated")
+        # Every call of the steady run answered.
+        k = steady["calls"]
+        if k["ok"] == 0 or k["failed"] != 0:
+            sys.exit("zenoh_fleet --quick: service calls failed: %r" % k)
         return
     os.makedirs(RESULTS, exist_ok=True)
     with open(os.path.join(RESULTS, "zenoh_fleet.json"), "w") as f:

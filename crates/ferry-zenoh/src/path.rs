@@ -122,6 +122,18 @@ pub enum ZenohError {
     },
 }
 
+impl ZenohError {
+    /// Zenoh refused to declare `what`: the error, from Zenoh's.
+    pub(crate) fn declare<E: std::fmt::Display>(
+        what: &'static str,
+    ) -> impl FnOnce(E) -> ZenohError {
+        move |e| ZenohError::Declare {
+            what,
+            why: e.to_string(),
+        }
+    }
+}
+
 /// What the path needs of the runtime.
 #[derive(Debug, Clone)]
 pub struct PathConfig {
@@ -234,10 +246,7 @@ fn resync_on_connect(
             }
         })
         .wait()
-        .map_err(|e| ZenohError::Declare {
-            what: "transport listener",
-            why: e.to_string(),
-        })?;
+        .map_err(ZenohError::declare("transport listener"))?;
     let (session, graph) = (session.clone(), graph.clone());
     std::thread::Builder::new()
         .name("ferry-zenoh-graph".into())
@@ -261,10 +270,7 @@ fn resync_on_connect(
                 }
             }
         })
-        .map_err(|e| ZenohError::Declare {
-            what: "graph thread",
-            why: e.to_string(),
-        })?;
+        .map_err(ZenohError::declare("graph thread"))?;
     Ok(listener)
 }
 
@@ -325,10 +331,7 @@ impl ZenohPath {
                 .history(true)
                 .callback(move |s: Sample| on_token(&g, &s))
                 .wait()
-                .map_err(|e| ZenohError::Declare {
-                    what: "graph's liveliness subscriber",
-                    why: e.to_string(),
-                })?;
+                .map_err(ZenohError::declare("graph's liveliness subscriber"))?;
             subs.push(sub);
         }
         let resync = resync_on_connect(&session, &graph, cfg.domain)?;
@@ -336,10 +339,7 @@ impl ZenohPath {
             .liveliness()
             .declare_token(ferry_token(cfg.domain, &zid, cfg.runtime))
             .wait()
-            .map_err(|e| ZenohError::Declare {
-                what: "runtime's token",
-                why: e.to_string(),
-            })?;
+            .map_err(ZenohError::declare("runtime's token"))?;
         Ok(Arc::new(ZenohPath {
             readers: Mutex::new(HashMap::new()),
             nodes: Mutex::new(HashMap::new()),
@@ -390,10 +390,7 @@ impl ZenohPath {
             .liveliness()
             .declare_token(token.key_expr())
             .wait()
-            .map_err(|e| ZenohError::Declare {
-                what: "liveliness token",
-                why: e.to_string(),
-            })
+            .map_err(ZenohError::declare("liveliness token"))
     }
 
     fn node_token(&self, node: u32, kind: EntityKind, id: u32) -> Token {
@@ -506,10 +503,7 @@ impl ZenohPath {
                 );
             }
         }
-        let publisher = b.wait().map_err(|e| ZenohError::Declare {
-            what: "publisher",
-            why: e.to_string(),
-        })?;
+        let publisher = b.wait().map_err(ZenohError::declare("publisher"))?;
         let rmw_token = self.declare(&token)?;
         let gid = token.gid();
         self.own.lock().insert(gid);
@@ -574,10 +568,7 @@ impl ZenohPath {
                 writers.lock().take(&s, &*inbox, &graph, &own, &locator);
             })
             .wait()
-            .map_err(|e| ZenohError::Declare {
-                what: "subscriber",
-                why: e.to_string(),
-            })?;
+            .map_err(ZenohError::declare("subscriber"))?;
         let rmw_token = self.declare(&token)?;
         self.readers.lock().insert(
             id,

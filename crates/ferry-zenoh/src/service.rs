@@ -298,10 +298,7 @@ impl ZenohPath {
             .allowed_origin(Locality::Remote)
             .callback(move |q: Query| take_query(id, q, &clients, &graph, &replier, &locator))
             .wait()
-            .map_err(|e| ZenohError::Declare {
-                what: "queryable",
-                why: e.to_string(),
-            })?;
+            .map_err(ZenohError::declare("queryable"))?;
         let rmw_token = self.declare(&token)?;
         self.readers.lock().insert(
             id,
@@ -336,10 +333,7 @@ impl ZenohPath {
             .timeout(QUERY_TIMEOUT)
             .allowed_destination(Locality::Remote)
             .wait()
-            .map_err(|e| ZenohError::Declare {
-                what: "querier",
-                why: e.to_string(),
-            })?;
+            .map_err(ZenohError::declare("querier"))?;
         let rmw_token = self.declare(&token)?;
         Ok(Arc::new(ZenohClientLink {
             path: self.clone(),

@@ -6,7 +6,7 @@
 //! ```text
 //! zenoh_fleet router LISTEN SECS
 //! zenoh_fleet robot ID CONNECT MODE SECS TEL_HZ CAM_BYTES CAM_HZ
-//! zenoh_fleet cloud ROBOTS CONNECT MODE SECS
+//! zenoh_fleet cloud ROBOTS CONNECT MODE SECS CALL_SECS
 //! ```
 //!
 //! Telemetry (`/robotN/telemetry`, 64 B): reliable, transient local, keep
@@ -14,14 +14,18 @@
 //! and miss detection, so a subscriber recovers what a router restart
 //! lost. Camera (`/robotN/camera`, CAM_BYTES): best effort, keep last 1.
 //! Bytes 8..16 of every sample carry its number and 16..24 its send time
-//! (ns since the Unix epoch; the lab's namespaces share one clock). Robots
-//! and the cloud print one JSON line at the end.
+//! (ns since the Unix epoch; the lab's namespaces share one clock). Every
+//! robot also serves `/robotN/add` (`example_interfaces/srv/AddTwoInts`, a
+//! Zenoh queryable as rmw_zenoh has it), which the cloud calls round-robin
+//! at 10 calls/s from 3 s to CALL_SECS after it starts. Robots and the
+//! cloud print one JSON line at the end.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ferry::config::zenoh::{Mode, ZenohConfig};
+use ferry::msgs::example_interfaces::srv::{AddTwoIntsRequest, AddTwoIntsResponse};
 use ferry::{Config, DiscoveryRange, Node, Qos, RawBytes, TypeHash};
 
 const TYPE: &str = "ferry_bench/msg/Blob";
@@ -111,6 +115,12 @@ fn robot(args: &[String]) {
         .type_info(TYPE, TypeHash([7; 32]))
         .build()
         .unwrap();
+    let _add = n
+        .service::<AddTwoIntsRequest, AddTwoIntsResponse, _>(&format!("/robot{id}/add"), |r| {
+            AddTwoIntsResponse { sum: r.a + r.b }
+        })
+        .build()
+        .unwrap();
     // The cloud subscribes before the robots start.
     let _ = tel.wait_for_subscribers(1, Duration::from_secs(20));
     let end = Instant::now() + Duration::from_secs_f64(num(secs));
@@ -153,8 +163,8 @@ struct Stream {
 }
 
 fn cloud(args: &[String]) {
-    let [robots, connect, m, secs] = args else {
-        eprintln!("cloud ROBOTS CONNECT MODE SECS");
+    let [robots, connect, m, secs, call_secs] = args else {
+        eprintln!("cloud ROBOTS CONNECT MODE SECS CALL_SECS");
         std::process::exit(2)
     };
     let robots: u32 = robots.parse().unwrap_or(1);
@@ -195,7 +205,16 @@ fn cloud(args: &[String]) {
         }
     }
     println!(r#"{{"role": "cloud", "ready": true}}"#);
-    std::thread::sleep(Duration::from_secs_f64(secs.parse().unwrap_or(10.0)));
+    let start = Instant::now();
+    let calls = calls(
+        &n,
+        robots,
+        start + Duration::from_secs_f64(call_secs.parse().unwrap_or(0.0)),
+    );
+    let secs = Duration::from_secs_f64(secs.parse().unwrap_or(10.0));
+    if let Some(d) = (start + secs).checked_duration_since(Instant::now()) {
+        std::thread::sleep(d);
+    }
     let line = |name: &str, s: &Stream| {
         let mut l = s.latencies_us.clone();
         l.sort_unstable();
@@ -235,11 +254,55 @@ fn cloud(args: &[String]) {
         "telemetry missing below each robot's last: [{}]",
         missing.join(", ")
     );
+    let (ok, failed, mut l) = calls;
+    l.sort_unstable();
+    let q = |p: f64| {
+        l.get(((l.len() as f64 - 1.0) * p) as usize)
+            .copied()
+            .unwrap_or(0)
+    };
     println!(
-        r#"{{"role": "cloud", {}, {}}}"#,
+        r#"{{"role": "cloud", {}, {}, "calls": {{"ok": {ok}, "failed": {failed}, "p50_us": {}, "p99_us": {}}}}}"#,
         line("telemetry", &t),
-        line("camera", &c)
+        line("camera", &c),
+        q(0.5),
+        q(0.99)
     );
+}
+
+/// Calls the robots' `/robotN/add` round-robin at 10 calls/s from 3 s in
+/// until `end` (while the robots run), each with a 2 s timeout: (answered
+/// right, failed, latencies of the answered in µs).
+fn calls(n: &Node, robots: u32, end: Instant) -> (u64, u64, Vec<u64>) {
+    let clients: Vec<_> = (1..=robots)
+        .map(|id| {
+            n.client::<AddTwoIntsRequest, AddTwoIntsResponse>(&format!("/robot{id}/add"))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let (mut ok, mut failed, mut lat) = (0u64, 0u64, Vec::new());
+    let mut next = Instant::now();
+    for (i, c) in clients.iter().cycle().enumerate() {
+        if Instant::now() >= end {
+            break;
+        }
+        let a = i as i64;
+        let t = Instant::now();
+        match c.call(AddTwoIntsRequest { a, b: 1 }, Duration::from_secs(2)) {
+            Ok(r) if r.sum == a + 1 => {
+                ok += 1;
+                lat.push(t.elapsed().as_micros() as u64);
+            }
+            _ => failed += 1,
+        }
+        next += Duration::from_millis(100);
+        if let Some(d) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d);
+        }
+    }
+    (ok, failed, lat)
 }
 
 fn main() {
