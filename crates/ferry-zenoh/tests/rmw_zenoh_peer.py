@@ -80,6 +80,8 @@ def main():
     ap.add_argument("--node", default=None)
     ap.add_argument("--period", type=float, default=0.02)
     ap.add_argument("--mute", action="store_true", help="server: never answer")
+    ap.add_argument("--hash", default=None,
+                    help="talker/listener: this type hash instead of std_msgs/String's")
     ap.add_argument("--junk", action="store_true",
                     help="caller: first send 3 requests a server must refuse")
     ap.add_argument(
@@ -106,6 +108,8 @@ def main():
     kind = {"listener": "MS", "server": "SS", "caller": "SC"}.get(a.role, "MP")
     qos = "::,10:,:,:,,"  # reliable, volatile, keep last 10
     ty, ty_hash = (ADD, ADD_HASH) if a.role in ("server", "caller") else (STRING, STRING_HASH)
+    if a.hash:
+        ty_hash = a.hash
     ep = "@ros2_lv/%d/%s/0/10/%s/%%/%%/%s/%s/%s/%s/%s" % (
         d, zid, kind, node, mangle(a.topic), ty, ty_hash, qos)
     key = "%d/%s/%s/%s" % (d, a.topic.strip("/"), ty, ty_hash)

@@ -377,6 +377,98 @@ fn junk_from_a_zenoh_peer_is_dropped_and_counted_and_good_samples_still_arrive()
     );
 }
 
+/// A ROS 2 talker and listener on ferry's topic and type but another type
+/// hash (another version of the message): both sides list each other in
+/// the graph, and no sample crosses (the hash is part of the key).
+#[test]
+fn a_type_hash_mismatch_is_listed_but_never_matched() {
+    let port = free_port();
+    let router = format!("tcp/127.0.0.1:{port}");
+    let ferry = node(
+        "ferry_v2",
+        zenoh_only(58, Mode::Router, &[], std::slice::from_ref(&router)),
+    );
+    let sub = ferry
+        .subscriber::<std_msgs::String>("/versioned")
+        .qos(Qos::default().keep_last(100))
+        .build()
+        .unwrap();
+    let publisher = ferry
+        .publisher::<std_msgs::String>("/versioned")
+        .build()
+        .unwrap();
+    let other = format!("RIHS01_{}", "ab".repeat(32));
+    let (_t, trx) = rmw_zenoh(&[
+        "--connect",
+        &router,
+        "--domain",
+        "58",
+        "--topic",
+        "/versioned",
+        "--hash",
+        &other,
+        "--node",
+        "old_talker",
+        "talker",
+        "20",
+    ]);
+    let (_l, lrx) = rmw_zenoh(&[
+        "--connect",
+        &router,
+        "--domain",
+        "58",
+        "--topic",
+        "/versioned",
+        "--hash",
+        &other,
+        "--node",
+        "old_listener",
+        "listener",
+        "20",
+    ]);
+    lines_until(&lrx, "ready", Duration::from_secs(20));
+    let said = lines_until(&trx, "ready", Duration::from_secs(20));
+    until(Duration::from_secs(10), "both in ferry's graph", || {
+        let g = ferry.graph();
+        ["/old_talker", "/old_listener"].iter().all(|n| {
+            g.ros2_endpoints
+                .iter()
+                .any(|e| e.node == *n && e.name == "/versioned")
+        })
+    });
+    // Ferry's publisher has its own subscriber and nobody over Zenoh.
+    assert_eq!(publisher.subscriber_count(), 1);
+    for i in 0..20 {
+        publisher
+            .publish(std_msgs::String {
+                data: format!("v2 {i}"),
+            })
+            .unwrap();
+    }
+    let said = [said, lines_until(&trx, "sent 20", Duration::from_secs(20))].concat();
+    let mut heard = Vec::new();
+    while let Ok(s) = sub.recv_timeout(Duration::from_millis(500)) {
+        heard.push(s.data.clone());
+    }
+    assert_eq!(
+        heard,
+        (0..20).map(|i| format!("v2 {i}")).collect::<Vec<_>>(),
+        "only ferry's own samples: {said:?}"
+    );
+    // The old listener hears the old talker (their hashes agree), never
+    // ferry.
+    let mut heard = Vec::new();
+    while let Ok(l) = lrx.recv_timeout(Duration::from_millis(300)) {
+        if l.starts_with("heard ") {
+            heard.push(l);
+        }
+    }
+    assert!(
+        heard.iter().all(|l| l.contains(" py ")),
+        "a sample of ferry's crossed the hash: {heard:?}"
+    );
+}
+
 /// A Zenoh peer that puts as a ferry publisher (its GID, from its token)
 /// with sequence numbers far ahead of the real ones, before that
 /// publisher's first sample: its samples are its word and get through, but

@@ -1,0 +1,558 @@
+//! Issue 24's benchmark: ferry's Zenoh path beside plain Zenoh — the same
+//! zenoh 1.10.2, the same session settings — in one run, on one machine:
+//! round-trip time and throughput for 64 B – 4 MiB, with the two ends as
+//! Zenoh peers and as clients of a router.
+//!
+//! ```text
+//! zenoh_path run [--quick] [--out DIR]      the parent: spawns the others, measures
+//! zenoh_path echo ferry|zenoh MODE ENDPOINT  a child: echoes pings, counts a blast
+//! zenoh_path router ENDPOINT                 a plain Zenoh router
+//! ```
+//!
+//! Ferry's side is a ferry runtime with `[zenoh]` and its own discovery off
+//! (Zenoh is its only way out): reliable publishers (Zenoh's `Block`),
+//! rmw_zenoh's keys, tokens and attachment, and inline callbacks (on the
+//! receiving thread, as Zenoh's callbacks run; ferry's default callback
+//! thread costs a wake-up per sample). Plain Zenoh's side is a
+//! publisher (reliable, `Block`) and a subscriber on a key of its own. Each
+//! ping carries its number in bytes 0..8; the echo sends it back. A blast
+//! sends N samples back to back (the last marked) and the echo answers
+//! with how many it got. Ferry and Zenoh alternate per size.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ferry::config::zenoh::{Mode, ZenohConfig};
+use ferry::{Config, DiscoveryRange, Node, Qos, RawBytes, TypeHash};
+use zenoh::Wait;
+
+const TYPE: &str = "ferry_bench/msg/Blob";
+const HASH: TypeHash = TypeHash([9; 32]);
+/// Byte 8 of a blast sample: 1 on its last one.
+const LAST: usize = 8;
+
+fn zenoh_config(mode: &str, listen: Option<&str>, connect: Option<&str>) -> zenoh::Config {
+    let mut c = zenoh::Config::default();
+    let list = |e: Option<&str>| format!("{:?}", e.map(|e| vec![e]).unwrap_or_default());
+    c.insert_json5("mode", &format!("{mode:?}")).unwrap();
+    c.insert_json5("listen/endpoints", &list(listen)).unwrap();
+    c.insert_json5("connect/endpoints", &list(connect)).unwrap();
+    c.insert_json5("scouting/multicast/enabled", "false")
+        .unwrap();
+    c
+}
+
+fn ferry_node(name: &str, mode: &str, listen: Option<&str>, connect: Option<&str>) -> Node {
+    let z = ZenohConfig {
+        mode: if mode == "client" {
+            Mode::Client
+        } else {
+            Mode::Peer
+        },
+        listen: listen.map(|l| vec![l.to_string()]).unwrap_or_default(),
+        connect: connect.map(|c| vec![c.to_string()]).unwrap_or_default(),
+        ..ZenohConfig::default()
+    };
+    Node::builder()
+        .name(name)
+        .config(Config {
+            domain_id: 57,
+            discovery: DiscoveryRange::Off,
+            shared_memory: false,
+            zenoh: Some(z),
+            ..Config::default()
+        })
+        .build()
+        .unwrap_or_else(|e| {
+            eprintln!("{name}: {e}");
+            std::process::exit(1)
+        })
+}
+
+fn qos() -> Qos {
+    Qos::default().keep_all()
+}
+
+/// What the parent talks to: send a ping or blast sample, receive pongs.
+trait Side {
+    fn send(&self, topic: Topic, bytes: Vec<u8>);
+    fn pongs(&self) -> &mpsc::Receiver<Vec<u8>>;
+}
+
+#[derive(Clone, Copy)]
+enum Topic {
+    Ping,
+    Blast,
+}
+
+struct FerrySide {
+    _node: Node,
+    ping: ferry::Publisher<RawBytes>,
+    blast: ferry::Publisher<RawBytes>,
+    _pong: ferry::Subscriber<RawBytes>,
+    rx: mpsc::Receiver<Vec<u8>>,
+}
+
+impl Side for FerrySide {
+    fn send(&self, topic: Topic, bytes: Vec<u8>) {
+        let p = match topic {
+            Topic::Ping => &self.ping,
+            Topic::Blast => &self.blast,
+        };
+        if let Err(e) = p.publish(RawBytes::new(bytes)) {
+            eprintln!("ferry publish: {e}");
+        }
+    }
+    fn pongs(&self) -> &mpsc::Receiver<Vec<u8>> {
+        &self.rx
+    }
+}
+
+struct ZenohSide {
+    _session: zenoh::Session,
+    ping: zenoh::pubsub::Publisher<'static>,
+    blast: zenoh::pubsub::Publisher<'static>,
+    _pong: zenoh::pubsub::Subscriber<()>,
+    rx: mpsc::Receiver<Vec<u8>>,
+}
+
+impl Side for ZenohSide {
+    fn send(&self, topic: Topic, bytes: Vec<u8>) {
+        let p = match topic {
+            Topic::Ping => &self.ping,
+            Topic::Blast => &self.blast,
+        };
+        if let Err(e) = p.put(bytes).wait() {
+            eprintln!("zenoh put: {e}");
+        }
+    }
+    fn pongs(&self) -> &mpsc::Receiver<Vec<u8>> {
+        &self.rx
+    }
+}
+
+fn zenoh_publisher(s: &zenoh::Session, key: &str) -> zenoh::pubsub::Publisher<'static> {
+    s.declare_publisher(key.to_string())
+        .congestion_control(zenoh::qos::CongestionControl::Block)
+        .reliability(zenoh::qos::Reliability::Reliable)
+        .wait()
+        .unwrap()
+}
+
+fn ferry_side(mode: &str, listen: Option<&str>, connect: Option<&str>) -> FerrySide {
+    let node = ferry_node("bench_parent", mode, listen, connect);
+    let publisher = |t: &str| {
+        node.publisher::<RawBytes>(t)
+            .qos(qos())
+            .type_info(TYPE, HASH)
+            .build()
+            .unwrap()
+    };
+    let (ping, blast) = (publisher("/bench/ping"), publisher("/bench/blast"));
+    let (tx, rx) = mpsc::channel();
+    let pong = node
+        .subscriber::<RawBytes>("/bench/pong")
+        .qos(qos())
+        .type_info(TYPE, HASH)
+        .inline_callback(move |s| {
+            let _ = tx.send(s.0.to_vec());
+        })
+        .build()
+        .unwrap();
+    FerrySide {
+        _node: node,
+        ping,
+        blast,
+        _pong: pong,
+        rx,
+    }
+}
+
+fn zenoh_side(mode: &str, listen: Option<&str>, connect: Option<&str>) -> ZenohSide {
+    let s = zenoh::open(zenoh_config(mode, listen, connect))
+        .wait()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let pong = s
+        .declare_subscriber("plain/pong")
+        .callback(move |x: zenoh::sample::Sample| {
+            let _ = tx.send(x.payload().to_bytes().into_owned());
+        })
+        .wait()
+        .unwrap();
+    ZenohSide {
+        ping: zenoh_publisher(&s, "plain/ping"),
+        blast: zenoh_publisher(&s, "plain/blast"),
+        _pong: pong,
+        rx,
+        _session: s,
+    }
+}
+
+/// The echo: pings back as pongs; a blast counted, its count sent back
+/// after its last sample.
+fn echo(args: &[String]) {
+    let [which, mode, endpoint] = args else {
+        eprintln!("echo ferry|zenoh MODE ENDPOINT");
+        std::process::exit(2)
+    };
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let answer = |b: &[u8], send: &dyn Fn(Vec<u8>), count: &std::sync::atomic::AtomicU64| {
+        use std::sync::atomic::Ordering::Relaxed;
+        let n = count.fetch_add(1, Relaxed) + 1;
+        if b.get(LAST) == Some(&1) {
+            count.store(0, Relaxed);
+            send(n.to_le_bytes().to_vec());
+        }
+    };
+    // (A peer connects to the parent's session, a client to the router.)
+    let (listen, connect) = (None, Some(endpoint.as_str()));
+    if which == "ferry" {
+        let node = ferry_node("bench_echo", mode, listen, connect);
+        let pong = std::sync::Arc::new(
+            node.publisher::<RawBytes>("/bench/pong")
+                .qos(qos())
+                .type_info(TYPE, HASH)
+                .build()
+                .unwrap(),
+        );
+        let p = pong.clone();
+        let _ping = node
+            .subscriber::<RawBytes>("/bench/ping")
+            .qos(qos())
+            .type_info(TYPE, HASH)
+            .inline_callback(move |s| {
+                let _ = p.publish(RawBytes::new(s.0.to_vec()));
+            })
+            .build()
+            .unwrap();
+        let c = count.clone();
+        let _blast = node
+            .subscriber::<RawBytes>("/bench/blast")
+            .qos(qos())
+            .type_info(TYPE, HASH)
+            .inline_callback(move |s| {
+                answer(
+                    &s.0,
+                    &|b| {
+                        let _ = pong.publish(RawBytes::new(b));
+                    },
+                    &c,
+                )
+            })
+            .build()
+            .unwrap();
+        println!("ready");
+        wait_for_parent();
+    } else {
+        let s = zenoh::open(zenoh_config(mode, listen, connect))
+            .wait()
+            .unwrap();
+        let pong = std::sync::Arc::new(zenoh_publisher(&s, "plain/pong"));
+        let p = pong.clone();
+        let _ping = s
+            .declare_subscriber("plain/ping")
+            .callback(move |x: zenoh::sample::Sample| {
+                let _ = p.put(x.payload().to_bytes().into_owned()).wait();
+            })
+            .wait()
+            .unwrap();
+        let c = count.clone();
+        let _blast = s
+            .declare_subscriber("plain/blast")
+            .callback(move |x: zenoh::sample::Sample| {
+                let b = x.payload().to_bytes();
+                answer(
+                    &b,
+                    &|v| {
+                        let _ = pong.put(v).wait();
+                    },
+                    &c,
+                )
+            })
+            .wait()
+            .unwrap();
+        println!("ready");
+        wait_for_parent();
+    }
+}
+
+/// Until the parent closes stdin (or 30 minutes).
+fn wait_for_parent() {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::stdin().read_line(&mut s);
+        let _ = tx.send(());
+    });
+    let _ = rx.recv_timeout(Duration::from_secs(1800));
+}
+
+struct Child(std::process::Child);
+
+impl Child {
+    fn spawn(args: &[&str]) -> Child {
+        use std::io::BufRead;
+        let exe = std::env::current_exe().unwrap();
+        let mut c = std::process::Command::new(exe)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        let out = c.stdout.take().unwrap();
+        let _ = std::io::BufReader::new(out).read_line(&mut line);
+        if line.trim() != "ready" {
+            eprintln!("child {args:?} did not start");
+            std::process::exit(1);
+        }
+        Child(c)
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(17447)
+}
+
+#[derive(Default, Clone, Copy)]
+struct Cell {
+    rtt_p50_us: f64,
+    rtt_p99_us: f64,
+    lost_pings: u64,
+    mb_per_s: f64,
+    blast_sent: u64,
+    blast_got: u64,
+}
+
+/// Round trips of `n` pings of `size` bytes (after `warm` unmeasured).
+fn pings(side: &dyn Side, size: usize, n: usize, warm: usize) -> (Vec<f64>, u64) {
+    let mut rtts = Vec::with_capacity(n);
+    let mut lost = 0;
+    for i in 0..(n + warm) as u64 {
+        let mut b = vec![0u8; size.max(16)];
+        b[..8].copy_from_slice(&i.to_le_bytes());
+        let t = Instant::now();
+        side.send(Topic::Ping, b);
+        let end = t + Duration::from_secs(2);
+        loop {
+            let Some(left) = end.checked_duration_since(Instant::now()) else {
+                lost += 1;
+                break;
+            };
+            match side.pongs().recv_timeout(left) {
+                Ok(p) if p.len() >= 8 && p[..8] == i.to_le_bytes() => {
+                    if i >= warm as u64 {
+                        rtts.push(t.elapsed().as_secs_f64() * 1e6);
+                    }
+                    break;
+                }
+                Ok(_) => continue,
+                Err(_) => {
+                    lost += 1;
+                    break;
+                }
+            }
+        }
+    }
+    (rtts, lost)
+}
+
+/// Sends `n` samples of `size` back to back; (MB/s until the echo's count
+/// came back, samples the echo got).
+fn blast(side: &dyn Side, size: usize, n: u64) -> (f64, u64) {
+    while side.pongs().try_recv().is_ok() {}
+    let t = Instant::now();
+    for i in 0..n {
+        let mut b = vec![0u8; size.max(16)];
+        b[..8].copy_from_slice(&i.to_le_bytes());
+        if i + 1 == n {
+            b[LAST] = 1;
+        }
+        side.send(Topic::Blast, b);
+    }
+    let got = match side.pongs().recv_timeout(Duration::from_secs(60)) {
+        Ok(p) if p.len() == 8 => u64::from_le_bytes(p[..8].try_into().unwrap_or([0; 8])),
+        _ => 0,
+    };
+    let secs = t.elapsed().as_secs_f64();
+    ((got * size as u64) as f64 / secs / 1e6, got)
+}
+
+fn quantile(v: &mut [f64], q: f64) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(((v.len() as f64 - 1.0) * q) as usize)
+        .copied()
+        .unwrap_or(0.0)
+}
+
+fn measure(side: &dyn Side, size: usize, quick: bool) -> Cell {
+    let n = match (quick, size) {
+        (true, _) => 100,
+        (false, s) if s >= 1 << 20 => 300,
+        _ => 2000,
+    };
+    let (mut rtts, lost) = pings(side, size, n, if quick { 10 } else { 100 });
+    let bytes: u64 = if quick { 8 << 20 } else { 128 << 20 };
+    let count = (bytes / size as u64).clamp(20, 20_000);
+    let (mb, got) = blast(side, size, count);
+    Cell {
+        rtt_p50_us: quantile(&mut rtts, 0.5),
+        rtt_p99_us: quantile(&mut rtts, 0.99),
+        lost_pings: lost,
+        mb_per_s: mb,
+        blast_sent: count,
+        blast_got: got,
+    }
+}
+
+fn run(args: &[String]) {
+    let quick = args.iter().any(|a| a == "--quick");
+    let out = args
+        .iter()
+        .position(|a| a == "--out")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let sizes: &[usize] = if quick {
+        &[64, 65_536, 1 << 20]
+    } else {
+        &[64, 4096, 65_536, 1 << 20, 4 << 20]
+    };
+    let mut rows = Vec::new();
+    for mode in ["peer", "router"] {
+        // Peer: the parent's sessions listen, each echo connects to its
+        // own. Router: every session is a client of one plain router.
+        let (fp, zp) = (free_port(), free_port());
+        let (_router, f_ep, z_ep, parent_mode) = if mode == "router" {
+            let ep = format!("tcp/127.0.0.1:{}", free_port());
+            (
+                Some(Child::spawn(&["router", &ep])),
+                ep.clone(),
+                ep,
+                "client",
+            )
+        } else {
+            (
+                None,
+                format!("tcp/127.0.0.1:{fp}"),
+                format!("tcp/127.0.0.1:{zp}"),
+                "peer",
+            )
+        };
+        let (f_listen, z_listen, f_connect, z_connect) = if mode == "router" {
+            (None, None, Some(f_ep.as_str()), Some(z_ep.as_str()))
+        } else {
+            (Some(f_ep.as_str()), Some(z_ep.as_str()), None, None)
+        };
+        let ferry = ferry_side(parent_mode, f_listen, f_connect);
+        let plain = zenoh_side(parent_mode, z_listen, z_connect);
+        let echo_mode = if mode == "router" { "client" } else { "peer" };
+        let _fe = Child::spawn(&["echo", "ferry", echo_mode, &f_ep]);
+        let _ze = Child::spawn(&["echo", "zenoh", echo_mode, &z_ep]);
+        // Until both echo (routes and ferry's need for the subscription).
+        for side in [&ferry as &dyn Side, &plain as &dyn Side] {
+            let end = Instant::now() + Duration::from_secs(20);
+            while pings(side, 64, 1, 0).1 > 0 {
+                if Instant::now() > end {
+                    eprintln!("{mode}: an echo never answered");
+                    std::process::exit(1);
+                }
+            }
+        }
+        for &size in sizes {
+            let f = measure(&ferry, size, quick);
+            let z = measure(&plain, size, quick);
+            eprintln!(
+                "{mode} {size:>8} B  rtt p50 ferry {:>8.1} zenoh {:>8.1} us  tput ferry {:>8.1} zenoh {:>8.1} MB/s",
+                f.rtt_p50_us, z.rtt_p50_us, f.mb_per_s, z.mb_per_s
+            );
+            rows.push((mode, size, f, z));
+        }
+    }
+    let mut md = String::from(
+        "| mode | size | RTT p50 / p99 µs ferry over Zenoh | plain Zenoh | p50 ratio | \
+         throughput MB/s ferry | plain | ratio | lost pings / blast short |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
+    );
+    let mut json = Vec::new();
+    let mut complete = true;
+    for (mode, size, f, z) in &rows {
+        let short = (f.blast_sent - f.blast_got) + (z.blast_sent - z.blast_got);
+        complete &= f.lost_pings + z.lost_pings + short == 0;
+        md.push_str(&format!(
+            "| {mode} | {} | {:.0} / {:.0} | {:.0} / {:.0} | {:.2} | {:.1} | {:.1} | {:.2} | {} / {} |\n",
+            human(*size),
+            f.rtt_p50_us,
+            f.rtt_p99_us,
+            z.rtt_p50_us,
+            z.rtt_p99_us,
+            f.rtt_p50_us / z.rtt_p50_us.max(1e-9),
+            f.mb_per_s,
+            z.mb_per_s,
+            f.mb_per_s / z.mb_per_s.max(1e-9),
+            f.lost_pings + z.lost_pings,
+            short
+        ));
+        for (who, c) in [("ferry", f), ("zenoh", z)] {
+            json.push(format!(
+                r#"{{"mode": "{mode}", "size": {size}, "system": "{who}", "rtt_p50_us": {:.1}, "rtt_p99_us": {:.1}, "lost_pings": {}, "mb_per_s": {:.2}, "blast_sent": {}, "blast_got": {}}}"#,
+                c.rtt_p50_us, c.rtt_p99_us, c.lost_pings, c.mb_per_s, c.blast_sent, c.blast_got
+            ));
+        }
+    }
+    println!("{md}");
+    if let Some(dir) = out {
+        let _ = std::fs::create_dir_all(&dir);
+        std::fs::write(format!("{dir}/zenoh_path.md"), &md).unwrap();
+        std::fs::write(
+            format!("{dir}/zenoh_path.json"),
+            format!("[\n{}\n]\n", json.join(",\n")),
+        )
+        .unwrap();
+    }
+    if !complete {
+        eprintln!("zenoh_path: pings lost or a blast came up short");
+        std::process::exit(1);
+    }
+}
+
+fn human(b: usize) -> String {
+    match b {
+        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
+        b if b >= 1024 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("run") => run(&args[1..]),
+        Some("echo") => echo(&args[1..]),
+        Some("router") => {
+            let Some(ep) = args.get(1) else {
+                eprintln!("router ENDPOINT");
+                std::process::exit(2)
+            };
+            let _s = zenoh::open(zenoh_config("router", Some(ep), None))
+                .wait()
+                .unwrap();
+            println!("ready");
+            wait_for_parent();
+        }
+        _ => {
+            eprintln!("zenoh_path run [--quick] [--out DIR] | echo … | router …");
+            std::process::exit(2)
+        }
+    }
+}
