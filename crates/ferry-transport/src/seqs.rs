@@ -14,8 +14,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 /// How many of its latest sequence numbers a relayed connection remembers
-/// (8 KiB of bits, allocated on its first sample).
-pub const WINDOW: u64 = 65_536;
+/// (512 bytes of bits, allocated on its first sample: a reader may hold
+/// thousands of relayed connections, and a hand-over overlaps by the
+/// samples in flight, not by thousands).
+pub const WINDOW: u64 = 4096;
 
 const WORDS: usize = (WINDOW / 64) as usize;
 
@@ -39,23 +41,31 @@ impl Window {
         ((i / 64) as usize, 1 << (i % 64))
     }
 
-    /// Clears the slots of `from..=to` (at most one window's worth, word by
-    /// word: a jump costs at most [`WORDS`] word writes).
+    /// Clears the slots of `from..=to` (`from <= to`; at most one window's
+    /// worth, word by word: a jump costs at most [`WORDS`] word writes).
+    /// Counts what is left rather than stepping past `to`, which may be
+    /// `u64::MAX`.
     fn clear(&mut self, from: u64, to: u64) {
-        if to - from + 1 >= WINDOW {
+        let mut left = to - from;
+        if left >= WINDOW - 1 {
             self.bits.fill(0);
             return;
         }
         let mut s = from;
-        while s <= to {
+        loop {
             let (w, bit) = Self::slot(s);
-            if s.is_multiple_of(64) && to - s >= 63 {
+            let step = if s.is_multiple_of(64) && left >= 63 {
                 self.bits[w] = 0;
-                s += 64;
+                64
             } else {
                 self.bits[w] &= !bit;
-                s += 1;
+                1
+            };
+            if left < step {
+                return;
             }
+            left -= step;
+            s = s.wrapping_add(step);
         }
     }
 
@@ -155,6 +165,19 @@ mod tests {
             assert!(!m.was_relayed(s), "{s}");
         }
         assert!(m.was_relayed(1 << 62));
+    }
+
+    #[test]
+    fn the_largest_numbers_neither_hang_nor_panic() {
+        let m = SeqMarks::default();
+        m.mark_relayed(u64::MAX - 1);
+        m.mark_relayed(u64::MAX);
+        assert!(m.was_relayed(u64::MAX) && m.was_relayed(u64::MAX - 1));
+        assert!(!m.was_relayed(u64::MAX - 2));
+        let m = SeqMarks::default();
+        m.mark_relayed(u64::MAX - 200);
+        m.mark_relayed(u64::MAX);
+        assert!(m.was_relayed(u64::MAX - 200));
     }
 
     #[test]
