@@ -25,7 +25,7 @@
 //! at once (`ServiceGone`), not after the timeout.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -58,6 +58,12 @@ pub const MAX_PENDING: usize = 4096;
 
 /// Most clients one service keeps a connection record for.
 const MAX_CLIENTS: usize = 1024;
+
+/// Most calls one client has in flight over Zenoh: a query lasts until
+/// every service it reached answered or the 600 s timeout, even when the
+/// call timed out first, so a service that never finishes its queries
+/// would otherwise pile them up.
+const MAX_IN_FLIGHT: usize = 1024;
 
 /// How long a call may wait for its replies (rmw_zenoh's default
 /// `queries_default_timeout`); a ferry client's own timeout is usually
@@ -160,11 +166,14 @@ impl Replier for ZenohReplier {
     }
 }
 
-/// One ferry service's Zenoh clients, by GID: a connection each, at most
-/// [`MAX_CLIENTS`] (those whose token went make room).
+/// One ferry service's Zenoh clients: a connection per client whose `SC`
+/// token the graph holds, at most [`MAX_CLIENTS`] (those whose token went
+/// make room), and one shared by every GID without a token (so queries
+/// with made-up GIDs cannot fill the records).
 #[derive(Default)]
 struct Clients {
-    map: HashMap<[u8; 16], (Arc<InboundConn>, bool)>,
+    map: HashMap<[u8; 16], Arc<InboundConn>>,
+    unknown: Option<Arc<InboundConn>>,
     last_sweep: Option<Instant>,
 }
 
@@ -177,17 +186,25 @@ impl Clients {
         locator: &str,
         replier: &Arc<dyn Replier>,
     ) -> Option<Arc<InboundConn>> {
-        if let Some((conn, true)) = self.map.get(gid) {
+        if let Some(conn) = self.map.get(gid) {
             return Some(conn.clone());
         }
-        if !self.map.contains_key(gid) && self.map.len() >= MAX_CLIENTS {
+        let Some(found) = graph.lock().by_gid(gid) else {
+            let conn = self.unknown.get_or_insert_with(|| {
+                let c = new_conn(&[0; 16], None, locator, Some(replier.clone()));
+                inbox.attach(c.clone());
+                c
+            });
+            return Some(conn.clone());
+        };
+        if self.map.len() >= MAX_CLIENTS {
             if self
                 .last_sweep
                 .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
             {
                 self.last_sweep = Some(Instant::now());
                 let g = graph.lock();
-                self.map.retain(|gid, (conn, _)| {
+                self.map.retain(|gid, conn| {
                     let live = g.by_gid(gid).is_some();
                     if !live {
                         inbox.detach(conn);
@@ -199,16 +216,9 @@ impl Clients {
                 return None;
             }
         }
-        let found = graph.lock().by_gid(gid);
-        match (self.map.get(gid), &found) {
-            // Still unknown: it keeps the connection it has.
-            (Some((conn, _)), None) => return Some(conn.clone()),
-            (Some((old, _)), Some(_)) => inbox.detach(old),
-            (None, _) => {}
-        }
-        let conn = new_conn(gid, found.as_ref(), locator, Some(replier.clone()));
+        let conn = new_conn(gid, Some(&found), locator, Some(replier.clone()));
         inbox.attach(conn.clone());
-        self.map.insert(*gid, (conn.clone(), found.is_some()));
+        self.map.insert(*gid, conn.clone());
         Some(conn)
     }
 }
@@ -345,6 +355,7 @@ impl ZenohPath {
             sink,
             reached,
             need: Need::default(),
+            in_flight: Arc::default(),
             stats: ConnStats::new(),
             priority: Mutex::new(Priority::default()),
             closed: AtomicBool::new(false),
@@ -372,6 +383,8 @@ pub struct ZenohClientLink {
     sink: Weak<dyn ReplySink>,
     reached: Reached,
     need: Need,
+    /// Queries not finished yet (see [`MAX_IN_FLIGHT`]).
+    in_flight: Arc<AtomicUsize>,
     stats: ConnStats,
     priority: Mutex<Priority>,
     closed: AtomicBool,
@@ -457,6 +470,15 @@ impl Link for ZenohClientLink {
         if frame.kind != FrameKind::Request {
             return Ok(());
         }
+        if self.in_flight.load(Ordering::Relaxed) >= MAX_IN_FLIGHT {
+            self.stats.drops.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "{}: {MAX_IN_FLIGHT} calls still open over Zenoh (a service that never \
+                 finishes its queries?); this call fails",
+                self.locator
+            );
+            return Err(SendError::Blocked(Duration::ZERO));
+        }
         let body = (frame.payload.bytes)()?;
         let (id, seq, gid) = (
             frame.seq,
@@ -471,11 +493,14 @@ impl Link for ZenohClientLink {
         let state = Arc::new(Mutex::new(CallState::default()));
         let (st, sink) = (state.clone(), self.sink.clone());
         let (end_state, end_sink) = (state, self.sink.clone());
+        let open = self.in_flight.clone();
+        open.fetch_add(1, Ordering::Relaxed);
         let handler = CallbackDrop {
             callback: move |r: Reply| on_reply(&r, (id, seq, gid), &st, &sink),
             // Every reply is in (or the query timed out): no answer fails
             // the call now, with the first error reply if there was one.
             drop: move || {
+                open.fetch_sub(1, Ordering::Relaxed);
                 let st = end_state.lock();
                 if st.answered {
                     return;

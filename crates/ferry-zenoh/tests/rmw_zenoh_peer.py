@@ -32,6 +32,7 @@ Prints one line per event:
 """
 
 import argparse
+import random
 import struct
 import sys
 import threading
@@ -262,6 +263,14 @@ def main():
                         say("error " + reply.err.payload.to_bytes().decode(errors="replace"))
                     else:
                         say("bad junk answered")
+            # Calls under 50 made-up client GIDs (no token): answered, but
+            # they must not fill the service's client records.
+            answered = 0
+            for i in range(50):
+                att = z_serialize((Int64(1), Int64(now), bytes(random.getrandbits(8) for _ in range(16))))
+                for reply in querier.get(payload=good, attachment=att):
+                    answered += reply.ok is not None
+            say("made-up clients answered %d" % answered)
         for i in range(1, a.count + 1):
             att = z_serialize((Int64(i), Int64(time.time_ns()), me))
             req = b"\x00\x01\x00\x00" + struct.pack("<qq", i, 100)
