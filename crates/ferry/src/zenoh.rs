@@ -85,7 +85,8 @@ impl Zenoh {
         }
     }
 
-    fn carries(cfg: &Config, topic: &str) -> bool {
+    /// Whether `topic` goes on Zenoh (`[[topics]] zenoh`, not ferry's own).
+    pub(crate) fn carries(cfg: &Config, topic: &str) -> bool {
         !topic.starts_with(crate::graph::HIDDEN_PREFIX) && cfg.topic_zenoh(topic)
     }
 

@@ -412,7 +412,7 @@ impl Shared {
             pin: self.cfg.pinned_transport(&record.topic),
             broker_ok: record.kind != EndpointKind::Publisher
                 || self.cfg.topic_scope(&record.topic) == crate::config::mqtt::Scope::Cloud,
-            zenoh: self.zenoh.is_some() && self.cfg.topic_zenoh(&record.topic),
+            zenoh: self.zenoh.is_some() && crate::zenoh::Zenoh::carries(&self.cfg, &record.topic),
         }
     }
 
