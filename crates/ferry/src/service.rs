@@ -457,25 +457,22 @@ impl<Resp: Codec> ReplySink for CliShared<Resp> {
         p.slot.fill(r);
     }
     fn on_unanswered(&self, service: EndpointId, request_id: u64) {
-        let gone = {
-            let mut pend = self.pending.lock();
-            match pend.get(&request_id) {
-                Some(p) if p.service == service => pend.remove(&request_id),
-                _ => None,
-            }
-        };
-        if let Some(p) = gone {
-            p.slot.fill(Err(CallError::ServiceGone {
-                service: self.topic.clone(),
-            }));
-        }
+        self.fail_gone(service, Some(request_id));
     }
     fn on_link_lost(&self, service: EndpointId) {
+        self.fail_gone(service, None);
+    }
+}
+
+impl<Resp: Codec> CliShared<Resp> {
+    /// The calls in flight to `service` (only call `only`, if given) fail
+    /// with `ServiceGone`.
+    fn fail_gone(&self, service: EndpointId, only: Option<u64>) {
         let gone: Vec<PendingCall<Resp>> = {
             let mut pend = self.pending.lock();
             let ids: Vec<u64> = pend
                 .iter()
-                .filter(|(_, p)| p.service == service)
+                .filter(|(k, p)| p.service == service && only.is_none_or(|o| o == **k))
                 .map(|(k, _)| *k)
                 .collect();
             ids.into_iter().filter_map(|k| pend.remove(&k)).collect()
