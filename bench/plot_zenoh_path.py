@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Plots bench/results/zenoh_path.json (crates/ferry/examples/zenoh_path.rs):
-ferry's Zenoh path over plain Zenoh, RTT p50 and throughput ratios per size,
+ferry's Zenoh path over plain Zenoh (and over plain Zenoh carrying
+rmw_zenoh's attachment), RTT p50 and throughput ratios per size,
 peer and router modes. Writes bench/results/zenoh_path.png.
 
     python3 bench/plot_zenoh_path.py [results.json]
@@ -26,12 +27,14 @@ def main():
     ]):
         for mode, marker in (("peer", "o"), ("router", "s")):
             sizes = sorted({r["size"] for r in rows if r["mode"] == mode})
-            ratio = []
-            for s in sizes:
-                f = next(r for r in rows if (r["mode"], r["size"], r["system"]) == (mode, s, "ferry"))
-                z = next(r for r in rows if (r["mode"], r["size"], r["system"]) == (mode, s, "zenoh"))
-                ratio.append(f[metric] / z[metric] if z[metric] else 0)
-            ax.plot(sizes, ratio, marker=marker, label=mode)
+            for base, ls in (("zenoh", "-"), ("zenoh-att", ":")):
+                ratio = []
+                for s in sizes:
+                    f = next(r for r in rows if (r["mode"], r["size"], r["system"]) == (mode, s, "ferry"))
+                    z = next((r for r in rows if (r["mode"], r["size"], r["system"]) == (mode, s, base)), None)
+                    ratio.append(f[metric] / z[metric] if z and z[metric] else float("nan"))
+                label = f"{mode}, over plain" + (" + rmw_zenoh attachment" if base == "zenoh-att" else "")
+                ax.plot(sizes, ratio, marker=marker, ls=ls, label=label)
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.axhline(target, color="red", lw=0.8, ls="--", label="issue 24's bound")
         ax.set_xscale("log", base=2)

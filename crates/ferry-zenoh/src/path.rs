@@ -480,7 +480,7 @@ impl ZenohPath {
         let reliable = qos.reliability == Reliability::Reliable;
         let keep_all = reliable && qos.history == History::KeepAll;
         let durable = qos.durability == Durability::TransientLocal;
-        let mut b = self
+        let b = self
             .session
             .declare_publisher(key.clone())
             .congestion_control(if reliable {
@@ -488,13 +488,18 @@ impl ZenohPath {
             } else {
                 CongestionControl::Drop
             })
-            .advanced()
+            .reliability(if reliable {
+                zenoh::qos::Reliability::Reliable
+            } else {
+                zenoh::qos::Reliability::BestEffort
+            })
             .allowed_destination(Locality::Remote);
-        if !reliable {
-            b = b.reliability(zenoh::qos::Reliability::BestEffort);
-        }
-        if durable {
-            b = b
+        let publisher = if durable {
+            // A cache for late subscribers (and, reliable, heartbeats that
+            // let a subscriber ask for what it missed): zenoh-ext's advanced
+            // publisher, as rmw_zenoh declares one.
+            let mut b = b
+                .advanced()
                 .publisher_detection()
                 .cache(CacheConfig::default().max_samples(depth(qos.history)));
             if reliable {
@@ -502,8 +507,12 @@ impl ZenohPath {
                     MissDetectionConfig::default().sporadic_heartbeat(HEARTBEAT),
                 );
             }
-        }
-        let publisher = b.wait().map_err(ZenohError::declare("publisher"))?;
+            ZenohPublisher::Advanced(b.wait().map_err(ZenohError::declare("publisher"))?)
+        } else {
+            // Volatile: an advanced publisher without cache or detection
+            // puts exactly what a plain one does, at a higher cost per put.
+            ZenohPublisher::Plain(b.wait().map_err(ZenohError::declare("publisher"))?)
+        };
         let rmw_token = self.declare(&token)?;
         let gid = token.gid();
         self.own.lock().insert(gid);
@@ -679,11 +688,13 @@ impl Writers {
             );
             return;
         }
-        if own.lock().contains(&att.gid) {
-            // This runtime's own publisher (its cache answered us too).
+        let known = self.map.contains_key(&att.gid);
+        if !known && own.lock().contains(&att.gid) {
+            // This runtime's own publisher (its cache answered us too;
+            // never in the map, so only looked up for unknown GIDs).
             return;
         }
-        if !self.map.contains_key(&att.gid) && self.map.len() >= MAX_WRITERS_PER_READER {
+        if !known && self.map.len() >= MAX_WRITERS_PER_READER {
             // Publishers whose token went make room, at most once a second.
             if self
                 .last_sweep
@@ -800,6 +811,32 @@ impl Need {
     }
 }
 
+/// A ferry publisher's Zenoh publisher: zenoh-ext's advanced one where a
+/// cache is needed (transient local), else a plain one.
+enum ZenohPublisher {
+    Plain(zenoh::pubsub::Publisher<'static>),
+    Advanced(AdvancedPublisher<'static>),
+}
+
+impl ZenohPublisher {
+    /// Puts `payload` with `attachment`.
+    fn put(&self, payload: ZBytes, attachment: ZBytes) -> zenoh::Result<()> {
+        match self {
+            ZenohPublisher::Plain(p) => p.put(payload).attachment(attachment).wait(),
+            ZenohPublisher::Advanced(p) => p.put(payload).attachment(attachment).wait(),
+        }
+    }
+
+    /// Whether Zenoh routes this publisher's puts to some subscriber now.
+    fn matching(&self) -> bool {
+        let status = match self {
+            ZenohPublisher::Plain(p) => p.matching_status().wait(),
+            ZenohPublisher::Advanced(p) => p.matching_status().wait(),
+        };
+        status.map(|m| m.matching()).unwrap_or(true)
+    }
+}
+
 /// A ferry publisher's Zenoh publisher as one of its links.
 pub struct ZenohLink {
     path: Arc<ZenohPath>,
@@ -811,7 +848,7 @@ pub struct ZenohLink {
     /// Reliable keep-all: how long a put may block.
     keep_all: Option<Duration>,
     /// The publisher and its token, taken when the link closes.
-    publisher: Mutex<Option<(AdvancedPublisher<'static>, LivelinessToken)>>,
+    publisher: Mutex<Option<(ZenohPublisher, LivelinessToken)>>,
     reached: Reached,
     need: Need,
     stats: ConnStats,
@@ -834,12 +871,10 @@ impl ZenohLink {
 
     /// Whether Zenoh routes this publisher's puts to some subscriber now.
     fn zenoh_matches(&self) -> bool {
-        self.publisher.lock().as_ref().is_some_and(|(p, _)| {
-            p.matching_status()
-                .wait()
-                .map(|m| m.matching())
-                .unwrap_or(true)
-        })
+        self.publisher
+            .lock()
+            .as_ref()
+            .is_some_and(|(p, _)| p.matching())
     }
 }
 
@@ -871,11 +906,7 @@ impl Link for ZenohLink {
         let Some((p, _)) = publisher.as_ref() else {
             return Err(SendError::Closed);
         };
-        match p
-            .put(ZBytes::from(bytes))
-            .attachment(ZBytes::from(att.encode().to_vec()))
-            .wait()
-        {
+        match p.put(ZBytes::from(bytes), ZBytes::from(att.encode())) {
             Ok(()) => {
                 self.stats.message(len);
                 Ok(())

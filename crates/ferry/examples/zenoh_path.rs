@@ -4,30 +4,49 @@
 //! Zenoh peers and as clients of a router.
 //!
 //! ```text
-//! zenoh_path run [--quick] [--out DIR]      the parent: spawns the others, measures
-//! zenoh_path echo ferry|zenoh MODE ENDPOINT  a child: echoes pings, counts a blast
-//! zenoh_path router ENDPOINT                 a plain Zenoh router
+//! zenoh_path run [--quick] [--out DIR] [--sizes 64,4096] [--modes peer,router]
+//!                                    the parent: spawns the others, measures
+//! zenoh_path echo ferry|zenoh|zenoh-att MODE ENDPOINT
+//!                                    a child: echoes pings, counts a blast
+//! zenoh_path router ENDPOINT         a plain Zenoh router
 //! ```
 //!
-//! Ferry's side is a ferry runtime with `[zenoh]` and its own discovery off
-//! (Zenoh is its only way out): reliable publishers (Zenoh's `Block`),
-//! rmw_zenoh's keys, tokens and attachment, and inline callbacks (on the
-//! receiving thread, as Zenoh's callbacks run; ferry's default callback
-//! thread costs a wake-up per sample). Plain Zenoh's side is a
-//! publisher (reliable, `Block`) and a subscriber on a key of its own. Each
-//! ping carries its number in bytes 0..8; the echo sends it back. A blast
-//! sends N samples back to back (the last marked) and the echo answers
-//! with how many it got. Ferry and Zenoh alternate per size.
+//! Three systems, each with its own echo process:
+//! - **ferry**: a ferry runtime with `[zenoh]` and its own discovery off
+//!   (Zenoh is its only way out): reliable publishers (Zenoh's `Block`),
+//!   rmw_zenoh's keys, tokens and attachment, and inline callbacks (on the
+//!   receiving thread, as Zenoh's callbacks run; ferry's default callback
+//!   thread costs a wake-up per sample). Its echo forwards the received
+//!   bytes without a copy, as a ferry user would (`RawBytes` shares them).
+//! - **zenoh**: a plain publisher (reliable, `Block`) and subscriber on a
+//!   key of its own.
+//! - **zenoh-att**: the same, with rmw_zenoh's 33-byte attachment (sequence
+//!   number, time, GID) on every sample, which its echo decodes — what
+//!   ferry's path and rmw_zenoh carry, so what an rmw_zenoh-compatible path
+//!   can at best reach.
+//!
+//! Every receiver makes the payload contiguous once (Zenoh hands it over in
+//! fragments; a ferry sample is one buffer). Each ping carries its number
+//! in bytes 0..8; the echo sends it back. A blast sends N samples back to
+//! back (the last marked) and the echo answers with how many it got;
+//! throughput is the median of three blasts. The systems alternate per
+//! size.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use ferry::config::zenoh::{Mode, ZenohConfig};
 use ferry::{Config, DiscoveryRange, Node, Qos, RawBytes, TypeHash};
+use ferry_zenoh::Attachment;
 use zenoh::Wait;
 
 const TYPE: &str = "ferry_bench/msg/Blob";
 const HASH: TypeHash = TypeHash([9; 32]);
+/// The systems measured side by side, as the echo knows them: ferry's
+/// Zenoh path, plain Zenoh, and plain Zenoh carrying rmw_zenoh's 33-byte
+/// attachment on every sample (as ferry's path and rmw_zenoh must).
+const SYSTEMS: [&str; 3] = ["ferry", "zenoh", "zenoh-att"];
 /// Byte 8 of a blast sample: 1 on its last one.
 const LAST: usize = 8;
 
@@ -76,7 +95,7 @@ fn qos() -> Qos {
 /// What the parent talks to: send a ping or blast sample, receive pongs.
 trait Side {
     fn send(&self, topic: Topic, bytes: Vec<u8>);
-    fn pongs(&self) -> &mpsc::Receiver<Vec<u8>>;
+    fn pongs(&self) -> &mpsc::Receiver<Bytes>;
 }
 
 #[derive(Clone, Copy)]
@@ -90,7 +109,7 @@ struct FerrySide {
     ping: ferry::Publisher<RawBytes>,
     blast: ferry::Publisher<RawBytes>,
     _pong: ferry::Subscriber<RawBytes>,
-    rx: mpsc::Receiver<Vec<u8>>,
+    rx: mpsc::Receiver<Bytes>,
 }
 
 impl Side for FerrySide {
@@ -103,7 +122,7 @@ impl Side for FerrySide {
             eprintln!("ferry publish: {e}");
         }
     }
-    fn pongs(&self) -> &mpsc::Receiver<Vec<u8>> {
+    fn pongs(&self) -> &mpsc::Receiver<Bytes> {
         &self.rx
     }
 }
@@ -113,7 +132,8 @@ struct ZenohSide {
     ping: zenoh::pubsub::Publisher<'static>,
     blast: zenoh::pubsub::Publisher<'static>,
     _pong: zenoh::pubsub::Subscriber<()>,
-    rx: mpsc::Receiver<Vec<u8>>,
+    rx: mpsc::Receiver<Bytes>,
+    attach: Option<Attacher>,
 }
 
 impl Side for ZenohSide {
@@ -122,12 +142,45 @@ impl Side for ZenohSide {
             Topic::Ping => &self.ping,
             Topic::Blast => &self.blast,
         };
-        if let Err(e) = p.put(bytes).wait() {
+        if let Err(e) = put(p, bytes, self.attach.as_ref()) {
             eprintln!("zenoh put: {e}");
         }
     }
-    fn pongs(&self) -> &mpsc::Receiver<Vec<u8>> {
+    fn pongs(&self) -> &mpsc::Receiver<Bytes> {
         &self.rx
+    }
+}
+
+/// What plain Zenoh sends when it carries rmw_zenoh's attachment as ferry
+/// and rmw_zenoh do: a fresh sequence number, the time and a GID per sample.
+struct Attacher {
+    seq: std::sync::atomic::AtomicI64,
+}
+
+impl Attacher {
+    fn next(&self) -> [u8; Attachment::LEN] {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Attachment {
+            sequence: self.seq.fetch_add(1, Relaxed) + 1,
+            timestamp_ns: i64::try_from(now.as_nanos()).unwrap_or(i64::MAX),
+            gid: [5; 16],
+        }
+        .encode()
+    }
+}
+
+/// `p.put(bytes)`, with rmw_zenoh's attachment when `attach` is there.
+fn put(
+    p: &zenoh::pubsub::Publisher<'static>,
+    bytes: impl Into<zenoh::bytes::ZBytes>,
+    attach: Option<&Attacher>,
+) -> zenoh::Result<()> {
+    match attach {
+        Some(a) => p.put(bytes).attachment(a.next()).wait(),
+        None => p.put(bytes).wait(),
     }
 }
 
@@ -137,6 +190,16 @@ fn zenoh_publisher(s: &zenoh::Session, key: &str) -> zenoh::pubsub::Publisher<'s
         .reliability(zenoh::qos::Reliability::Reliable)
         .wait()
         .unwrap()
+}
+
+/// Plain Zenoh's keys: its own prefix per system, so the two plain
+/// systems' echoes never hear each other.
+fn plain_prefix(attach: bool) -> &'static str {
+    if attach {
+        "plain_att"
+    } else {
+        "plain"
+    }
 }
 
 fn ferry_side(mode: &str, listen: Option<&str>, connect: Option<&str>) -> FerrySide {
@@ -155,7 +218,7 @@ fn ferry_side(mode: &str, listen: Option<&str>, connect: Option<&str>) -> FerryS
         .qos(qos())
         .type_info(TYPE, HASH)
         .inline_callback(move |s| {
-            let _ = tx.send(s.0.to_vec());
+            let _ = tx.send(s.0.clone());
         })
         .build()
         .unwrap();
@@ -168,23 +231,27 @@ fn ferry_side(mode: &str, listen: Option<&str>, connect: Option<&str>) -> FerryS
     }
 }
 
-fn zenoh_side(mode: &str, listen: Option<&str>, connect: Option<&str>) -> ZenohSide {
+fn zenoh_side(mode: &str, listen: Option<&str>, connect: Option<&str>, attach: bool) -> ZenohSide {
     let s = zenoh::open(zenoh_config(mode, listen, connect))
         .wait()
         .unwrap();
+    let prefix = plain_prefix(attach);
     let (tx, rx) = mpsc::channel();
     let pong = s
-        .declare_subscriber("plain/pong")
+        .declare_subscriber(format!("{prefix}/pong"))
         .callback(move |x: zenoh::sample::Sample| {
-            let _ = tx.send(x.payload().to_bytes().into_owned());
+            let _ = tx.send(Bytes::from(x.payload().to_bytes().into_owned()));
         })
         .wait()
         .unwrap();
     ZenohSide {
-        ping: zenoh_publisher(&s, "plain/ping"),
-        blast: zenoh_publisher(&s, "plain/blast"),
+        ping: zenoh_publisher(&s, &format!("{prefix}/ping")),
+        blast: zenoh_publisher(&s, &format!("{prefix}/blast")),
         _pong: pong,
         rx,
+        attach: attach.then(|| Attacher {
+            seq: Default::default(),
+        }),
         _session: s,
     }
 }
@@ -193,7 +260,7 @@ fn zenoh_side(mode: &str, listen: Option<&str>, connect: Option<&str>) -> ZenohS
 /// after its last sample.
 fn echo(args: &[String]) {
     let [which, mode, endpoint] = args else {
-        eprintln!("echo ferry|zenoh MODE ENDPOINT");
+        eprintln!("echo ferry|zenoh|zenoh-att MODE ENDPOINT");
         std::process::exit(2)
     };
     let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -222,7 +289,7 @@ fn echo(args: &[String]) {
             .qos(qos())
             .type_info(TYPE, HASH)
             .inline_callback(move |s| {
-                let _ = p.publish(RawBytes::new(s.0.to_vec()));
+                let _ = p.publish(RawBytes::new(s.0.clone()));
             })
             .build()
             .unwrap();
@@ -248,24 +315,38 @@ fn echo(args: &[String]) {
         let s = zenoh::open(zenoh_config(mode, listen, connect))
             .wait()
             .unwrap();
-        let pong = std::sync::Arc::new(zenoh_publisher(&s, "plain/pong"));
-        let p = pong.clone();
+        let attach = which == "zenoh-att";
+        let prefix = plain_prefix(attach);
+        let attacher = std::sync::Arc::new(attach.then(|| Attacher {
+            seq: Default::default(),
+        }));
+        // (With the attachment, the echo reads it as a receiver of
+        // rmw_zenoh's samples does.)
+        let read = move |x: &zenoh::sample::Sample| {
+            if let Some(a) = x.attachment() {
+                std::hint::black_box(Attachment::decode(&a.to_bytes()).ok());
+            }
+        };
+        let pong = std::sync::Arc::new(zenoh_publisher(&s, &format!("{prefix}/pong")));
+        let (p, a) = (pong.clone(), attacher.clone());
         let _ping = s
-            .declare_subscriber("plain/ping")
+            .declare_subscriber(format!("{prefix}/ping"))
             .callback(move |x: zenoh::sample::Sample| {
-                let _ = p.put(x.payload().to_bytes().into_owned()).wait();
+                read(&x);
+                let _ = put(&p, x.payload().to_bytes().into_owned(), a.as_ref().as_ref());
             })
             .wait()
             .unwrap();
         let c = count.clone();
         let _blast = s
-            .declare_subscriber("plain/blast")
+            .declare_subscriber(format!("{prefix}/blast"))
             .callback(move |x: zenoh::sample::Sample| {
+                read(&x);
                 let b = x.payload().to_bytes();
                 answer(
                     &b,
                     &|v| {
-                        let _ = pong.put(v).wait();
+                        let _ = put(&pong, v, attacher.as_ref().as_ref());
                     },
                     &c,
                 )
@@ -404,8 +485,17 @@ fn measure(side: &dyn Side, size: usize, quick: bool) -> Cell {
     };
     let (mut rtts, lost) = pings(side, size, n, if quick { 10 } else { 100 });
     let bytes: u64 = if quick { 8 << 20 } else { 128 << 20 };
-    let count = (bytes / size as u64).clamp(20, 20_000);
-    let (mb, got) = blast(side, size, count);
+    // (Small samples: enough of them that the blast lasts a fair fraction
+    // of a second, not a few milliseconds of start-up.)
+    let count = (bytes / size as u64).clamp(20, 200_000);
+    // (Throughput: the median of three blasts, one in quick mode.)
+    let mut blasts: Vec<(f64, u64)> = (0..if quick { 1 } else { 3 })
+        .map(|_| blast(side, size, count))
+        .collect();
+    blasts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mb = blasts[blasts.len() / 2].0;
+    // (Any blast that came up short shows.)
+    let got = blasts.iter().map(|b| b.1).min().unwrap_or(0);
     Cell {
         rtt_p50_us: quantile(&mut rtts, 0.5),
         rtt_p99_us: quantile(&mut rtts, 0.99),
@@ -423,87 +513,129 @@ fn run(args: &[String]) {
         .position(|a| a == "--out")
         .and_then(|i| args.get(i + 1))
         .cloned();
-    let sizes: &[usize] = if quick {
-        &[64, 65_536, 1 << 20]
-    } else {
-        &[64, 4096, 65_536, 1 << 20, 4 << 20]
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+    };
+    let sizes: Vec<usize> = match flag("--sizes") {
+        Some(list) => list.split(',').filter_map(|s| s.parse().ok()).collect(),
+        None if quick => vec![64, 65_536, 1 << 20],
+        None => vec![64, 4096, 65_536, 1 << 20, 4 << 20],
+    };
+    let modes: Vec<&str> = match flag("--modes") {
+        Some(list) => list.split(',').collect(),
+        None => vec!["peer", "router"],
     };
     let mut rows = Vec::new();
-    for mode in ["peer", "router"] {
+    for mode in modes {
         // Peer: the parent's sessions listen, each echo connects to its
         // own. Router: every session is a client of one plain router.
-        let (fp, zp) = (free_port(), free_port());
-        let (_router, f_ep, z_ep, parent_mode) = if mode == "router" {
+        let ports = [free_port(), free_port(), free_port()];
+        let router = (mode == "router").then(|| {
             let ep = format!("tcp/127.0.0.1:{}", free_port());
-            (
-                Some(Child::spawn(&["router", &ep])),
-                ep.clone(),
-                ep,
-                "client",
-            )
-        } else {
-            (
-                None,
-                format!("tcp/127.0.0.1:{fp}"),
-                format!("tcp/127.0.0.1:{zp}"),
-                "peer",
-            )
+            (Child::spawn(&["router", &ep]), ep)
+        });
+        // Each system's endpoint: its own listening port as peers, the
+        // router's as clients.
+        let ep = |i: usize| match &router {
+            Some((_, ep)) => ep.clone(),
+            None => format!("tcp/127.0.0.1:{}", ports[i]),
         };
-        let (f_listen, z_listen, f_connect, z_connect) = if mode == "router" {
-            (None, None, Some(f_ep.as_str()), Some(z_ep.as_str()))
-        } else {
-            (Some(f_ep.as_str()), Some(z_ep.as_str()), None, None)
+        let (parent_mode, echo_mode) = match router {
+            Some(_) => ("client", "client"),
+            None => ("peer", "peer"),
         };
-        let ferry = ferry_side(parent_mode, f_listen, f_connect);
-        let plain = zenoh_side(parent_mode, z_listen, z_connect);
-        let echo_mode = if mode == "router" { "client" } else { "peer" };
-        let _fe = Child::spawn(&["echo", "ferry", echo_mode, &f_ep]);
-        let _ze = Child::spawn(&["echo", "zenoh", echo_mode, &z_ep]);
-        // Until both echo (routes and ferry's need for the subscription).
-        for side in [&ferry as &dyn Side, &plain as &dyn Side] {
+        let ends = |i: usize| {
+            let e = ep(i);
+            match router {
+                Some(_) => (None, Some(e)),
+                None => (Some(e), None),
+            }
+        };
+        let sides: Vec<Box<dyn Side>> = SYSTEMS
+            .iter()
+            .enumerate()
+            .map(|(i, which)| {
+                let (l, c) = ends(i);
+                let (l, c) = (l.as_deref(), c.as_deref());
+                match *which {
+                    "ferry" => Box::new(ferry_side(parent_mode, l, c)) as Box<dyn Side>,
+                    w => Box::new(zenoh_side(parent_mode, l, c, w == "zenoh-att")),
+                }
+            })
+            .collect();
+        let _echoes: Vec<Child> = SYSTEMS
+            .iter()
+            .enumerate()
+            .map(|(i, which)| Child::spawn(&["echo", which, echo_mode, &ep(i)]))
+            .collect();
+        // Until each echoes (routes and ferry's need for the subscription).
+        for side in &sides {
             let end = Instant::now() + Duration::from_secs(20);
-            while pings(side, 64, 1, 0).1 > 0 {
+            while pings(side.as_ref(), 64, 1, 0).1 > 0 {
                 if Instant::now() > end {
                     eprintln!("{mode}: an echo never answered");
                     std::process::exit(1);
                 }
             }
         }
-        for &size in sizes {
-            let f = measure(&ferry, size, quick);
-            let z = measure(&plain, size, quick);
+        for &size in &sizes {
+            let cells: Vec<Cell> = sides
+                .iter()
+                .map(|side| measure(side.as_ref(), size, quick))
+                .collect();
             eprintln!(
-                "{mode} {size:>8} B  rtt p50 ferry {:>8.1} zenoh {:>8.1} us  tput ferry {:>8.1} zenoh {:>8.1} MB/s",
-                f.rtt_p50_us, z.rtt_p50_us, f.mb_per_s, z.mb_per_s
+                "{mode} {size:>8} B  rtt p50 µs {}  MB/s {}",
+                cells
+                    .iter()
+                    .zip(SYSTEMS)
+                    .map(|(c, w)| format!("{w} {:.0}", c.rtt_p50_us))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                cells
+                    .iter()
+                    .zip(SYSTEMS)
+                    .map(|(c, w)| format!("{w} {:.1}", c.mb_per_s))
+                    .collect::<Vec<_>>()
+                    .join(" ")
             );
-            rows.push((mode, size, f, z));
+            rows.push((mode, size, cells));
         }
     }
     let mut md = String::from(
-        "| mode | size | RTT p50 / p99 µs ferry over Zenoh | plain Zenoh | p50 ratio | \
-         throughput MB/s ferry | plain | ratio | lost pings / blast short |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
+        "| mode | size | RTT p50 / p99 µs: ferry over Zenoh | plain Zenoh | plain + attachment | \
+         p50 ratio to plain / + att. | throughput MB/s: ferry | plain | plain + att. | \
+         ratio to plain / + att. | lost pings / blast short |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut json = Vec::new();
     let mut complete = true;
-    for (mode, size, f, z) in &rows {
-        let short = (f.blast_sent - f.blast_got) + (z.blast_sent - z.blast_got);
-        complete &= f.lost_pings + z.lost_pings + short == 0;
+    for (mode, size, cells) in &rows {
+        let [f, z, za] = [&cells[0], &cells[1], &cells[2]];
+        let short: u64 = cells.iter().map(|c| c.blast_sent - c.blast_got).sum();
+        let lost: u64 = cells.iter().map(|c| c.lost_pings).sum();
+        complete &= lost + short == 0;
+        let ratio = |a: f64, b: f64| a / b.max(1e-9);
         md.push_str(&format!(
-            "| {mode} | {} | {:.0} / {:.0} | {:.0} / {:.0} | {:.2} | {:.1} | {:.1} | {:.2} | {} / {} |\n",
+            "| {mode} | {} | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} / {:.0} | {:.2} / {:.2} | \
+             {:.1} | {:.1} | {:.1} | {:.2} / {:.2} | {lost} / {short} |\n",
             human(*size),
             f.rtt_p50_us,
             f.rtt_p99_us,
             z.rtt_p50_us,
             z.rtt_p99_us,
-            f.rtt_p50_us / z.rtt_p50_us.max(1e-9),
+            za.rtt_p50_us,
+            za.rtt_p99_us,
+            ratio(f.rtt_p50_us, z.rtt_p50_us),
+            ratio(f.rtt_p50_us, za.rtt_p50_us),
             f.mb_per_s,
             z.mb_per_s,
-            f.mb_per_s / z.mb_per_s.max(1e-9),
-            f.lost_pings + z.lost_pings,
-            short
+            za.mb_per_s,
+            ratio(f.mb_per_s, z.mb_per_s),
+            ratio(f.mb_per_s, za.mb_per_s),
         ));
-        for (who, c) in [("ferry", f), ("zenoh", z)] {
+        for (who, c) in SYSTEMS.iter().zip(cells) {
             json.push(format!(
                 r#"{{"mode": "{mode}", "size": {size}, "system": "{who}", "rtt_p50_us": {:.1}, "rtt_p99_us": {:.1}, "lost_pings": {}, "mb_per_s": {:.2}, "blast_sent": {}, "blast_got": {}}}"#,
                 c.rtt_p50_us, c.rtt_p99_us, c.lost_pings, c.mb_per_s, c.blast_sent, c.blast_got
@@ -551,7 +683,9 @@ fn main() {
             wait_for_parent();
         }
         _ => {
-            eprintln!("zenoh_path run [--quick] [--out DIR] | echo … | router …");
+            eprintln!(
+                "zenoh_path run [--quick] [--out DIR] [--sizes …] [--modes …] | echo … | router …"
+            );
             std::process::exit(2)
         }
     }
