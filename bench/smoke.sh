@@ -175,11 +175,11 @@ if [ "$(grep -cE '^\| (steady|router restart) \| 4 \| [0-9]+ / [0-9]+ \(100.00 %
   echo "bench smoke: the Zenoh fleet lost or duplicated telemetry" >&2
   exit 1
 fi
-echo "== zenoh_path --quick (issue 24: ferry's Zenoh path beside plain Zenoh 1.10.2, peer and router)"
+echo "== zenoh_path --quick (issue 24: ferry's Zenoh path beside plain Zenoh 1.10.2, with and without rmw_zenoh's attachment, peer and router)"
 cargo build --release -q -p ferry --features zenoh --example zenoh_path
 # Exits non-zero when a ping went unanswered or a blast came up short.
 ./target/release/examples/zenoh_path run --quick --out "$out/zpath" | tee "$out/zpath.txt"
-if [ "$(grep -cE '^\| (peer|router) \| [0-9]+ (B|KiB|MiB) \| [0-9]+ / [0-9]+ \| [0-9]+ / [0-9]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| 0 / 0 \|$' "$out/zpath.txt")" != 6 ]; then
+if [ "$(grep -cE '^\| (peer|router) \| [0-9]+ (B|KiB|MiB) \| [0-9]+ / [0-9]+ \| [0-9]+ / [0-9]+ \| [0-9]+ / [0-9]+ \| [0-9.]+ / [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ / [0-9.]+ \| 0 / 0 \|$' "$out/zpath.txt")" != 6 ]; then
   echo "bench smoke: the Zenoh path comparison is incomplete" >&2
   exit 1
 fi
