@@ -1,8 +1,10 @@
 //! The Zenoh path of one ferry runtime (`[zenoh]`): one Zenoh session, a
 //! liveliness token per node and per endpoint as rmw_zenoh declares them,
-//! an advanced publisher beside every ferry publisher and an advanced
-//! subscriber beside every ferry subscriber, on rmw_zenoh's key
-//! expressions, with rmw_zenoh's attachment on every sample.
+//! a Zenoh publisher beside every ferry publisher (zenoh-ext's advanced one,
+//! with a cache, for transient local; a plain one, which puts the same
+//! bytes more cheaply, for volatile) and an advanced subscriber beside
+//! every ferry subscriber, on rmw_zenoh's key expressions, with rmw_zenoh's
+//! attachment on every sample.
 //!
 //! **Who gets samples over Zenoh.** A publisher puts a sample only while a
 //! subscription on its topic needs it ([`Graph::endpoints`]): a ROS 2
