@@ -223,6 +223,12 @@ def commands(peer, c, count, hz):
         env = "FERRY_DOMAIN_ID=78 FERRY_DISCOVERY=subnet"
         if peer == "ferry-nofec":              # item 6: the same without FEC
             env += f" FERRY_CONFIG={NOFEC}"
+        if peer.startswith("ferry-zenoh"):     # issue 24: ferry's Zenoh path
+            a_cfg, b_cfg = zenoh_configs(pin=peer == "ferry-zenoh")
+            return (f"{env} FERRY_WIRELESS_ZENOH=1 FERRY_CONFIG={a_cfg} exec {WIRELESS} "
+                    f"pub {size} {count} --hz {hz}",
+                    f"{env} FERRY_WIRELESS_ZENOH=1 FERRY_CONFIG={b_cfg} exec {WIRELESS} "
+                    f"sub {count} --hz {hz}")
         return (f"{env} exec {WIRELESS} pub {size} {count} --hz {hz}",
                 f"{env} exec {WIRELESS} sub {count} --hz {hz}")
     if peer == "zenoh":
@@ -232,7 +238,36 @@ def commands(peer, c, count, hz):
         env = f"CYCLONEDDS_URI=file://{IFACE_XML}"
         return (f"{env} exec {py} {CYCLONE} pub {size} {count} --hz {hz}",
                 f"{env} exec {py} {CYCLONE} sub {count} --hz {hz}")
-    raise SystemExit(f"grid: unknown peer {peer} (ferry, zenoh, cyclone)")
+    raise SystemExit(f"grid: unknown peer {peer} (ferry, ferry-nofec, ferry-zenoh, "
+                     "ferry-zenoh-default, zenoh, cyclone)")
+
+
+def zenoh_configs(pin):
+    """FERRY_CONFIG files of hosts A and B for ferry's Zenoh path: A's
+    session listens, B's connects (peers over TCP between the hosts, no
+    router). With `pin`, `/table2` goes over Zenoh (a `[[topics]]` pin);
+    without, ferry's selection decides (its own UDP path, since its
+    discovery joins the two)."""
+    a_ip = f"10.99.{SUBNET}.1"
+    paths = []
+    for side, ends in (("a", f'listen = ["tcp/{a_ip}:{ZENOH_PORT + 1}"]'),
+                       ("b", f'connect = ["tcp/{a_ip}:{ZENOH_PORT + 1}"]')):
+        path = f"/tmp/ferry-grid-zenoh-{side}{'-pin' if pin else ''}.toml"
+        text = f"[zenoh]\nmode = \"peer\"\n{ends}\nmulticast_scouting = false\n"
+        if pin:
+            text += '\n[[topics]]\npattern = "/table2"\ntransport = "zenoh"\n'
+        with open(path, "w") as f:
+            f.write(text)
+        paths.append(path)
+    return paths
+
+
+def zenoh_grid():
+    """Issue 24's table: the Wi-Fi-like and 4G-like links at 1 % and 5 %
+    loss, a stream at 30 % of the link."""
+    return [cell(f"{name}-loss{loss}", mbps=mbps, delay=delay, loss=loss, load=0.3)
+            for name, mbps, delay in (("wifi", 300, 2), ("lte", 50, 25))
+            for loss in (1, 5)]
 
 
 def run_one(peer, c, seconds):
@@ -384,6 +419,36 @@ def table(results):
     return "\n".join(rows) + "\n"
 
 
+ZENOH_PEERS = ["ferry", "ferry-zenoh", "ferry-zenoh-default", "zenoh"]
+
+
+def zenoh_table(results):
+    """Issue 24's table: ferry's own path (UDP) beside its Zenoh path on the
+    same link, what ferry's selection picks with `[zenoh]` configured, and
+    plain Zenoh over TCP."""
+    rows = ["| cell | link | stream (load) | ferry UDP mean (p99) ms | ferry over Zenoh (pinned) "
+            "| ferry with `[zenoh]`, no pin | paths: UDP run / pinned / no pin | plain Zenoh TCP "
+            "| Zenoh path / UDP (mean) | faster | wire x payload: UDP / Zenoh path |",
+            "|---|---|---|---:|---:|---:|---|---:|---:|---|---|"]
+    for x in results:
+        c, runs = x["cell"], x["runs"]
+        link = f"{c['mbps']:g} Mbit/s, {c['delay_ms']:g} ms, {c['loss_pct']:g} %"
+        stream = f"{c['size_kb']:g} KB @ {c['hz']:g} Hz ({c['load'] * 100:.0f} %)"
+        udp = ((runs.get("ferry") or {}).get("sub") or {}).get("lat_ms")
+        zp = ((runs.get("ferry-zenoh") or {}).get("sub") or {}).get("lat_ms")
+        dflt = runs.get("ferry-zenoh-default")
+        paths = " / ".join(((runs.get(k) or {}).get("sub") or {}).get("path") or "-"
+                           for k in ("ferry", "ferry-zenoh", "ferry-zenoh-default"))
+        r = zp / udp if udp and zp else None
+        faster = "-" if r is None else ("UDP" if r > 1 else "Zenoh path")
+        rows.append(
+            f"| {c['name']} | {link} | {stream} | {peer_cell(runs.get('ferry'))} "
+            f"| {peer_cell(runs.get('ferry-zenoh'))} | {peer_cell(dflt)} | {paths} "
+            f"| {peer_cell(runs.get('zenoh'))} | {fmt(r, 2)} | {faster} "
+            f"| {wire(runs.get('ferry'), c)} / {wire(runs.get('ferry-zenoh'), c)} |")
+    return "\n".join(rows) + "\n"
+
+
 def plot(results, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -466,10 +531,14 @@ def plot_fec(results, path):
 
 def role_run(args):
     import importlib.metadata as md
-    cells = quick_grid() if args.quick else full_grid()
+    if args.set == "zenoh":
+        cells = zenoh_grid()[:1] if args.quick and not args.only else zenoh_grid()
+    else:
+        cells = quick_grid() if args.quick else full_grid()
     if args.only:
         cells = [c for c in cells if c["name"] in args.only]
-    peers = args.peers or ["ferry", "ferry-unloaded", "zenoh", "cyclone"]
+    peers = args.peers or (ZENOH_PEERS if args.set == "zenoh"
+                           else ["ferry", "ferry-unloaded", "zenoh", "cyclone"])
     seconds = args.seconds or (4.0 if args.quick else 15.0)
     started = datetime.datetime.now(datetime.timezone.utc)
     results = []
@@ -488,7 +557,7 @@ def role_run(args):
             if not s:
                 print(f"    stderr: {r['stderr_tail']}", file=sys.stderr, flush=True)
         results.append({"cell": c, "runs": runs, "assess": assess(c, runs)})
-    text = table(results)
+    text = zenoh_table(results) if args.set == "zenoh" else table(results)
     if "ferry-nofec" in peers:
         text += "\nFEC on (default) and off (`udp_fec = false`), issue 20 item 6:\n\n" \
             + fec_table(results)
@@ -504,20 +573,47 @@ def role_run(args):
         with open(args.out + ".json", "w") as f:
             json.dump({"meta": meta, "results": results}, f, indent=1)
         with open(args.out + ".md", "w") as f:
-            f.write(HEADER.format(cmd=cmd, date=meta["date_utc"], z=versions["eclipse-zenoh"],
+            head = ZENOH_HEADER if args.set == "zenoh" else HEADER
+            f.write(head.format(cmd=cmd, date=meta["date_utc"], z=versions["eclipse-zenoh"],
                                   c=versions["cyclonedds"], s=seconds))
             f.write(text)
             f.write(f"\nTargets met in {met} of {len(results)} cells.\n")
-        if not args.quick:
+        if not args.quick and args.set != "zenoh":
             if "ferry-nofec" in peers:
                 plot_fec(results, args.out + ".png")
             else:
                 plot(results, args.out + ".png")
     # Reliable delivery is complete and in order in every ferry cell.
-    bad = [x["cell"]["name"] for x in results if not x["assess"]["complete_in_order"]]
+    if args.set == "zenoh":
+        def whole(r):
+            s = (r or {}).get("sub") or {}
+            return s.get("received") == r["count"] and not s.get("out_of_order")
+        bad = [x["cell"]["name"] for x in results
+               if not all(whole(r) for k, r in x["runs"].items() if k.startswith("ferry"))]
+    else:
+        bad = [x["cell"]["name"] for x in results if not x["assess"]["complete_in_order"]]
     if bad:
         print(f"grid: ferry lost or reordered samples in {bad}", file=sys.stderr)
         sys.exit(1)
+
+
+ZENOH_HEADER = """# Issue 24: ferry's own UDP path beside its Zenoh path on lossy links
+
+- command: `cd /work/main && {cmd}` (root; after
+  `cargo build --release -p ferry-lab --features zenoh`)
+- date (UTC): {date}; eclipse-zenoh {z} (plain Zenoh's row; cyclonedds {c} unused)
+- every peer runs each cell back to back on a fresh lab (`ferry-lab run`: two
+  namespaces, a userspace link emulator with rate, delay +-40 % and loss in both
+  directions), ~{s:g} s of samples per run; `ferry-wireless pub/sub`, reliable +
+  keep_all, default configuration but for: **ferry over Zenoh** = `[zenoh]` (A's
+  session listens, B's connects, peers over TCP) and a `[[topics]]` pin of
+  `/table2` to Zenoh; **ferry with `[zenoh]`, no pin** = the same without the pin
+  (ferry's selection; the path column says which path the samples took); plain
+  Zenoh = PyPI eclipse-zenoh peers over TCP, reliable, `CongestionControl.BLOCK`.
+- latency = receive time - send time (one machine clock); a bold count = samples
+  missing or out of order.
+
+"""
 
 
 HEADER = """# Issue 20 grid: ferry beside Zenoh (TCP) and Cyclone DDS on untuned links
@@ -563,6 +659,10 @@ def main():
     r = sp.add_parser("run")
     r.add_argument("--quick", action="store_true")
     r.add_argument("--only", type=lambda x: x.split(","))
+    r.add_argument("--set", choices=["grid", "zenoh"], default="grid",
+                   help="zenoh: issue 24's cells (Wi-Fi/4G-like, 1 %% / 5 %% loss); "
+                        "use with --peers ferry,ferry-zenoh,ferry-zenoh-default,zenoh "
+                        "after `cargo build --release -p ferry-lab --features zenoh`")
     r.add_argument("--peers", type=lambda x: x.split(","))
     r.add_argument("--seconds", type=float)
     r.add_argument("--out")

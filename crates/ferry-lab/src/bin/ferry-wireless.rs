@@ -104,16 +104,26 @@ fn qos() -> Qos {
     }
 }
 
+/// `FERRY_WIRELESS_ZENOH=1`: a ROS 2 type name and hash on `/table2`,
+/// which the Zenoh path's keys need (bench/grid.py's `ferry-zenoh` peer,
+/// with a `[[topics]]` pin to Zenoh in `FERRY_CONFIG`).
+fn ros_type() -> Option<(&'static str, ferry::TypeHash)> {
+    std::env::var_os("FERRY_WIRELESS_ZENOH")
+        .map(|_| ("ferry_lab/msg/Table2", ferry::TypeHash([0x7a; 32])))
+}
+
 fn publisher(size: usize, count: u32, hz: f64) {
     let n = node("table2_pub");
-    let p = n
+    let mut b = n
         .publisher::<RawBytes>("/table2") // The paper's strict reliability: RELIABLE + KEEP_ALL with the
         // history bounded (ferry bounds it in bytes: one second of the link,
         // = N_HC samples); a full history blocks the writer instead of
         // dropping, and the application retries.
-        .qos(qos())
-        .build()
-        .unwrap();
+        .qos(qos());
+    if let Some((name, hash)) = ros_type() {
+        b = b.type_info(name, hash);
+    }
+    let p = b.build().unwrap();
     if !p.wait_for_subscribers(1, Duration::from_secs(20)) {
         eprintln!("pub: no subscriber");
         std::process::exit(2);
@@ -181,11 +191,11 @@ fn publisher(size: usize, count: u32, hz: f64) {
 
 fn subscriber(count: u32, outage_end_ns: u64, sent_hz: f64) {
     let n = node("table2_sub");
-    let s = n
-        .subscriber::<RawBytes>("/table2")
-        .qos(qos())
-        .build()
-        .unwrap();
+    let mut b = n.subscriber::<RawBytes>("/table2").qos(qos());
+    if let Some((name, hash)) = ros_type() {
+        b = b.type_info(name, hash);
+    }
+    let s = b.build().unwrap();
     let mut rx: Vec<(u64, u32, f64)> = Vec::new(); // (recv ns, seq, latency ms)
     let limit = Instant::now() + Duration::from_secs_f64(count as f64 / sent_hz + 60.0);
     let mut last = Instant::now();
