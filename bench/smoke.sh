@@ -9,7 +9,7 @@ if [ "$(id -u)" != 0 ]; then
   echo "bench smoke: SKIPPED (the lab needs root)"
   exit 0
 fi
-cargo build --release -q -p ferry-lab -p ferry-cli
+cargo build --release -q -p ferry-lab -p ferry-cli --features ferry-lab/zenoh
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 echo "== ferry-sec-micro --quick (issue 22: Ed25519 per beacon; signed vs plain discovery converging and at rest)"
@@ -56,6 +56,14 @@ python3 bench/grid.py run --quick | tee "$out/grid.txt"
 # measured both cells, so the comparison cannot rot unseen.
 if [ "$(grep -cE '^\| (base|k-load120) \|' "$out/grid.txt")" != 2 ] || grep -q 'no result' "$out/grid.txt"; then
   echo "bench smoke: the grid beside Zenoh and Cyclone is incomplete" >&2
+  exit 1
+fi
+echo "== grid --set zenoh --quick (issue 24: ferry's UDP path beside its Zenoh path and plain Zenoh on a lossy Wi-Fi-like link)"
+python3 bench/grid.py run --set zenoh --quick --seconds 4 | tee "$out/grid-zenoh.txt"
+# (grid.py fails when a ferry run loses or reorders a sample.) Every peer
+# measured the cell, and the pinned run went over Zenoh.
+if ! grep -qE '^\| wifi-loss1 \|.*\| [a-z]+ / zenoh / [a-z]+ \|' "$out/grid-zenoh.txt" || grep -q 'no result' "$out/grid-zenoh.txt"; then
+  echo "bench smoke: the UDP / Zenoh path comparison is incomplete" >&2
   exit 1
 fi
 echo "== ferry-wireless rates --quick (0.2 / 1 / 10 Hz: idleness is not an outage)"
