@@ -153,6 +153,7 @@ impl Side for ZenohSide {
 
 /// What plain Zenoh sends when it carries rmw_zenoh's attachment as ferry
 /// and rmw_zenoh do: a fresh sequence number, the time and a GID per sample.
+#[derive(Default)]
 struct Attacher {
     seq: std::sync::atomic::AtomicI64,
 }
@@ -249,9 +250,7 @@ fn zenoh_side(mode: &str, listen: Option<&str>, connect: Option<&str>, attach: b
         blast: zenoh_publisher(&s, &format!("{prefix}/blast")),
         _pong: pong,
         rx,
-        attach: attach.then(|| Attacher {
-            seq: Default::default(),
-        }),
+        attach: attach.then(Attacher::default),
         _session: s,
     }
 }
@@ -317,9 +316,7 @@ fn echo(args: &[String]) {
             .unwrap();
         let attach = which == "zenoh-att";
         let prefix = plain_prefix(attach);
-        let attacher = std::sync::Arc::new(attach.then(|| Attacher {
-            seq: Default::default(),
-        }));
+        let attacher = std::sync::Arc::new(attach.then(Attacher::default));
         // (With the attachment, the echo reads it as a receiver of
         // rmw_zenoh's samples does.)
         let read = move |x: &zenoh::sample::Sample| {
