@@ -8,6 +8,8 @@
 //! runs. The graph is bounded ([`MAX_TOKENS`]) whatever peers declare.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use ferry_wire::{EndpointId, ParticipantId};
 
@@ -77,8 +79,9 @@ pub struct Graph {
     ferry: HashMap<String, Vec<(String, ParticipantId)>>,
     /// `@ferry_lv` tokens held.
     ferry_claims: usize,
-    /// Bumped on every change.
-    generation: u64,
+    /// Bumped on every change; shared, so the hot paths read it without
+    /// the graph's lock ([`Graph::changes`]).
+    generation: Arc<AtomicU64>,
 }
 
 impl Graph {
@@ -92,13 +95,23 @@ impl Graph {
             by_gid: HashMap::new(),
             ferry: HashMap::new(),
             ferry_claims: 0,
-            generation: 0,
+            generation: Arc::new(AtomicU64::new(0)),
         }
     }
 
     /// A number that changes whenever the graph does.
     pub fn generation(&self) -> u64 {
-        self.generation
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The generation counter itself: [`Graph::generation`] without the
+    /// graph's lock (what a publisher checks on every sample).
+    pub fn changes(&self) -> Arc<AtomicU64> {
+        self.generation.clone()
+    }
+
+    fn changed(&mut self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     fn len(&self) -> usize {
@@ -133,7 +146,7 @@ impl Graph {
             self.by_gid.insert(gid_of(key), key.to_string());
         }
         self.tokens.insert(key.to_string(), t);
-        self.generation += 1;
+        self.changed();
         Ok(true)
     }
 
@@ -174,7 +187,7 @@ impl Graph {
             .or_default()
             .push((key.to_string(), ParticipantId(p)));
         self.ferry_claims += 1;
-        self.generation += 1;
+        self.changed();
         Ok(true)
     }
 
@@ -188,13 +201,13 @@ impl Graph {
             });
             self.ferry_claims = self.ferry.values().map(Vec::len).sum();
             if self.ferry_claims != before {
-                self.generation += 1;
+                self.changed();
             }
             return;
         }
         if self.tokens.remove(key).is_some() {
             self.by_gid.remove(&gid_of(key));
-            self.generation += 1;
+            self.changed();
         }
     }
 

@@ -37,16 +37,16 @@
 //! TLS (and mTLS) on the Zenoh links for confidentiality.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ferry_transport::config::zenoh::ZenohConfig;
 use ferry_transport::priority::{Applied, Packets, Priority, PriorityError};
-use ferry_transport::stats::ConnStats;
+use ferry_transport::stats::{now_ns, ConnStats};
 use ferry_transport::transport::{
-    deliver_sample, lookup_reader, InboundConn, Link, OutFrame, SendError,
+    deliver_sample, lookup_reader, InboundConn, Inbox, Link, OutFrame, SendError,
 };
 use ferry_wire::{
     Durability, EndpointId, History, ParticipantId, Qos, Reliability, TransportKind, TypeHash,
@@ -205,6 +205,8 @@ pub struct ZenohPath {
     _resync: zenoh::session::TransportEventsListener<()>,
     _ferry: LivelinessToken,
     pub(crate) graph: Arc<Mutex<Graph>>,
+    /// The graph's generation, read without its lock ([`Graph::changes`]).
+    pub(crate) changes: Arc<AtomicU64>,
     /// The GIDs of this runtime's own publishers: their samples (a
     /// transient-local cache answers this session too) are never taken.
     own: Arc<Mutex<std::collections::HashSet<[u8; 16]>>>,
@@ -324,6 +326,7 @@ impl ZenohPath {
             })?;
         let zid = session.zid().to_string();
         let graph = Arc::new(Mutex::new(Graph::new(cfg.domain, &zid)));
+        let changes = graph.lock().changes();
         let mut subs = Vec::new();
         for space in [ADMIN_SPACE, FERRY_SPACE] {
             let g = graph.clone();
@@ -348,6 +351,7 @@ impl ZenohPath {
             _graph_subs: subs,
             _resync: resync,
             _ferry: ferry,
+            changes,
             graph,
             own: Arc::default(),
             zid,
@@ -550,41 +554,65 @@ impl ZenohPath {
         let (key, token, _) = self.endpoint(node, id, EntityKind::Subscription, topic, ty, qos)?;
         let locator = format!("zenoh/{key}");
         let (graph, own) = (self.graph.clone(), self.own.clone());
+        let changes = self.changes.clone();
         let writers = Mutex::new(Writers::default());
-        let mut b = self
+        // (The subscriber's inbox, found once: not a registry lookup per
+        // sample.)
+        let found: std::sync::OnceLock<Weak<dyn Inbox>> = std::sync::OnceLock::new();
+        let on_sample = move |s: Sample| {
+            let inbox = match found.get() {
+                Some(w) => w.upgrade(),
+                None => lookup_reader(id).inspect(|i| {
+                    let _ = found.set(Arc::downgrade(i));
+                }),
+            };
+            let Some(inbox) = inbox else {
+                return;
+            };
+            let generation = changes.load(Ordering::Acquire);
+            writers
+                .lock()
+                .take(&s, &*inbox, (&graph, generation), &own, &locator);
+        };
+        let b = self
             .session
             .declare_subscriber(key)
-            .advanced()
             .allowed_origin(Locality::Remote);
-        if qos.durability == Durability::TransientLocal {
-            // (rmw_zenoh waits for caches for ever: one peer that never
-            // answers would hold this subscriber's first samples for good.)
-            b = b
-                .subscriber_detection()
-                .query_timeout(HISTORY_TIMEOUT)
-                .history(
-                    HistoryConfig::default()
-                        .detect_late_publishers()
-                        .max_samples(depth(qos.history)),
-                );
-            if qos.reliability == Reliability::Reliable {
-                b = b.recovery(RecoveryConfig::default().heartbeat());
-            }
-        }
-        let subscriber = b
-            .callback(move |s: Sample| {
-                let Some(inbox) = lookup_reader(id) else {
-                    return;
-                };
-                writers.lock().take(&s, &*inbox, &graph, &own, &locator);
-            })
-            .wait()
-            .map_err(ZenohError::declare("subscriber"))?;
+        let subscriber: Box<dyn std::any::Any + Send + Sync> =
+            if qos.durability == Durability::TransientLocal {
+                // (rmw_zenoh waits for caches for ever: one peer that never
+                // answers would hold this subscriber's first samples for good.)
+                let mut b = b
+                    .advanced()
+                    .subscriber_detection()
+                    .query_timeout(HISTORY_TIMEOUT)
+                    .history(
+                        HistoryConfig::default()
+                            .detect_late_publishers()
+                            .max_samples(depth(qos.history)),
+                    );
+                if qos.reliability == Reliability::Reliable {
+                    b = b.recovery(RecoveryConfig::default().heartbeat());
+                }
+                Box::new(
+                    b.callback(on_sample)
+                        .wait()
+                        .map_err(ZenohError::declare("subscriber"))?,
+                )
+            } else {
+                // Volatile: no history to ask for and nothing to recover, so a
+                // plain subscriber (an advanced one costs more per sample).
+                Box::new(
+                    b.callback(on_sample)
+                        .wait()
+                        .map_err(ZenohError::declare("subscriber"))?,
+                )
+            };
         let rmw_token = self.declare(&token)?;
         self.readers.lock().insert(
             id,
             ReaderEntry {
-                _endpoint: Box::new(subscriber),
+                _endpoint: subscriber,
                 _token: rmw_token,
             },
         );
@@ -638,7 +666,7 @@ pub(crate) fn new_conn(
 /// most [`MAX_WRITERS_PER_READER`].
 #[derive(Default)]
 struct Writers {
-    map: HashMap<[u8; 16], Writer>,
+    map: foldhash::HashMap<[u8; 16], Writer>,
     last_sweep: Option<Instant>,
 }
 
@@ -664,7 +692,7 @@ impl Writers {
         &mut self,
         s: &Sample,
         inbox: &dyn ferry_transport::transport::Inbox,
-        graph: &Mutex<Graph>,
+        (graph, generation): (&Mutex<Graph>, u64),
         own: &Mutex<std::collections::HashSet<[u8; 16]>>,
         locator: &str,
     ) {
@@ -716,7 +744,6 @@ impl Writers {
                 return;
             }
         }
-        let generation = graph.lock().generation();
         let lookup = self
             .map
             .get(&att.gid)
@@ -772,32 +799,67 @@ impl Writers {
 
 /// Who needs an endpoint over Zenoh — the subscriptions of a publisher's
 /// topic, the services a client calls — but those its own paths reach:
-/// counted at most every 200 ms while the graph stays.
-#[derive(Default)]
-pub(crate) struct Need(Mutex<Option<(Instant, u64, usize)>>);
+/// counted at most every 200 ms while the graph stays. Reading a fresh
+/// count takes no lock and no clock (the caller passes the time it has),
+/// as a publisher does on every sample.
+pub(crate) struct Need {
+    /// The graph generation of the last count; `u64::MAX`: never counted.
+    seen: AtomicU64,
+    /// When it was counted (Unix ns, as the caller's clock says).
+    at_ns: AtomicU64,
+    /// The count.
+    n: AtomicUsize,
+    /// Held while counting (one counts, the others wait for its result).
+    counting: Mutex<()>,
+}
+
+impl Default for Need {
+    fn default() -> Self {
+        Need {
+            seen: AtomicU64::new(u64::MAX),
+            at_ns: AtomicU64::new(0),
+            n: AtomicUsize::new(0),
+            counting: Mutex::new(()),
+        }
+    }
+}
 
 impl Need {
-    /// The endpoints of `kind` on (topic, RMW type) in `graph` that
+    /// The count of `seen` at `now_ns` if it is fresh: same generation and
+    /// counted less than [`NEED_FRESH`] ago (a clock that went back is not
+    /// fresh).
+    fn fresh(&self, generation: u64, now_ns: u64) -> Option<usize> {
+        if self.seen.load(Ordering::Acquire) != generation {
+            return None;
+        }
+        let age = now_ns.wrapping_sub(self.at_ns.load(Ordering::Relaxed));
+        (age < NEED_FRESH.as_nanos() as u64).then(|| self.n.load(Ordering::Relaxed))
+    }
+
+    /// The endpoints of `kind` on (topic, RMW type) in `path`'s graph that
     /// `reached` does not cover; none until `routed` says Zenoh routes to
     /// one (a token can arrive before Zenoh's route: the two travel apart
     /// through a router, and a put or query before it would be lost).
+    /// `now_ns`: the time now (Unix ns).
     pub(crate) fn count(
         &self,
-        graph: &Mutex<Graph>,
+        path: &ZenohPath,
+        now_ns: u64,
         (kind, topic, type_name): (EntityKind, &str, &str),
         reached: &Reached,
         routed: impl FnOnce() -> bool,
     ) -> usize {
-        let mut need = self.0.lock();
+        let generation = path.changes.load(Ordering::Acquire);
+        if let Some(n) = self.fresh(generation, now_ns) {
+            return n;
+        }
+        let _counting = self.counting.lock();
+        if let Some(n) = self.fresh(generation, now_ns) {
+            return n;
+        }
         let (generation, ends) = {
-            let g = graph.lock();
-            let generation = g.generation();
-            if let Some((at, seen, n)) = *need {
-                if seen == generation && at.elapsed() < NEED_FRESH {
-                    return n;
-                }
-            }
-            (generation, g.endpoints(kind, topic, type_name))
+            let g = path.graph.lock();
+            (g.generation(), g.endpoints(kind, topic, type_name))
         };
         // (`reached` looks at the port's links: not under the graph's
         // lock, which Zenoh's callbacks take.)
@@ -808,7 +870,9 @@ impl Need {
         if n > 0 && !routed() {
             n = 0;
         }
-        *need = Some((Instant::now(), generation, n));
+        self.n.store(n, Ordering::Relaxed);
+        self.at_ns.store(now_ns, Ordering::Relaxed);
+        self.seen.store(generation, Ordering::Release);
         n
     }
 }
@@ -863,8 +927,14 @@ impl ZenohLink {
     /// The subscriptions that need this publisher's samples over Zenoh now
     /// (looked up at most every 200 ms while the graph stays).
     pub fn needed_by(&self) -> usize {
+        self.needed_at(now_ns())
+    }
+
+    /// [`ZenohLink::needed_by`] at `now_ns` (Unix ns).
+    fn needed_at(&self, now_ns: u64) -> usize {
         self.need.count(
-            &self.path.graph,
+            &self.path,
+            now_ns,
             (EntityKind::Subscription, &self.topic, &self.type_name),
             &self.reached,
             || self.zenoh_matches(),
@@ -894,7 +964,8 @@ impl Link for ZenohLink {
         if self.closed.load(Ordering::Relaxed) {
             return Err(SendError::Closed);
         }
-        if !self.durable && self.needed_by() == 0 {
+        // (A frame is stamped with the wall clock when it is sent.)
+        if !self.durable && self.needed_at(frame.stamp_ns) == 0 {
             return Ok(());
         }
         let bytes = (frame.payload.bytes)()?;
@@ -970,6 +1041,21 @@ impl Drop for ZenohLink {
 mod tests {
     use super::*;
     use ferry_transport::config::zenoh::Mode;
+
+    #[test]
+    fn a_count_is_fresh_for_its_generation_and_200_ms() {
+        let need = Need::default();
+        let t0 = 1_700_000_000_000_000_000u64;
+        assert_eq!(need.fresh(0, t0), None, "never counted");
+        need.n.store(3, Ordering::Relaxed);
+        need.at_ns.store(t0, Ordering::Relaxed);
+        need.seen.store(7, Ordering::Release);
+        assert_eq!(need.fresh(7, t0), Some(3));
+        assert_eq!(need.fresh(7, t0 + 199_000_000), Some(3));
+        assert_eq!(need.fresh(7, t0 + 200_000_000), None, "too old");
+        assert_eq!(need.fresh(8, t0 + 1), None, "the graph changed");
+        assert_eq!(need.fresh(7, t0 - 1), None, "the clock went back");
+    }
 
     #[test]
     fn config_is_what_zenoh_takes() {

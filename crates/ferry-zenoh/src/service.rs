@@ -394,7 +394,8 @@ impl ZenohClientLink {
     /// The services this client would call over Zenoh now.
     pub fn services(&self) -> usize {
         self.need.count(
-            &self.path.graph,
+            &self.path,
+            ferry_transport::stats::now_ns(),
             (EntityKind::Service, &self.name, &self.type_name),
             &self.reached,
             || {

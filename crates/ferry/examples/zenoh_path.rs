@@ -11,6 +11,10 @@
 //! zenoh_path router ENDPOINT         a plain Zenoh router
 //! ```
 //!
+//! `ZENOH_PATH_VERBOSE=1` prints when each blast's last sample was sent
+//! and when its count came back (a blast whose two times are close was
+//! bound by the sender).
+//!
 //! Three systems, each with its own echo process:
 //! - **ferry**: a ferry runtime with `[zenoh]` and its own discovery off
 //!   (Zenoh is its only way out): reliable publishers (Zenoh's `Block`),
@@ -28,9 +32,9 @@
 //! Every receiver makes the payload contiguous once (Zenoh hands it over in
 //! fragments; a ferry sample is one buffer). Each ping carries its number
 //! in bytes 0..8; the echo sends it back. A blast sends N samples back to
-//! back (the last marked) and the echo answers with how many it got;
-//! throughput is the median of three blasts. The systems alternate per
-//! size.
+//! back (the last marked) and the echo answers with how many it got.
+//! The systems take turns: five rounds per size, each round some pings and
+//! one blast per system; throughput is the median of the five blasts.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -459,11 +463,18 @@ fn blast(side: &dyn Side, size: usize, n: u64) -> (f64, u64) {
         }
         side.send(Topic::Blast, b);
     }
+    let sent_at = t.elapsed();
     let got = match side.pongs().recv_timeout(Duration::from_secs(60)) {
         Ok(p) if p.len() == 8 => u64::from_le_bytes(p[..8].try_into().unwrap_or([0; 8])),
         _ => 0,
     };
     let secs = t.elapsed().as_secs_f64();
+    if std::env::var_os("ZENOH_PATH_VERBOSE").is_some() {
+        eprintln!(
+            "blast {size} B x{n}: sent in {:.3} s, counted at {secs:.3} s",
+            sent_at.as_secs_f64()
+        );
+    }
     ((got * size as u64) as f64 / secs / 1e6, got)
 }
 
@@ -474,33 +485,48 @@ fn quantile(v: &mut [f64], q: f64) -> f64 {
         .unwrap_or(0.0)
 }
 
-fn measure(side: &dyn Side, size: usize, quick: bool) -> Cell {
+/// Every system's cell at `size`, measured in rounds: each round sends
+/// every system its share of the pings and one blast, system after
+/// system, so a slow stretch of this shared machine falls on all of them
+/// alike. Throughput is the median of the rounds' blasts.
+fn measure(sides: &[Box<dyn Side>], size: usize, quick: bool) -> Vec<Cell> {
     let n = match (quick, size) {
         (true, _) => 100,
         (false, s) if s >= 1 << 20 => 300,
         _ => 2000,
     };
-    let (mut rtts, lost) = pings(side, size, n, if quick { 10 } else { 100 });
+    let rounds = if quick { 1 } else { 5 };
     let bytes: u64 = if quick { 8 << 20 } else { 128 << 20 };
-    // (Small samples: enough of them that the blast lasts a fair fraction
+    // (Small samples: enough of them that a blast lasts a fair fraction
     // of a second, not a few milliseconds of start-up.)
     let count = (bytes / size as u64).clamp(20, 200_000);
-    // (Throughput: the median of three blasts, one in quick mode.)
-    let mut blasts: Vec<(f64, u64)> = (0..if quick { 1 } else { 3 })
-        .map(|_| blast(side, size, count))
-        .collect();
-    blasts.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mb = blasts[blasts.len() / 2].0;
-    // (Any blast that came up short shows.)
-    let got = blasts.iter().map(|b| b.1).min().unwrap_or(0);
-    Cell {
-        rtt_p50_us: quantile(&mut rtts, 0.5),
-        rtt_p99_us: quantile(&mut rtts, 0.99),
-        lost_pings: lost,
-        mb_per_s: mb,
-        blast_sent: count,
-        blast_got: got,
+    let mut rtts = vec![Vec::new(); sides.len()];
+    let mut lost = vec![0; sides.len()];
+    let mut blasts = vec![Vec::new(); sides.len()];
+    for round in 0..rounds {
+        for (i, side) in sides.iter().enumerate() {
+            let warm = if round == 0 { n / 20 } else { 0 };
+            let (r, l) = pings(side.as_ref(), size, n / rounds, warm);
+            rtts[i].extend(r);
+            lost[i] += l;
+            blasts[i].push(blast(side.as_ref(), size, count));
+        }
     }
+    (0..sides.len())
+        .map(|i| {
+            let b = &mut blasts[i];
+            b.sort_by(|x, y| x.0.total_cmp(&y.0));
+            Cell {
+                rtt_p50_us: quantile(&mut rtts[i], 0.5),
+                rtt_p99_us: quantile(&mut rtts[i], 0.99),
+                lost_pings: lost[i],
+                mb_per_s: b[b.len() / 2].0,
+                blast_sent: count,
+                // (Any blast that came up short shows.)
+                blast_got: b.iter().map(|x| x.1).min().unwrap_or(0),
+            }
+        })
+        .collect()
 }
 
 fn run(args: &[String]) {
@@ -578,10 +604,7 @@ fn run(args: &[String]) {
             }
         }
         for &size in &sizes {
-            let cells: Vec<Cell> = sides
-                .iter()
-                .map(|side| measure(side.as_ref(), size, quick))
-                .collect();
+            let cells = measure(&sides, size, quick);
             eprintln!(
                 "{mode} {size:>8} B  rtt p50 µs {}  MB/s {}",
                 cells
