@@ -233,26 +233,38 @@ fn cloud(args: &[String]) {
         )
     };
     let (t, c) = (tel.lock().unwrap(), cam.lock().unwrap());
-    // The first telemetry samples missing (robot, number), to tell a lost
-    // start from a lost end or a gap.
+    // The telemetry missing per robot, as ranges below its last sample
+    // received (to tell a lost start from a gap), and that last sample (a
+    // stream that stopped shows a low one).
     let mut missing = Vec::new();
     for id in 1..=u64::from(robots) {
-        let top = t
+        let mine: std::collections::BTreeSet<u64> = t
             .seqs
             .iter()
             .filter(|k| *k >> 40 == id)
             .map(|k| k & ((1 << 40) - 1))
-            .max()
-            .unwrap_or(0);
-        for seq in 1..=top {
-            if missing.len() < 20 && !t.seqs.contains(&((id << 40) | seq)) {
-                missing.push(format!("[{id}, {seq}]"));
+            .collect();
+        let top = mine.last().copied().unwrap_or(0);
+        let mut ranges = Vec::new();
+        let mut seq = 1;
+        while seq <= top {
+            if mine.contains(&seq) {
+                seq += 1;
+                continue;
             }
+            let from = seq;
+            while seq <= top && !mine.contains(&seq) {
+                seq += 1;
+            }
+            ranges.push(format!("{from}..{}", seq - 1));
+        }
+        if !ranges.is_empty() {
+            missing.push(format!("robot {id}: {} (last {top})", ranges.join(" ")));
         }
     }
     eprintln!(
         "telemetry missing below each robot's last: [{}]",
-        missing.join(", ")
+        missing.join("; ")
     );
     let (ok, failed, mut l) = calls;
     l.sort_unstable();
@@ -306,6 +318,13 @@ fn calls(n: &Node, robots: u32, end: Instant) -> (u64, u64, Vec<u64>) {
 }
 
 fn main() {
+    // FERRY_LOG=zenoh_ext=trace,… : what Zenoh's advanced subscriber did.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("router") => {
