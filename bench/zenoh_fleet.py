@@ -78,9 +78,14 @@ class Proc:
     """A process in a namespace; its stdout lines are kept."""
 
     def __init__(self, ns, args):
+        # ZF_LOGDIR=dir keeps every process's stderr (FERRY_LOG's output) in dir/<ns>.log.
+        logdir = os.environ.get("ZF_LOGDIR")
+        if logdir:
+            err = open(os.path.join(logdir, "%s.log" % ns), "a")
+        else:
+            err = None if ns == "zf-c" else subprocess.DEVNULL
         self.p = subprocess.Popen(["ip", "netns", "exec", ns, BIN] + args,
-                                  stdout=subprocess.PIPE, stderr=None if ns == "zf-c" else subprocess.DEVNULL,
-                                  text=True)
+                                  stdout=subprocess.PIPE, stderr=err, text=True)
         self.lines = []
         self.t = threading.Thread(target=self._read, daemon=True)
         self.t.start()
@@ -182,6 +187,13 @@ def run(robots, secs, restart):
     finally:
         for p in procs:
             p.stop()
+        logdir = os.environ.get("ZF_LOGDIR")
+        if logdir:
+            # The kernel's TCP counters per namespace, beside the logs.
+            for ns in sh("ip netns list", check=False).split():
+                if ns.startswith("zf-"):
+                    with open(os.path.join(logdir, "%s.nstat" % ns), "w") as f:
+                        f.write(sh("ip netns exec %s nstat -az" % ns, check=False))
         cleanup()
 
 
@@ -280,8 +292,10 @@ def main():
     with open(os.path.join(RESULTS, "zenoh_fleet.md"), "w") as f:
         f.write("# Fleet through a Zenoh router (issue 24)\n\n"
                 "`python3 bench/zenoh_fleet.py` (%s robots, %g s per run; telemetry %d Hz x 64 B "
-                "reliable transient local, camera %d Hz x %d B best effort; robots and cloud are "
-                "Zenoh clients of a ferry router; veth, no delay).\n\n%s\n"
+                "reliable transient local, camera %d Hz x %d B best effort; every robot also serves "
+                "`/robotN/add` (AddTwoInts) and the cloud calls them round-robin at 10 calls/s "
+                "with a 2 s timeout; robots and cloud are Zenoh clients of a ferry router; veth, "
+                "no delay).\n\n%s\n"
                 % (" and ".join(map(str, fleets)), secs, TEL_HZ, CAM_HZ, CAM_BYTES, md))
 
 

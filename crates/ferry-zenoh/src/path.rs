@@ -79,6 +79,14 @@ pub const ZENOH_ENDPOINT: EndpointId = EndpointId {
     entity: u32::MAX - 2,
 };
 
+/// Batches (64 KiB each, allocated when first needed) in a link's queue of
+/// data-priority messages; Zenoh's default is 2. A transient-local
+/// publisher's cache answers a subscriber's history query from the link's
+/// receive task, blocking while the queue is full; after a router restart
+/// every subscriber asks again at once, and with two batches a robot's
+/// receive task was seen blocked for seconds (`docs/ZENOH.md`).
+pub const TX_QUEUE_BATCHES: usize = 16;
+
 /// rmw_zenoh's heartbeat period of reliable transient-local publishers.
 const HEARTBEAT: Duration = Duration::from_millis(500);
 
@@ -297,6 +305,11 @@ fn zenoh_config(z: &ZenohConfig) -> Result<zenoh::Config, ZenohError> {
     )?;
     // rmw_zenoh's: service calls wait up to 10 minutes.
     set("queries_default_timeout", "600000".into())?;
+    // Room for a history reply burst: see TX_QUEUE_BATCHES.
+    set(
+        "transport/link/tx/queue/size/data",
+        TX_QUEUE_BATCHES.to_string(),
+    )?;
     if let Some(t) = &z.tls {
         let path = |p: &std::path::Path| format!("{:?}", p.display().to_string());
         set("transport/link/tls/root_ca_certificate", path(&t.root_ca))?;

@@ -62,6 +62,13 @@ fn zenoh_config(mode: &str, listen: Option<&str>, connect: Option<&str>) -> zeno
     c.insert_json5("connect/endpoints", &list(connect)).unwrap();
     c.insert_json5("scouting/multicast/enabled", "false")
         .unwrap();
+    // The queue ferry's sessions have, so that the comparison is of the
+    // paths, not of queue sizes.
+    c.insert_json5(
+        "transport/link/tx/queue/size/data",
+        &ferry_zenoh::path::TX_QUEUE_BATCHES.to_string(),
+    )
+    .unwrap();
     c
 }
 
