@@ -321,6 +321,25 @@ fn zenoh_config(z: &ZenohConfig) -> Result<zenoh::Config, ZenohError> {
         }
         set("transport/link/tls/enable_mtls", t.mtls.to_string())?;
     }
+    if let Some(a) = &z.auth {
+        if let Some(user) = &a.user {
+            let password = a.password().map_err(|e| ZenohError::Config {
+                key: "zenoh.auth.password_file",
+                why: e.to_string(),
+            })?;
+            set("transport/auth/usrpwd/user", format!("{user:?}"))?;
+            set(
+                "transport/auth/usrpwd/password",
+                format!("{:?}", password.unwrap_or_default()),
+            )?;
+        }
+        if let Some(d) = &a.dictionary_file {
+            set(
+                "transport/auth/usrpwd/dictionary_file",
+                format!("{:?}", d.display().to_string()),
+            )?;
+        }
+    }
     Ok(c)
 }
 

@@ -18,6 +18,11 @@
 //! key = "me.key"
 //! mtls = false                       # mutual: listeners ask for a certificate, connecting
 //!                                    # sides present theirs (set it on both ends)
+//! [zenoh.auth]                       # Zenoh's user/password authentication
+//! user = "robot1"                    # with password_file: the name this session presents
+//! password_file = "robot1.pass"      # its password (the file's first line)
+//! dictionary_file = "users.txt"      # a router's list of who may connect: `user:password`
+//!                                    # per line; a session with one refuses everyone else
 //! [[topics]]
 //! pattern = "/camera/*"
 //! zenoh = false                      # these topics stay off Zenoh
@@ -85,6 +90,42 @@ pub struct ZenohTls {
     pub mtls: bool,
 }
 
+/// `[zenoh.auth]`: Zenoh's user/password authentication (`usrpwd`), checked
+/// in the session's handshake. A listening session with a `dictionary_file`
+/// admits only sessions that present one of its users; a connecting session
+/// presents `user` and the password read from `password_file` (kept out of
+/// the configuration, so the file can be a secret mounted on its own).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ZenohAuth {
+    /// The user this session presents when it connects.
+    pub user: Option<String>,
+    /// The file whose first line is `user`'s password.
+    pub password_file: Option<PathBuf>,
+    /// Who may connect to this session: `user:password` per line.
+    pub dictionary_file: Option<PathBuf>,
+}
+
+impl ZenohAuth {
+    /// The password: `password_file`'s first line (`None` without a file).
+    pub fn password(&self) -> Result<Option<String>, ConfigError> {
+        let Some(path) = &self.password_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Invalid {
+            key: "zenoh.auth.password_file",
+            why: format!("cannot read {}: {e}", path.display()),
+        })?;
+        match text.lines().next().filter(|l| !l.is_empty()) {
+            Some(line) => Ok(Some(line.to_string())),
+            None => Err(ConfigError::Invalid {
+                key: "zenoh.auth.password_file",
+                why: format!("{} has no password on its first line", path.display()),
+            }),
+        }
+    }
+}
+
 /// `[zenoh]`: the Zenoh path.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -104,6 +145,8 @@ pub struct ZenohConfig {
     pub multicast_scouting: bool,
     /// TLS for `tls/` endpoints.
     pub tls: Option<ZenohTls>,
+    /// User/password authentication.
+    pub auth: Option<ZenohAuth>,
 }
 
 /// rmw_zenoh's router endpoint on this host.
@@ -119,6 +162,7 @@ impl Default for ZenohConfig {
             enclave: "/".into(),
             multicast_scouting: false,
             tls: None,
+            auth: None,
         }
     }
 }
@@ -203,6 +247,33 @@ impl ZenohConfig {
                 "a client needs a router to connect to".into(),
             );
         }
+        if let Some(a) = &self.auth {
+            if a.user.is_some() != a.password_file.is_some() {
+                return bad(
+                    "zenoh.auth",
+                    "`user` and `password_file` go together (the name this side presents \
+                     and its password)"
+                        .into(),
+                );
+            }
+            if a.user.is_none() && a.dictionary_file.is_none() {
+                return bad(
+                    "zenoh.auth",
+                    "give `user` and `password_file` (to connect) or `dictionary_file` \
+                     (who may connect), or both"
+                        .into(),
+                );
+            }
+            if a.user
+                .as_deref()
+                .is_some_and(|u| u.is_empty() || u.contains(':'))
+            {
+                return bad(
+                    "zenoh.auth.user",
+                    "a user is a non-empty name without `:`".into(),
+                );
+            }
+        }
         if let Some(t) = &self.tls {
             if t.cert.is_some() != t.key.is_some() {
                 return bad(
@@ -254,11 +325,47 @@ mod tests {
             ("enclave = \"x\"", "zenoh.enclave"),
             ("[tls]\nroot_ca = \"ca\"\ncert = \"c\"", "zenoh.tls"),
             ("[tls]\nroot_ca = \"ca\"\nmtls = true", "zenoh.tls.mtls"),
+            ("[auth]\nuser = \"r1\"", "zenoh.auth"),
+            ("[auth]\n", "zenoh.auth"),
+            (
+                "[auth]\nuser = \"a:b\"\npassword_file = \"p\"",
+                "zenoh.auth.user",
+            ),
+            (
+                "[auth]\nuser = \"r1\"\npasword_file = \"p\"",
+                "pasword_file",
+            ),
         ] {
             let e = parse(text).unwrap_err();
             assert!(e.contains(key), "{text}: {e}");
         }
         let tls = parse("connect = [\"tls/r:7447\"]\n[tls]\nroot_ca = \"ca\"\n").unwrap();
         assert_eq!(tls.tls.unwrap().root_ca, PathBuf::from("ca"));
+    }
+
+    #[test]
+    fn a_password_is_the_first_line_of_its_file_and_a_missing_file_names_the_key() {
+        let dir = std::env::temp_dir().join(format!("ferry-zenoh-auth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("robot1.pass");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        let auth = |f: &std::path::Path| ZenohAuth {
+            user: Some("robot1".into()),
+            password_file: Some(f.to_path_buf()),
+            dictionary_file: None,
+        };
+        assert_eq!(auth(&file).password().unwrap().as_deref(), Some("s3cret"));
+        std::fs::write(&file, "\n").unwrap();
+        let e = auth(&file).password().unwrap_err().to_string();
+        assert!(e.contains("zenoh.auth.password_file"), "{e}");
+        let e = auth(&dir.join("missing"))
+            .password()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("zenoh.auth.password_file") && e.contains("missing"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -23,6 +23,7 @@ use ferry::{Config, DiscoveryRange, Node, Qos, TransportKind};
 
 use ferry_testkit::free_port;
 
+mod auth;
 mod pin;
 mod services;
 

@@ -1,0 +1,135 @@
+//! `[zenoh.auth]`: a router with a user list admits a robot that presents
+//! one of its users and refuses a session without credentials or with a
+//! wrong password; the admitted robot is not disturbed by the refused ones.
+
+use std::time::Duration;
+
+use ferry::config::zenoh::{Mode, ZenohAuth};
+use ferry::msgs::std_msgs;
+use ferry::{Config, Node, Qos};
+
+use super::{free_port, node, until, zenoh_only};
+
+#[test]
+fn a_router_with_a_user_list_admits_only_sessions_that_present_a_listed_user() {
+    let d = ferry_testkit::TempDir::new("zenoh-auth");
+    std::fs::create_dir_all(d.path()).unwrap();
+    let users = d.path().join("users.txt");
+    std::fs::write(&users, "robot1:s3cret\nrobot2:other\n").unwrap();
+    let pass = |name: &str, password: &str| {
+        let f = d.path().join(format!("{name}.pass"));
+        std::fs::write(&f, format!("{password}\n")).unwrap();
+        f
+    };
+    let port = free_port();
+    let endpoint = format!("tcp/127.0.0.1:{port}");
+    let with_auth = |mut c: Config, a: Option<ZenohAuth>| {
+        c.zenoh.as_mut().unwrap().auth = a;
+        c
+    };
+    let client = |name: &str, a: Option<ZenohAuth>| {
+        Node::builder()
+            .name(name)
+            .config(with_auth(
+                zenoh_only(59, Mode::Client, std::slice::from_ref(&endpoint), &[]),
+                a,
+            ))
+            .build()
+    };
+    let router = node(
+        "auth_router",
+        with_auth(
+            zenoh_only(59, Mode::Router, &[], std::slice::from_ref(&endpoint)),
+            Some(ZenohAuth {
+                dictionary_file: Some(users.clone()),
+                ..ZenohAuth::default()
+            }),
+        ),
+    );
+    let robot = client(
+        "robot1",
+        Some(ZenohAuth {
+            user: Some("robot1".into()),
+            password_file: Some(pass("robot1", "s3cret")),
+            dictionary_file: None,
+        }),
+    )
+    .unwrap();
+    let publisher = robot
+        .publisher::<std_msgs::String>("/fleet/status")
+        .build()
+        .unwrap();
+    let sub = router
+        .subscriber::<std_msgs::String>("/fleet/status")
+        .qos(Qos::default().keep_last(100))
+        .build()
+        .unwrap();
+    until(
+        Duration::from_secs(10),
+        "the subscription of an authenticated robot",
+        || publisher.subscriber_count() == 1,
+    );
+    for i in 0..10 {
+        publisher
+            .publish(std_msgs::String {
+                data: format!("s {i}"),
+            })
+            .unwrap();
+    }
+    for i in 0..10 {
+        let s = sub.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(s.data, format!("s {i}"));
+    }
+
+    // No credentials, a wrong password, a user the list does not have: the
+    // router refuses the handshake, and a client (which needs its router)
+    // does not start.
+    for (who, auth) in [
+        ("anonymous", None),
+        (
+            "robot1",
+            Some(ZenohAuth {
+                user: Some("robot1".into()),
+                password_file: Some(pass("guess", "wrong")),
+                dictionary_file: None,
+            }),
+        ),
+        (
+            "robot9",
+            Some(ZenohAuth {
+                user: Some("robot9".into()),
+                password_file: Some(pass("robot9", "s3cret")),
+                dictionary_file: None,
+            }),
+        ),
+    ] {
+        let Err(e) = client(who, auth) else {
+            panic!("{who} must not get in");
+        };
+        let e = e.to_string();
+        assert!(
+            e.contains("Zenoh path") && e.contains(&endpoint),
+            "{who}: {e}"
+        );
+    }
+    // An unreadable password file is a configuration error naming the key.
+    let Err(e) = client(
+        "robot1",
+        Some(ZenohAuth {
+            user: Some("robot1".into()),
+            password_file: Some(d.path().join("no-such-file")),
+            dictionary_file: None,
+        }),
+    ) else {
+        panic!("a missing password file must be refused");
+    };
+    assert!(e.to_string().contains("zenoh.auth.password_file"), "{e}");
+    // The robot was not disturbed by them.
+    publisher
+        .publish(std_msgs::String {
+            data: "still here".into(),
+        })
+        .unwrap();
+    let s = sub.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(s.data, "still here");
+}
