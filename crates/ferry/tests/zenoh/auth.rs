@@ -2,13 +2,10 @@
 //! one of its users and refuses a session without credentials or with a
 //! wrong password; the admitted robot is not disturbed by the refused ones.
 
-use std::time::Duration;
-
 use ferry::config::zenoh::{Mode, ZenohAuth};
-use ferry::msgs::std_msgs;
-use ferry::{Config, Node, Qos};
+use ferry::{Config, Node};
 
-use super::{free_port, node, until, zenoh_only};
+use super::{exchange, free_port, matched_pair, node, zenoh_only};
 
 #[test]
 fn a_router_with_a_user_list_admits_only_sessions_that_present_a_listed_user() {
@@ -55,31 +52,8 @@ fn a_router_with_a_user_list_admits_only_sessions_that_present_a_listed_user() {
         }),
     )
     .unwrap();
-    let publisher = robot
-        .publisher::<std_msgs::String>("/fleet/status")
-        .build()
-        .unwrap();
-    let sub = router
-        .subscriber::<std_msgs::String>("/fleet/status")
-        .qos(Qos::default().keep_last(100))
-        .build()
-        .unwrap();
-    until(
-        Duration::from_secs(10),
-        "the subscription of an authenticated robot",
-        || publisher.subscriber_count() == 1,
-    );
-    for i in 0..10 {
-        publisher
-            .publish(std_msgs::String {
-                data: format!("s {i}"),
-            })
-            .unwrap();
-    }
-    for i in 0..10 {
-        let s = sub.recv_timeout(Duration::from_secs(10)).unwrap();
-        assert_eq!(s.data, format!("s {i}"));
-    }
+    let (publisher, sub) = matched_pair(&robot, &router, "/fleet/status");
+    exchange(&publisher, &sub, "s", 10);
 
     // No credentials, a wrong password, a user the list does not have: the
     // router refuses the handshake, and a client (which needs its router)
@@ -125,11 +99,5 @@ fn a_router_with_a_user_list_admits_only_sessions_that_present_a_listed_user() {
     };
     assert!(e.to_string().contains("zenoh.auth.password_file"), "{e}");
     // The robot was not disturbed by them.
-    publisher
-        .publish(std_msgs::String {
-            data: "still here".into(),
-        })
-        .unwrap();
-    let s = sub.recv_timeout(Duration::from_secs(10)).unwrap();
-    assert_eq!(s.data, "still here");
+    exchange(&publisher, &sub, "still here", 1);
 }

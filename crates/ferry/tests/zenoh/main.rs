@@ -56,6 +56,50 @@ fn until(within: Duration, what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// A publisher of `topic` on `from` and a subscriber on `to` (keep last
+/// 100), once the publisher sees the subscription (within 10 s).
+fn matched_pair(
+    from: &Node,
+    to: &Node,
+    topic: &str,
+) -> (
+    ferry::Publisher<std_msgs::String>,
+    ferry::Subscriber<std_msgs::String>,
+) {
+    let publisher = from.publisher::<std_msgs::String>(topic).build().unwrap();
+    let sub = to
+        .subscriber::<std_msgs::String>(topic)
+        .qos(Qos::default().keep_last(100))
+        .build()
+        .unwrap();
+    until(
+        Duration::from_secs(10),
+        &format!("the subscription of {topic}"),
+        || publisher.subscriber_count() == 1,
+    );
+    (publisher, sub)
+}
+
+/// Publishes `n` strings `"{tag} {i}"`; `sub` must get each, in order.
+fn exchange(
+    publisher: &ferry::Publisher<std_msgs::String>,
+    sub: &ferry::Subscriber<std_msgs::String>,
+    tag: &str,
+    n: usize,
+) {
+    for i in 0..n {
+        publisher
+            .publish(std_msgs::String {
+                data: format!("{tag} {i}"),
+            })
+            .unwrap();
+    }
+    for i in 0..n {
+        let s = sub.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(s.data, format!("{tag} {i}"));
+    }
+}
+
 struct Peer(Child);
 
 impl Drop for Peer {
@@ -673,31 +717,8 @@ fn zenoh_with_mtls_takes_only_clients_whose_certificate_the_ca_signed() {
     // (Zenoh's mTLS is on both ends: a connecting side presents its
     // certificate only with it on.)
     let robot = client("robot1", tls(Some(&robot_dir), true)).unwrap();
-    let publisher = robot
-        .publisher::<std_msgs::String>("/fleet/pose")
-        .build()
-        .unwrap();
-    let sub = router
-        .subscriber::<std_msgs::String>("/fleet/pose")
-        .qos(Qos::default().keep_last(100))
-        .build()
-        .unwrap();
-    until(
-        Duration::from_secs(10),
-        "the subscription over mTLS",
-        || publisher.subscriber_count() == 1,
-    );
-    for i in 0..10 {
-        publisher
-            .publish(std_msgs::String {
-                data: format!("p {i}"),
-            })
-            .unwrap();
-    }
-    for i in 0..10 {
-        let s = sub.recv_timeout(Duration::from_secs(10)).unwrap();
-        assert_eq!(s.data, format!("p {i}"));
-    }
+    let (publisher, sub) = matched_pair(&robot, &router, "/fleet/pose");
+    exchange(&publisher, &sub, "p", 10);
 
     // No certificate, or one another CA signed: the router refuses the
     // handshake, and a client (which needs its router) does not start.
@@ -715,13 +736,7 @@ fn zenoh_with_mtls_takes_only_clients_whose_certificate_the_ca_signed() {
         );
     }
     // The robot was not disturbed by them.
-    publisher
-        .publish(std_msgs::String {
-            data: "still here".into(),
-        })
-        .unwrap();
-    let s = sub.recv_timeout(Duration::from_secs(10)).unwrap();
-    assert_eq!(s.data, "still here");
+    exchange(&publisher, &sub, "still here", 1);
 }
 
 #[test]
