@@ -13,10 +13,15 @@ fn a_router_with_a_user_list_admits_only_sessions_that_present_a_listed_user() {
     std::fs::create_dir_all(d.path()).unwrap();
     let users = d.path().join("users.txt");
     std::fs::write(&users, "robot1:s3cret\nrobot2:other\n").unwrap();
-    let pass = |name: &str, password: &str| {
-        let f = d.path().join(format!("{name}.pass"));
+    // `user` presenting `password` (from a file of its own).
+    let login = |user: &str, password: &str| {
+        let f = d.path().join(format!("{user}-{password}.pass"));
         std::fs::write(&f, format!("{password}\n")).unwrap();
-        f
+        Some(ZenohAuth {
+            user: Some(user.into()),
+            password_file: Some(f),
+            dictionary_file: None,
+        })
     };
     let port = free_port();
     let endpoint = format!("tcp/127.0.0.1:{port}");
@@ -43,15 +48,7 @@ fn a_router_with_a_user_list_admits_only_sessions_that_present_a_listed_user() {
             }),
         ),
     );
-    let robot = client(
-        "robot1",
-        Some(ZenohAuth {
-            user: Some("robot1".into()),
-            password_file: Some(pass("robot1", "s3cret")),
-            dictionary_file: None,
-        }),
-    )
-    .unwrap();
+    let robot = client("robot1", login("robot1", "s3cret")).unwrap();
     let (publisher, sub) = matched_pair(&robot, &router, "/fleet/status");
     exchange(&publisher, &sub, "s", 10);
 
@@ -60,22 +57,8 @@ fn a_router_with_a_user_list_admits_only_sessions_that_present_a_listed_user() {
     // does not start.
     for (who, auth) in [
         ("anonymous", None),
-        (
-            "robot1",
-            Some(ZenohAuth {
-                user: Some("robot1".into()),
-                password_file: Some(pass("guess", "wrong")),
-                dictionary_file: None,
-            }),
-        ),
-        (
-            "robot9",
-            Some(ZenohAuth {
-                user: Some("robot9".into()),
-                password_file: Some(pass("robot9", "s3cret")),
-                dictionary_file: None,
-            }),
-        ),
+        ("robot1", login("robot1", "wrong")),
+        ("robot9", login("robot9", "s3cret")),
     ] {
         let Err(e) = client(who, auth) else {
             panic!("{who} must not get in");
