@@ -348,6 +348,11 @@ impl fmt::Display for Locator {
     }
 }
 
+/// A Zenoh id as Zenoh writes it: 1-32 lowercase hex digits.
+pub fn is_zenoh_id(s: &str) -> bool {
+    (1..=32).contains(&s.len()) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// 32 bytes from 64 hex digits.
 fn parse_key(v: &str) -> Option<[u8; 32]> {
     if v.len() != 64 || !v.is_ascii() {
@@ -405,10 +410,21 @@ impl FromStr for Locator {
             why,
         };
         let address = match transport {
-            TransportKind::Tcp | TransportKind::Udp | TransportKind::Zenoh => Address::Socket(
+            TransportKind::Tcp | TransportKind::Udp => Address::Socket(
                 a.parse()
                     .map_err(|_| bad("expected ip:port, e.g. 10.0.0.2:7400"))?,
             ),
+            // A Zenoh session's id (what a runtime announces so that its
+            // `@ferry_lv` claim is believed), or an ip:port.
+            TransportKind::Zenoh => match a.parse() {
+                Ok(sa) => Address::Socket(sa),
+                Err(_) if is_zenoh_id(a) => Address::Name(a.to_string()),
+                Err(_) => {
+                    return Err(bad(
+                        "expected a Zenoh id (1-32 lowercase hex digits) or ip:port",
+                    ))
+                }
+            },
             TransportKind::SharedMemory => {
                 let ok = !a.is_empty()
                     && a.len() <= 200
@@ -680,6 +696,8 @@ mod tests {
             "udp/10.0.0.2:7411?mtu=1400",
             "shm/ferry.s.4026531836.77.123.abcd",
             "tcp/[::1]:7400",
+            "zenoh/aac3178e146ba6f1fc6e6a4085e77f21",
+            "zenoh/10.0.0.2:7447",
         ] {
             assert_eq!(s.parse::<Locator>().unwrap().to_string(), s);
         }
@@ -697,16 +715,21 @@ mod tests {
             assert!(bad.parse::<Locator>().is_err(), "{bad}");
         }
         assert_eq!(u.socket_addr(), Some("10.0.0.2:7411".parse().unwrap()));
+        let z: Locator = "zenoh/aac3".parse().unwrap();
+        assert_eq!(z.name(), Some("aac3"));
         for bad in [
-            "tcp/10.0.0.2",               // no port
-            "udp/robot.local:7411",       // not an IP
-            "shm/../../etc/passwd",       // leaves /dev/shm
-            "shm/",                       // empty
-            "udp/10.0.0.2:7411?mtu=100",  // below the minimum
-            "udp/10.0.0.2:7411?mtu=x",    // not a number
-            "tcp/10.0.0.2:7400?mtu=1400", // mtu on a stream
-            "udp/10.0.0.2:7411?speed=9",  // unknown
-            "mqtt/broker:1883",           // announces no locators
+            "tcp/10.0.0.2",                             // no port
+            "udp/robot.local:7411",                     // not an IP
+            "shm/../../etc/passwd",                     // leaves /dev/shm
+            "shm/",                                     // empty
+            "udp/10.0.0.2:7411?mtu=100",                // below the minimum
+            "udp/10.0.0.2:7411?mtu=x",                  // not a number
+            "tcp/10.0.0.2:7400?mtu=1400",               // mtu on a stream
+            "udp/10.0.0.2:7411?speed=9",                // unknown
+            "mqtt/broker:1883",                         // announces no locators
+            "zenoh/AAC3",                               // not as Zenoh writes ids
+            "zenoh/aac3178e146ba6f1fc6e6a4085e77f21ff", // 34 digits
+            "zenoh/",                                   // empty
         ] {
             let e = bad.parse::<Locator>().unwrap_err();
             assert!(e.to_string().contains(bad), "{bad}: {e}");

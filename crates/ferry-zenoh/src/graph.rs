@@ -5,7 +5,13 @@
 //!
 //! What a peer declares is its word: a token names a node, an endpoint and
 //! its QoS; a `@ferry_lv` token says which ferry participant a session
-//! runs. The graph is bounded ([`MAX_TOKENS`]) whatever peers declare.
+//! runs. That last claim decides who a publisher skips and whose samples a
+//! reader drops as duplicates — which matters only for a participant that
+//! ferry's own discovery also finds (a direct path needs one). So a claim
+//! to be a participant discovery knows is believed only when that
+//! participant announced the same Zenoh id ([`Graph::discovered`]); a
+//! claim to be one it does not know is only a name (shown, harmless).
+//! The graph is bounded ([`MAX_TOKENS`]) whatever peers declare.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -79,6 +85,9 @@ pub struct Graph {
     ferry: HashMap<String, Vec<(String, ParticipantId)>>,
     /// `@ferry_lv` tokens held.
     ferry_claims: usize,
+    /// The participants ferry's discovery knows, each with the Zenoh id
+    /// it announced (None: none): [`Graph::discovered`].
+    discovered: HashMap<ParticipantId, Option<String>>,
     /// Bumped on every change; shared, so the hot paths read it without
     /// the graph's lock ([`Graph::changes`]).
     generation: Arc<AtomicU64>,
@@ -95,6 +104,7 @@ impl Graph {
             by_gid: HashMap::new(),
             ferry: HashMap::new(),
             ferry_claims: 0,
+            discovered: HashMap::new(),
             generation: Arc::new(AtomicU64::new(0)),
         }
     }
@@ -211,12 +221,46 @@ impl Graph {
         }
     }
 
-    /// The ferry participant session `zid` runs, as it declared (None
-    /// while tokens claim different ones for it).
+    /// The ferry participant session `zid` runs, as its `@ferry_lv`
+    /// tokens claim — None while tokens claim different participants for
+    /// it, and None when ferry's discovery knows that participant with
+    /// another Zenoh id or none (a false claim).
     pub fn ferry_runtime(&self, zid: &str) -> Option<ParticipantId> {
         let claims = self.ferry.get(zid)?;
         let p = claims.first()?.1;
-        claims.iter().all(|(_, q)| *q == p).then_some(p)
+        let consistent = claims.iter().all(|(_, q)| *q == p);
+        let vouched = match self.discovered.get(&p) {
+            // Unknown to discovery (while its table is not full): no
+            // direct path from or to it, so the claim is only a name.
+            None => self.discovered.len() < MAX_TOKENS,
+            Some(announced) => announced.as_deref() == Some(zid),
+        };
+        (consistent && vouched).then_some(p)
+    }
+
+    /// Ferry's discovery knows participant `p`, which announced Zenoh
+    /// session `zid` (the locator `zenoh/<zid>`; None: no Zenoh session).
+    /// From now on only that session's claim to be `p` is believed.
+    /// Bounded: past [`MAX_TOKENS`] participants a new one is not recorded,
+    /// and — as a safe default — no claim to be it is believed until some
+    /// leave (see [`Graph::ferry_runtime`]; the table is then full).
+    pub fn discovered(&mut self, p: ParticipantId, zid: Option<&str>) {
+        if self.discovered.get(&p).is_some_and(|a| a.as_deref() == zid) {
+            return;
+        }
+        if !self.discovered.contains_key(&p) && self.discovered.len() >= MAX_TOKENS {
+            return;
+        }
+        self.discovered.insert(p, zid.map(str::to_string));
+        self.changed();
+    }
+
+    /// Participant `p` left ferry's discovery: a claim to be it is a name
+    /// again.
+    pub fn left(&mut self, p: ParticipantId) {
+        if self.discovered.remove(&p).is_some() {
+            self.changed();
+        }
     }
 
     /// The publisher, service or client whose GID is `gid`.
@@ -305,8 +349,9 @@ mod tests {
         let found = g.by_gid(&p.gid()).unwrap();
         assert_eq!(found.token, p);
         assert_eq!(found.ferry, None);
-        // The session says it is ferry runtime 0xab: its publisher is
-        // ferry endpoint (0xab, 7).
+        // The session says it is ferry runtime 0xab (which ferry's
+        // discovery does not know: a name): its publisher is ferry
+        // endpoint (0xab, 7).
         let ft = ferry_token(3, THEIRS, ParticipantId(0xab));
         assert_eq!(g.put(&ft), Ok(true));
         assert_eq!(
@@ -322,6 +367,21 @@ mod tests {
         assert_eq!(g.put(&other), Ok(true));
         assert_eq!(g.ferry_runtime(THEIRS), None);
         g.delete(&other);
+        assert_eq!(g.ferry_runtime(THEIRS), Some(ParticipantId(0xab)));
+        // Discovery finds 0xab with another Zenoh session, or none: the
+        // claim is false and no longer believed.
+        let before = g.generation();
+        g.discovered(ParticipantId(0xab), Some(OWN));
+        assert!(g.generation() > before, "discovery changes the graph");
+        assert_eq!(g.ferry_runtime(THEIRS), None);
+        g.discovered(ParticipantId(0xab), None);
+        assert_eq!(g.ferry_runtime(THEIRS), None);
+        // With this very session: believed.
+        g.discovered(ParticipantId(0xab), Some(THEIRS));
+        assert_eq!(g.ferry_runtime(THEIRS), Some(ParticipantId(0xab)));
+        // Gone from discovery: a name again.
+        g.discovered(ParticipantId(0xab), None);
+        g.left(ParticipantId(0xab));
         assert_eq!(g.ferry_runtime(THEIRS), Some(ParticipantId(0xab)));
         g.delete(&ft);
         assert_eq!(g.ferry_runtime(THEIRS), None);
@@ -366,7 +426,15 @@ mod tests {
             .endpoints(EntityKind::Subscription, "/other", t)
             .is_empty());
         assert!(g.endpoints(EntityKind::Service, "/chatter", t).is_empty());
+        // Discovery knows participant 9 with another session: a claim to
+        // be it is a ROS 2 node's word, counted as one.
+        g.discovered(ParticipantId(9), Some(OWN));
         g.put(&ferry_token(3, THEIRS, ParticipantId(9))).unwrap();
+        assert_eq!(
+            g.endpoints(EntityKind::Subscription, "/chatter", t),
+            vec![None]
+        );
+        g.discovered(ParticipantId(9), Some(THEIRS));
         assert_eq!(
             g.endpoints(EntityKind::Subscription, "/chatter", t),
             vec![Some(EndpointId {

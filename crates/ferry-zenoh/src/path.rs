@@ -397,6 +397,23 @@ impl ZenohPath {
         self.cfg.domain
     }
 
+    /// This session's Zenoh id (what the runtime announces in ferry's
+    /// discovery as `zenoh/<zid>`, so that others believe its claim).
+    pub fn zid(&self) -> &str {
+        &self.zid
+    }
+
+    /// Ferry's discovery knows participant `p`, which runs the Zenoh
+    /// session `zid` (None: none): see [`Graph::discovered`].
+    pub fn discovered(&self, p: ParticipantId, zid: Option<&str>) {
+        self.graph.lock().discovered(p, zid);
+    }
+
+    /// Participant `p` left ferry's discovery ([`Graph::left`]).
+    pub fn left(&self, p: ParticipantId) {
+        self.graph.lock().left(p);
+    }
+
     /// The session's id, mode and connections now.
     pub fn info(&self) -> SessionInfo {
         let info = self.session.info();
@@ -707,12 +724,13 @@ struct Writer {
     /// Whether the graph knew the publisher's token when the connection
     /// was made (if not, it is looked up again on the next sample).
     known: bool,
-    /// The graph's generation then: a publisher not known as ferry's is
-    /// looked up again when the graph changes (its runtime's token may
-    /// come after its own).
+    /// The graph's generation then: the publisher is looked up again when
+    /// the graph changes (its runtime's token may come after its own, and
+    /// ferry's discovery may later show a claim to be false).
     generation: u64,
-    /// Whether it is a ferry publisher (numbered by its own sequence).
-    ferry: bool,
+    /// The ferry publisher it is (numbered by its own sequence), if its
+    /// runtime's claim is believed.
+    ferry: Option<EndpointId>,
     /// Samples delivered (the number of a ROS 2 publisher's next one).
     count: u64,
 }
@@ -779,15 +797,15 @@ impl Writers {
         let lookup = self
             .map
             .get(&att.gid)
-            .is_none_or(|w| !w.known || (!w.ferry && w.generation != generation));
+            .is_none_or(|w| !w.known || w.generation != generation);
         if lookup {
             let found = graph.lock().by_gid(&att.gid);
-            let ferry = found.as_ref().is_some_and(|p| p.ferry.is_some());
+            let ferry = found.as_ref().and_then(|p| p.ferry);
             match self.map.get_mut(&att.gid) {
                 // Still unknown: it keeps the connection it has.
                 Some(_) if found.is_none() => {}
-                // Still a ROS 2 publisher.
-                Some(w) if w.known && !ferry => w.generation = generation,
+                // Still the same ROS 2 or ferry publisher.
+                Some(w) if w.known && w.ferry == ferry => w.generation = generation,
                 _ => {
                     if let Some(old) = self.map.remove(&att.gid) {
                         inbox.detach(&old.conn);
@@ -812,12 +830,12 @@ impl Writers {
         };
         // A ferry publisher's own numbering (what a direct path from it
         // carries too); a ROS 2 publisher's samples as they come.
-        let seq = if w.ferry {
+        let seq = if w.ferry.is_some() {
             att.sequence.unsigned_abs()
         } else {
             w.count + 1
         };
-        if w.ferry && !inbox.broker_sample(&w.conn, seq) {
+        if w.ferry.is_some() && !inbox.broker_sample(&w.conn, seq) {
             // A direct path from the same publisher has it.
             return;
         }

@@ -12,6 +12,10 @@ not from ferry's code, so the two check each other.
     rmw_zenoh_peer.py --connect ... --domain 5 --topic /adder server N [--mute]
     rmw_zenoh_peer.py --connect ... --domain 5 --topic /adder caller N
     rmw_zenoh_peer.py --connect ... --domain 5 forger N   (puts as another's publisher)
+    rmw_zenoh_peer.py ... --claim <16 hex>:<id> listener|talker N
+        (also declares ferry's `@ferry_lv` token claiming to be that ferry
+        participant, and numbers its endpoint <id>: a forged claim to be a
+        ferry reader or publisher that ferry must not believe)
 
 Services are example_interfaces/srv/AddTwoInts as rmw_zenoh carries them
 (rmw_service_data.cpp, rmw_client_data.cpp): a complete queryable and an
@@ -85,6 +89,8 @@ def main():
                     help="talker/listener: this type hash instead of std_msgs/String's")
     ap.add_argument("--junk", action="store_true",
                     help="caller: first send 3 requests a server must refuse")
+    ap.add_argument("--claim", default=None,
+                    help="PARTICIPANT:ENTITY: claim to be this ferry endpoint")
     ap.add_argument(
         "role", choices=["talker", "listener", "hostile", "server", "caller", "forger"])
     ap.add_argument("count", type=int)
@@ -111,8 +117,9 @@ def main():
     ty, ty_hash = (ADD, ADD_HASH) if a.role in ("server", "caller") else (STRING, STRING_HASH)
     if a.hash:
         ty_hash = a.hash
-    ep = "@ros2_lv/%d/%s/0/10/%s/%%/%%/%s/%s/%s/%s/%s" % (
-        d, zid, kind, node, mangle(a.topic), ty, ty_hash, qos)
+    eid = a.claim.split(":")[1] if a.claim else "10"
+    ep = "@ros2_lv/%d/%s/0/%s/%s/%%/%%/%s/%s/%s/%s/%s" % (
+        d, zid, eid, kind, node, mangle(a.topic), ty, ty_hash, qos)
     key = "%d/%s/%s/%s" % (d, a.topic.strip("/"), ty, ty_hash)
     lock = threading.Lock()
 
@@ -135,6 +142,9 @@ def main():
     graph = s.liveliness().declare_subscriber("@ros2_lv/%d/**" % d, on_token, history=True)
     # rmw_zenoh declares the endpoint, then its token.
     tokens = [s.liveliness().declare_token(nn)]
+    if a.claim:
+        tokens.append(s.liveliness().declare_token(
+            "@ferry_lv/%d/%s/%s" % (d, zid, a.claim.split(":")[0])))
 
     if a.role == "hostile":
         # What a broken or hostile peer can put on the key, then `count`

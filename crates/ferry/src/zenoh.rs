@@ -90,6 +90,43 @@ impl Zenoh {
         !topic.starts_with(crate::graph::HIDDEN_PREFIX) && cfg.topic_zenoh(topic)
     }
 
+    /// The locator this runtime announces in ferry's discovery:
+    /// `zenoh/<its session's id>`, which makes others believe its
+    /// `@ferry_lv` claim.
+    pub fn locator(&self) -> Option<ferry_wire::Locator> {
+        #[cfg(feature = "zenoh")]
+        return Some(ferry_wire::Locator::named(
+            ferry_wire::TransportKind::Zenoh,
+            self.path.zid(),
+        ));
+        #[cfg(not(feature = "zenoh"))]
+        None
+    }
+
+    /// Ferry's discovery found participant `p` with `locators`: only the
+    /// Zenoh session a locator names may claim to be `p` (none, when no
+    /// locator does).
+    pub fn discovered(&self, p: ferry_wire::ParticipantId, locators: &[ferry_wire::Locator]) {
+        #[cfg(feature = "zenoh")]
+        {
+            let zid = locators
+                .iter()
+                .find(|l| l.transport == ferry_wire::TransportKind::Zenoh)
+                .and_then(|l| l.name());
+            self.path.discovered(p, zid);
+        }
+        #[cfg(not(feature = "zenoh"))]
+        let _ = (p, locators);
+    }
+
+    /// Participant `p` left ferry's discovery.
+    pub fn left(&self, p: ferry_wire::ParticipantId) {
+        #[cfg(feature = "zenoh")]
+        self.path.left(p);
+        #[cfg(not(feature = "zenoh"))]
+        let _ = p;
+    }
+
     /// A node joins rmw_zenoh's graph.
     pub fn add_node(&self, node: u32, namespace: &str, name: &str) {
         #[cfg(feature = "zenoh")]

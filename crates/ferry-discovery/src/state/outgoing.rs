@@ -2,7 +2,6 @@
 //! when signed), answers and greetings, queued for `poll_transmit`.
 
 use ferry_wire::beacon::{Beacon, BeaconBody, ParticipantInfo, TRAILER_LEN};
-use ferry_wire::TransportKind;
 
 use super::pending::Due;
 use super::{Destination, Discovery};
@@ -63,10 +62,10 @@ impl Discovery {
         let (broker, direct): (Vec<&Destination>, Vec<&Destination>) =
             to.iter().partition(|d| **d == Destination::Broker);
         if !broker.is_empty() && !self.cfg.broker_addresses {
-            // The broker gets no network addresses (see `Config`).
+            // The broker gets no network addresses (see `Config`): only
+            // named locators (shared memory, a Zenoh session's id).
             let mut bare = info.clone();
-            bare.locators
-                .retain(|l| l.transport == TransportKind::SharedMemory);
+            bare.locators.retain(|l| l.socket_addr().is_none());
             self.push_announce(&bare, &broker, nonce);
             self.push_announce(&info, &direct, nonce);
         } else {

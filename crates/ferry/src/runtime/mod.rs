@@ -193,7 +193,9 @@ impl Runtime {
                 .ok()
                 .map(|m| m.0.clone())
         });
-        let locators: Vec<Locator> = transports.iter().flat_map(|t| t.locators()).collect();
+        let zenoh = crate::zenoh::Zenoh::start(&cfg, id)?;
+        let mut locators: Vec<Locator> = transports.iter().flat_map(|t| t.locators()).collect();
+        locators.extend(zenoh.as_ref().and_then(|z| z.locator()));
         let local = PeerInfo {
             participant: id,
             host_id: crate::host::host_id(),
@@ -240,7 +242,6 @@ impl Runtime {
             .collect();
         let table = Table::new(local.clone(), routes);
         let ros2 = crate::ros2::Ros2::start(&cfg, id)?;
-        let zenoh = crate::zenoh::Zenoh::start(&cfg, id)?;
         let shared = Arc::new(Shared {
             id,
             cfg,
@@ -481,6 +482,14 @@ impl Shared {
         }
     }
 
+    /// Tells the Zenoh path which Zenoh session `rp` announced: only that
+    /// session's `@ferry_lv` claim to be `rp` is believed.
+    fn vouch_zenoh(&self, rp: &ferry_discovery::RemoteParticipant) {
+        if let Some(z) = &self.zenoh {
+            z.discovered(rp.id, &rp.info.locators);
+        }
+    }
+
     /// Called by the I/O thread with new discovery events and on each tick.
     pub fn on_discovery(self: &Arc<Self>, events: Vec<DiscEvent>, housekeeping: bool) {
         let lost: Vec<_> = self.transports.iter().flat_map(|t| t.take_lost()).collect();
@@ -506,6 +515,7 @@ impl Shared {
                         tracing::debug!("participant {id} joined");
                         if let Some(rp) = core.discovery.participant_info(id) {
                             self.note_proven(rp);
+                            self.vouch_zenoh(rp);
                             core.table.peer_up(peer_info(rp), now);
                         }
                     }
@@ -526,6 +536,9 @@ impl Shared {
                         if let Some(s) = &self.transport_security {
                             s.peers.remove(id);
                         }
+                        if let Some(z) = &self.zenoh {
+                            z.left(id);
+                        }
                         core.table.peer_left(id, reason, now);
                     }
                     DiscEvent::EndpointJoined {
@@ -535,6 +548,7 @@ impl Shared {
                         if core.table.peer(participant).is_none() {
                             if let Some(rp) = core.discovery.participant_info(participant) {
                                 self.note_proven(rp);
+                                self.vouch_zenoh(rp);
                                 core.table.peer_up(peer_info(rp), now);
                             }
                         }

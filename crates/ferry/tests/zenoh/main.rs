@@ -24,6 +24,7 @@ use ferry::{Config, DiscoveryRange, Node, Qos, TransportKind};
 use ferry_testkit::free_port;
 
 mod auth;
+mod claims;
 mod pin;
 mod services;
 
