@@ -268,6 +268,33 @@ fn signed_counters(s: &ferry::DiscoverySecurityStats) -> String {
     format!("\n  signed discovery: {}", words.join("  "))
 }
 
+/// `ferry doctor`'s host leader line: who leads this host's runtimes
+/// (the CLI's own runtime takes part in the election like any other).
+fn host_leader_doctor(node: &ferry::Node) {
+    use ferry::leader::Role;
+    let Some(role) = node.host_role() else {
+        out!("host leader: not taking part (host_leader = false; FERRY_HOST_LEADER=on)");
+        return;
+    };
+    match role {
+        Role::Follower { leader } => out!(
+            "host leader: runtime {} (pid {}) leads this host's runtimes",
+            leader.participant,
+            leader.pid
+        ),
+        Role::Leader { followers } => out!(
+            "host leader: no other runtime led: this CLI's runtime took the lead ({} followers)",
+            followers.len()
+        ),
+        Role::Refused { uid, pid } => out!(
+            "host leader: REFUSED: the election's socket is held by pid {pid} of user {uid}, \
+             not this user: no host leader is used"
+        ),
+        Role::Electing => out!("host leader: still electing"),
+        Role::Closed => out!("host leader: closed"),
+    }
+}
+
 /// `ferry doctor`'s Zenoh lines: the session, its connections, and the
 /// ROS 2 graph it sees.
 fn zenoh_doctor(node: &ferry::Node) {
@@ -324,6 +351,7 @@ fn doctor(spin: Duration) -> Result<(), String> {
         spin.as_secs_f64(),
         discovery_counters(&d)
     );
+    host_leader_doctor(&node);
     zenoh_doctor(&node);
     let Some(m) = &cfg.mqtt else {
         out!("mqtt: not configured (set [mqtt] broker in FERRY_CONFIG, or FERRY_MQTT=mqtt://host:1883)");

@@ -230,6 +230,13 @@ pub struct Config {
     pub shm_spin_us: u32,
     /// Shared memory: most bytes of slots one publisher may hold (MiB).
     pub shm_pool_mb: u32,
+    /// Join this host's leader election (`FERRY_HOST_LEADER=on`): the ferry
+    /// runtimes of a host (same machine, IPC and network namespace, same
+    /// user) elect one of them, and another takes over when it exits or is
+    /// killed (`ferry_transport::leader`). The per-host forwarder of issue
+    /// 25 will use the leader; today the election is all it does (`ferry
+    /// doctor` shows the role). Default off.
+    pub host_leader: bool,
     /// The MQTT broker of cloud-scope topics (`FERRY_MQTT=url`).
     pub mqtt: Option<mqtt::MqttConfig>,
     /// DDS to ROS 2 nodes (`FERRY_ROS2=1`): every port also a DDS endpoint
@@ -267,6 +274,7 @@ impl Default for Config {
             shm_busy_poll: false,
             shm_spin_us: 50,
             shm_pool_mb: 1024,
+            host_leader: false,
             mqtt: None,
             ros2: None,
             zenoh: None,
@@ -350,18 +358,23 @@ impl Config {
                 expected: "off, local or open",
             })?;
         }
-        if let Ok(v) = std::env::var("FERRY_SHM") {
-            cfg.shared_memory = match v.as_str() {
-                "on" | "1" | "true" => true,
-                "off" | "0" | "false" => false,
-                _ => {
-                    return Err(ConfigError::Env {
-                        var: "FERRY_SHM",
-                        value: v.clone(),
-                        expected: "on or off",
-                    })
-                }
-            };
+        for (var, field) in [
+            ("FERRY_SHM", &mut cfg.shared_memory),
+            ("FERRY_HOST_LEADER", &mut cfg.host_leader),
+        ] {
+            if let Ok(v) = std::env::var(var) {
+                *field = match v.as_str() {
+                    "on" | "1" | "true" => true,
+                    "off" | "0" | "false" => false,
+                    _ => {
+                        return Err(ConfigError::Env {
+                            var,
+                            value: v.clone(),
+                            expected: "on or off",
+                        })
+                    }
+                };
+            }
         }
         if let Ok(v) = std::env::var("FERRY_MQTT") {
             let url = v.parse().map_err(|_| ConfigError::Env {

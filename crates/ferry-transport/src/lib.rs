@@ -20,6 +20,7 @@ pub mod error;
 pub mod host;
 pub mod idl_support;
 pub mod interfaces;
+pub mod leader;
 pub mod message;
 pub mod priority;
 pub mod reactor;

@@ -9,6 +9,7 @@
 pub mod beacon;
 pub mod codec;
 pub mod frame;
+pub mod leader;
 pub mod ros_names;
 pub mod rudp;
 pub mod seal;

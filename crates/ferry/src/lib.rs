@@ -42,7 +42,7 @@ mod zenoh;
 
 use ferry_transport::reactor;
 pub use ferry_transport::{
-    config, error, host, idl_support, interfaces, message, priority, room, stats,
+    config, error, host, idl_support, interfaces, leader, message, priority, room, stats,
 };
 
 pub use config::{AdminAccess, Config, DiscoveryRange, TopicRule};

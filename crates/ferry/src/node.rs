@@ -199,6 +199,11 @@ impl Node {
         let rt = &self.inner.rt.shared;
         rt.zenoh.as_ref().map(|z| z.session(&rt.cfg))
     }
+    /// Where this node's runtime stands in its host's leader election
+    /// (`host_leader = true`); None when it does not take part.
+    pub fn host_role(&self) -> Option<crate::leader::Role> {
+        self.inner.rt.shared.host_leader.as_ref().map(|h| h.role())
+    }
     /// This node's runtime id.
     pub fn participant(&self) -> ferry_wire::ParticipantId {
         self.inner.rt.shared.id

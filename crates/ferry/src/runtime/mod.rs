@@ -85,6 +85,9 @@ pub(crate) struct Shared {
     pub ros2: Option<crate::ros2::Ros2>,
     /// The Zenoh path, with a `[zenoh]` section.
     pub zenoh: Option<crate::zenoh::Zenoh>,
+    /// This runtime's place in its host's leader election
+    /// (`host_leader = true`).
+    pub host_leader: Option<ferry_transport::leader::HostLeader>,
     pub io: crate::reactor::IoHandle,
     next_entity: AtomicU32,
     /// Scheduling the I/O thread should run at (it delivers every inbound
@@ -242,6 +245,8 @@ impl Runtime {
             .collect();
         let table = Table::new(local.clone(), routes);
         let ros2 = crate::ros2::Ros2::start(&cfg, id)?;
+        let (cfg_host_leader, domain_id, local_host_id) =
+            (cfg.host_leader, cfg.domain_id, local.host_id);
         let shared = Arc::new(Shared {
             id,
             cfg,
@@ -262,6 +267,13 @@ impl Runtime {
             mqtt,
             ros2,
             zenoh,
+            host_leader: cfg_host_leader.then(|| {
+                ferry_transport::leader::HostLeader::start(
+                    sockets.handle.clone(),
+                    ferry_transport::leader::socket_name(domain_id, local_host_id),
+                    id,
+                )
+            }),
             io: sockets.handle.clone(),
             next_entity: AtomicU32::new(1),
             io_policy: Default::default(),

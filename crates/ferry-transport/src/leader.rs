@@ -1,0 +1,502 @@
+//! The host leader: the ferry runtimes of one host elect one of them, with
+//! no daemon, and another takes over when it exits or is killed.
+//!
+//! The ballot is an abstract Unix socket name, `ferry-leader/<domain>/<host
+//! id>` ([`socket_name`]; the host id covers the machine and its IPC
+//! namespace, and abstract names are per network namespace): the runtime
+//! that binds it leads and listens there; every other connects to it and
+//! holds the connection. The kernel arbitrates: a name has one owner, and
+//! it frees the name the moment the owner's process dies, however it dies.
+//! The followers then read the end of their connection and bind again at
+//! once — one wins, the others connect to it. Each side greets the other
+//! with its participant id ([`ferry_wire::leader::Hello`]); which process
+//! is behind a connection is what the kernel says (`SO_PEERCRED`), not
+//! what it declares.
+//!
+//! Any process in the network namespace can bind the name first. A leader
+//! will receive the host's forwarded samples, so a follower accepts only a
+//! leader of its own user (or root), and a leader only followers of its own
+//! user (or root); a name held by another user's process leaves the
+//! runtime [`Role::Refused`] (it retries every few seconds and uses no
+//! leader meanwhile). The I/O runs on the runtime's I/O thread (a source
+//! per socket); only an election attempt runs on a short-lived thread of
+//! its own, as binding and connecting may briefly wait.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_wire::leader::{Hello, Side};
+use ferry_wire::ParticipantId;
+use parking_lot::Mutex;
+
+use crate::reactor::{IoHandle, LoopContext, Readiness, Served, Source};
+
+/// Most connections one leader holds, greeted or not (further ones are
+/// closed).
+pub const MAX_FOLLOWERS: usize = 1024;
+/// How long a connecting follower waits for the leader's hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a runtime that found the name held by another user waits
+/// before it tries again.
+const REFUSED_RETRY: Duration = Duration::from_secs(5);
+
+/// The ballot's name for `domain` on host `host_id`.
+pub fn socket_name(domain: u16, host_id: u64) -> String {
+    format!("ferry-leader/{domain}/{host_id:016x}")
+}
+
+/// A runtime of the election, as the kernel and its hello say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Member {
+    /// Its runtime (its hello).
+    pub participant: ParticipantId,
+    /// Its process (the kernel's word).
+    pub pid: u32,
+}
+
+/// Where this runtime stands in its host's election.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// Binding or connecting (at start, and after the leader left).
+    Electing,
+    /// This runtime leads; the followers that greeted it, by connection
+    /// order.
+    Leader {
+        /// The followers now.
+        followers: Vec<Member>,
+    },
+    /// Another runtime leads.
+    Follower {
+        /// The leader.
+        leader: Member,
+    },
+    /// The name is held by a process of another user: no leader is used
+    /// (retried every few seconds).
+    Refused {
+        /// The holder's user id.
+        uid: u32,
+        /// The holder's process.
+        pid: u32,
+    },
+    /// The runtime left the election.
+    Closed,
+}
+
+struct Ctx {
+    name: String,
+    me: ParticipantId,
+    uid: u32,
+    io: IoHandle,
+    role: Mutex<Role>,
+    /// Bumped on every change of the role.
+    changes: AtomicU64,
+    /// The leader's follower connections open now.
+    open: AtomicUsize,
+    closed: AtomicBool,
+}
+
+impl Ctx {
+    fn set(&self, role: Role) {
+        let mut r = self.role.lock();
+        if *r != role {
+            tracing::debug!("host leader election {}: {role:?}", self.name);
+            *r = role;
+            self.changes.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+    fn update(&self, f: impl FnOnce(&mut Role)) {
+        let mut r = self.role.lock();
+        let before = r.clone();
+        f(&mut r);
+        if *r != before {
+            self.changes.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+    /// Whether a peer of user `uid` may lead us or follow us.
+    fn trusted(&self, uid: u32) -> bool {
+        uid == self.uid || uid == 0
+    }
+}
+
+/// This runtime's place in its host's election; leaving it (drop) frees
+/// the leadership for another runtime.
+pub struct HostLeader(Arc<Ctx>);
+
+impl HostLeader {
+    /// Joins the election named `name` ([`socket_name`]) as runtime `me`;
+    /// the sockets are served by the I/O loop of `io`.
+    pub fn start(io: IoHandle, name: String, me: ParticipantId) -> HostLeader {
+        // SAFETY: getuid cannot fail and has no preconditions.
+        let uid = unsafe { libc::getuid() };
+        let ctx = Arc::new(Ctx {
+            name,
+            me,
+            uid,
+            io,
+            role: Mutex::new(Role::Electing),
+            changes: AtomicU64::new(0),
+            open: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+        });
+        spawn_election(ctx.clone(), Duration::ZERO);
+        HostLeader(ctx)
+    }
+
+    /// Where this runtime stands now.
+    pub fn role(&self) -> Role {
+        self.0.role.lock().clone()
+    }
+
+    /// A number that changes whenever the role does.
+    pub fn changes(&self) -> u64 {
+        self.0.changes.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for HostLeader {
+    fn drop(&mut self) {
+        self.0.closed.store(true, Ordering::Release);
+        self.0.set(Role::Closed);
+        // The loop drops closed sources on its next turn.
+        self.0.io.kick();
+    }
+}
+
+/// Runs one election attempt on a thread of its own (binding and
+/// connecting may wait a little), after `delay`.
+fn spawn_election(ctx: Arc<Ctx>, delay: Duration) {
+    let spawned = std::thread::Builder::new()
+        .name("ferry-elect".into())
+        .spawn(move || {
+            std::thread::sleep(delay);
+            elect(&ctx);
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("host leader election: cannot start a thread ({e}); no leader is used");
+    }
+}
+
+fn elect(ctx: &Arc<Ctx>) {
+    let addr = match SocketAddr::from_abstract_name(ctx.name.as_bytes()) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::warn!("host leader election: bad name {}: {e}", ctx.name);
+            return;
+        }
+    };
+    let mut wait = Duration::from_millis(1);
+    // Bounded: a name that is bound but never listens (or a stream of
+    // refusals) ends in a retry from the start a little later.
+    for _ in 0..200 {
+        if ctx.closed.load(Ordering::Acquire) {
+            return;
+        }
+        ctx.set(Role::Electing);
+        match UnixListener::bind_addr(&addr) {
+            Ok(l) => {
+                if let Err(e) = l.set_nonblocking(true) {
+                    tracing::warn!("host leader election: {e}");
+                    return;
+                }
+                ctx.set(Role::Leader {
+                    followers: Vec::new(),
+                });
+                ctx.io.add(Box::new(Listening {
+                    listener: l,
+                    ctx: ctx.clone(),
+                }));
+                return;
+            }
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => {}
+            Err(e) => {
+                tracing::warn!(
+                    "host leader election {}: cannot bind ({e}); no leader is used",
+                    ctx.name
+                );
+                return;
+            }
+        }
+        match follow(ctx, &addr) {
+            Ok(Some(source)) => {
+                ctx.io.add(Box::new(source));
+                return;
+            }
+            Ok(None) => {
+                // Held by another user: not ours to follow.
+                spawn_election(ctx.clone(), REFUSED_RETRY);
+                return;
+            }
+            // The leader bound but does not listen yet, or left between
+            // our bind and connect: again, a little later.
+            Err(_) => {
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(Duration::from_millis(100));
+            }
+        }
+    }
+    spawn_election(ctx.clone(), Duration::from_secs(1));
+}
+
+/// Connects to the leader and exchanges hellos: the follower's source, or
+/// None when the leader is another user's process.
+fn follow(ctx: &Arc<Ctx>, addr: &SocketAddr) -> io::Result<Option<Following>> {
+    let mut s = UnixStream::connect_addr(addr)?;
+    let cred = peer_cred(s.as_raw_fd())?;
+    if !ctx.trusted(cred.uid) {
+        tracing::warn!(
+            "host leader election {}: the name is held by pid {} of user {} (not ours): \
+             no host leader is used",
+            ctx.name,
+            cred.pid,
+            cred.uid
+        );
+        ctx.set(Role::Refused {
+            uid: cred.uid,
+            pid: cred.pid,
+        });
+        return Ok(None);
+    }
+    s.set_read_timeout(Some(HELLO_TIMEOUT))?;
+    let mut buf = [0u8; Hello::LEN];
+    s.read_exact(&mut buf)?;
+    let hello = Hello::decode(&buf).map_err(io::Error::other)?;
+    if hello.side != Side::Leader {
+        return Err(io::Error::other("the leader's hello is a follower's"));
+    }
+    s.write_all(
+        &Hello {
+            side: Side::Follower,
+            participant: ctx.me,
+        }
+        .encode(),
+    )?;
+    s.set_nonblocking(true)?;
+    ctx.set(Role::Follower {
+        leader: Member {
+            participant: hello.participant,
+            pid: cred.pid,
+        },
+    });
+    Ok(Some(Following {
+        stream: s,
+        ctx: ctx.clone(),
+    }))
+}
+
+struct Cred {
+    pid: u32,
+    uid: u32,
+}
+
+/// The process at the other end of a Unix socket, as the kernel says.
+fn peer_cred(fd: RawFd) -> io::Result<Cred> {
+    let mut c = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `c` and `len` are valid for writes of the sizes given; the
+    // kernel fills at most `len` bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut c as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Cred {
+        pid: u32::try_from(c.pid).unwrap_or(0),
+        uid: c.uid,
+    })
+}
+
+/// Reads what is there; false when the peer closed (or the socket failed).
+fn drain(s: &mut UnixStream, mut on: impl FnMut(&[u8])) -> bool {
+    let mut buf = [0u8; 256];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return false,
+            Ok(n) => on(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// A follower's connection to its leader: its end is the leader's end.
+struct Following {
+    stream: UnixStream,
+    ctx: Arc<Ctx>,
+}
+
+impl Source for Following {
+    fn fd(&self) -> RawFd {
+        self.stream.as_raw_fd()
+    }
+    fn writable_interest(&self) -> bool {
+        false
+    }
+    fn ready(&mut self, _: Readiness, _: &mut dyn LoopContext) -> Served {
+        // The leader says nothing after its hello (yet): anything else is
+        // read and dropped; the end of the stream is the end of its term.
+        if drain(&mut self.stream, |_| {}) {
+            Served::Idle
+        } else {
+            Served::Done
+        }
+    }
+    fn is_closed(&self) -> bool {
+        self.ctx.closed.load(Ordering::Acquire)
+    }
+    fn removed(&mut self, _: &mut dyn LoopContext) {
+        if !self.is_closed() {
+            tracing::debug!("host leader election {}: the leader left", self.ctx.name);
+            self.ctx.set(Role::Electing);
+            spawn_election(self.ctx.clone(), Duration::ZERO);
+        }
+    }
+    fn shutdown(&mut self) {}
+}
+
+/// The leader's ballot: it accepts followers.
+struct Listening {
+    listener: UnixListener,
+    ctx: Arc<Ctx>,
+}
+
+impl Source for Listening {
+    fn fd(&self) -> RawFd {
+        self.listener.as_raw_fd()
+    }
+    fn writable_interest(&self) -> bool {
+        false
+    }
+    fn ready(&mut self, _: Readiness, lc: &mut dyn LoopContext) -> Served {
+        loop {
+            let mut s = match self.listener.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Served::Idle,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::debug!("host leader {}: accept: {e}", self.ctx.name);
+                    return Served::Idle;
+                }
+            };
+            let Ok(cred) = peer_cred(s.as_raw_fd()) else {
+                continue;
+            };
+            let full = self.ctx.open.load(Ordering::Acquire) >= MAX_FOLLOWERS;
+            if !self.ctx.trusted(cred.uid) || full {
+                tracing::debug!(
+                    "host leader {}: connection of pid {} (user {}) closed{}",
+                    self.ctx.name,
+                    cred.pid,
+                    cred.uid,
+                    if full {
+                        ": followers full"
+                    } else {
+                        ": another user"
+                    }
+                );
+                continue;
+            }
+            let hello = Hello {
+                side: Side::Leader,
+                participant: self.ctx.me,
+            };
+            // A fresh socket's buffer takes 12 bytes at once.
+            if s.set_nonblocking(true).is_err() || s.write_all(&hello.encode()).is_err() {
+                continue;
+            }
+            self.ctx.open.fetch_add(1, Ordering::AcqRel);
+            lc.add_source(Box::new(Greeted {
+                stream: s,
+                ctx: self.ctx.clone(),
+                pid: cred.pid,
+                got: Vec::with_capacity(Hello::LEN),
+                member: None,
+            }));
+        }
+    }
+    fn is_closed(&self) -> bool {
+        self.ctx.closed.load(Ordering::Acquire)
+    }
+    fn removed(&mut self, _: &mut dyn LoopContext) {}
+    fn shutdown(&mut self) {}
+}
+
+/// The leader's end of a follower's connection.
+struct Greeted {
+    stream: UnixStream,
+    ctx: Arc<Ctx>,
+    pid: u32,
+    /// The follower's hello so far.
+    got: Vec<u8>,
+    member: Option<Member>,
+}
+
+impl Source for Greeted {
+    fn fd(&self) -> RawFd {
+        self.stream.as_raw_fd()
+    }
+    fn writable_interest(&self) -> bool {
+        false
+    }
+    fn ready(&mut self, _: Readiness, _: &mut dyn LoopContext) -> Served {
+        let got = &mut self.got;
+        let open = drain(&mut self.stream, |b| {
+            let take = (Hello::LEN - got.len()).min(b.len());
+            got.extend_from_slice(&b[..take]);
+        });
+        if self.member.is_none() && self.got.len() == Hello::LEN {
+            match Hello::decode(&self.got) {
+                Ok(h) if h.side == Side::Follower => {
+                    let m = Member {
+                        participant: h.participant,
+                        pid: self.pid,
+                    };
+                    self.member = Some(m);
+                    self.ctx.update(|r| {
+                        if let Role::Leader { followers } = r {
+                            followers.push(m);
+                        }
+                    });
+                }
+                _ => return Served::Done,
+            }
+        }
+        if open {
+            Served::Idle
+        } else {
+            Served::Done
+        }
+    }
+    fn is_closed(&self) -> bool {
+        self.ctx.closed.load(Ordering::Acquire)
+    }
+    fn removed(&mut self, _: &mut dyn LoopContext) {
+        self.ctx.open.fetch_sub(1, Ordering::AcqRel);
+        if let Some(m) = self.member.take() {
+            self.ctx.update(|r| {
+                if let Role::Leader { followers } = r {
+                    if let Some(i) = followers.iter().position(|f| *f == m) {
+                        followers.remove(i);
+                    }
+                }
+            });
+        }
+    }
+    fn shutdown(&mut self) {}
+}
