@@ -1,7 +1,8 @@
 //! The host leader election (`host_leader = true`) with real processes:
-//! runtimes of one host elect exactly one leader, every follower knows it
-//! (its participant and, from the kernel, its pid); kill -9 of the leader
-//! or its clean exit gives the others a new leader within a bound; a
+//! twelve runtimes of one host elect exactly one leader, every follower
+//! knows it (its participant and, from the kernel, its pid); kill -9 of the
+//! leader (five times running) or its clean exit gives the others a new
+//! leader within a bound; a
 //! latecomer follows; a name held by another user's process is refused,
 //! not followed.
 //!
@@ -166,34 +167,39 @@ fn agreed(
 fn one_leader_per_host_and_another_takes_over_when_it_dies() {
     let domain = 55;
     let (tx, rx) = mpsc::channel();
-    let mut kids: Vec<Elector> = (0..4).map(|_| spawn(domain, &tx)).collect();
+    let mut kids: Vec<Elector> = (0..12).map(|_| spawn(domain, &tx)).collect();
     let mut roles = HashMap::new();
     let pids = |k: &[Elector]| k.iter().map(|e| e.child.id()).collect::<Vec<_>>();
-    let (leader, _) = agreed(&rx, &mut roles, &pids(&kids), Duration::from_secs(20));
+    let (mut leader, _) = agreed(&rx, &mut roles, &pids(&kids), Duration::from_secs(30));
 
-    // kill -9 of the leader: the others elect another among themselves.
-    let i = kids.iter().position(|e| e.child.id() == leader).unwrap();
-    let killed_at = now_us();
-    drop(kids.remove(i));
-    let (second, at) = agreed(&rx, &mut roles, &pids(&kids), Duration::from_secs(5));
-    assert_ne!(second, leader);
-    let takeover_ms = at.saturating_sub(killed_at) as f64 / 1000.0;
-    eprintln!("takeover after kill -9: {takeover_ms:.1} ms (3 runtimes)");
-    assert!(takeover_ms < 2000.0, "takeover took {takeover_ms} ms");
+    // kill -9 of the leader, five times over: each time the others elect
+    // another among themselves.
+    let mut took = Vec::new();
+    for _ in 0..5 {
+        let i = kids.iter().position(|e| e.child.id() == leader).unwrap();
+        let killed_at = now_us();
+        drop(kids.remove(i));
+        let (next, at) = agreed(&rx, &mut roles, &pids(&kids), Duration::from_secs(5));
+        assert_ne!(next, leader);
+        took.push(at.saturating_sub(killed_at) as f64 / 1000.0);
+        leader = next;
+    }
+    eprintln!("takeover after kill -9 (11 down to 7 runtimes): {took:.1?} ms");
+    assert!(took.iter().all(|t| *t < 2000.0), "{took:?} ms");
 
     // A latecomer follows the leader there is.
     kids.push(spawn(domain, &tx));
     let (same, _) = agreed(&rx, &mut roles, &pids(&kids), Duration::from_secs(10));
-    assert_eq!(same, second, "a latecomer must not take the lead");
+    assert_eq!(same, leader, "a latecomer must not take the lead");
 
     // A clean exit (stdin closed: the runtime is dropped) hands over too.
-    let i = kids.iter().position(|e| e.child.id() == second).unwrap();
+    let i = kids.iter().position(|e| e.child.id() == leader).unwrap();
     let mut gone = kids.remove(i);
     drop(gone.child.stdin.take());
     let exited = gone.child.wait().unwrap();
     assert!(exited.success(), "{exited:?}");
-    let (third, _) = agreed(&rx, &mut roles, &pids(&kids), Duration::from_secs(5));
-    assert!(third != second && third != leader);
+    let (next, _) = agreed(&rx, &mut roles, &pids(&kids), Duration::from_secs(5));
+    assert_ne!(next, leader);
 }
 
 /// Root only (the holder runs as `nobody`); skipped otherwise.
