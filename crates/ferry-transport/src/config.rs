@@ -527,6 +527,16 @@ impl Config {
                     ),
                 });
             }
+            if r.transport == Some(TransportKind::Forwarded) {
+                return Err(ConfigError::Invalid {
+                    key: "topics.transport",
+                    why: format!(
+                        "`fwd` for `{}`: forwarding through a host leader is not built yet \
+                         (docs/FORWARDER.md); pin udp, tcp, shm, mqtt or zenoh",
+                        r.pattern
+                    ),
+                });
+            }
             if r.transport == Some(TransportKind::Zenoh) && self.zenoh.is_none() {
                 return Err(ConfigError::Invalid {
                     key: "topics.transport",

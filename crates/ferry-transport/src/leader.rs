@@ -97,6 +97,8 @@ struct Ctx {
     changes: AtomicU64,
     /// The leader's follower connections open now.
     open: AtomicUsize,
+    /// Called after every change of the role.
+    on_change: Box<dyn Fn() + Send + Sync>,
     closed: AtomicBool,
 }
 
@@ -107,6 +109,8 @@ impl Ctx {
             tracing::debug!("host leader election {}: {role:?}", self.name);
             *r = role;
             self.changes.fetch_add(1, Ordering::AcqRel);
+            drop(r);
+            (self.on_change)();
         }
     }
     fn update(&self, f: impl FnOnce(&mut Role)) {
@@ -115,6 +119,8 @@ impl Ctx {
         f(&mut r);
         if *r != before {
             self.changes.fetch_add(1, Ordering::AcqRel);
+            drop(r);
+            (self.on_change)();
         }
     }
     /// Whether a peer of user `uid` may lead us or follow us.
@@ -129,8 +135,14 @@ pub struct HostLeader(Arc<Ctx>);
 
 impl HostLeader {
     /// Joins the election named `name` ([`socket_name`]) as runtime `me`;
-    /// the sockets are served by the I/O loop of `io`.
-    pub fn start(io: IoHandle, name: String, me: ParticipantId) -> HostLeader {
+    /// the sockets are served by the I/O loop of `io`; `on_change` runs
+    /// after every change of the role (on the thread that made it).
+    pub fn start(
+        io: IoHandle,
+        name: String,
+        me: ParticipantId,
+        on_change: Box<dyn Fn() + Send + Sync>,
+    ) -> HostLeader {
         // SAFETY: getuid cannot fail and has no preconditions.
         let uid = unsafe { libc::getuid() };
         let ctx = Arc::new(Ctx {
@@ -141,6 +153,7 @@ impl HostLeader {
             role: Mutex::new(Role::Electing),
             changes: AtomicU64::new(0),
             open: AtomicUsize::new(0),
+            on_change,
             closed: AtomicBool::new(false),
         });
         spawn_election(ctx.clone(), Duration::ZERO);

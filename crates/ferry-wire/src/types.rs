@@ -182,11 +182,15 @@ pub enum TransportKind {
     /// DDS-RTPS to ROS 2 nodes (`[ros2]`): carries samples between ferry
     /// ports and DDS endpoints that are not ferry's.
     Dds = 7,
+    /// Through the remote host's leader, which redistributes over shared
+    /// memory (issue 25). Its locator, `fwd/<leader participant>`, says
+    /// which host leader a runtime follows (a leader names itself).
+    Forwarded = 8,
 }
 
 impl TransportKind {
     /// Every kind, in order of preference when several can reach a peer.
-    pub const ALL: [TransportKind; 7] = [
+    pub const ALL: [TransportKind; 8] = [
         Self::InProcess,
         Self::SharedMemory,
         Self::Udp,
@@ -194,6 +198,7 @@ impl TransportKind {
         Self::Mqtt,
         Self::Zenoh,
         Self::Dds,
+        Self::Forwarded,
     ];
 
     /// Short name used in locators, config and the CLI.
@@ -206,6 +211,7 @@ impl TransportKind {
             Self::Mqtt => "mqtt",
             Self::Zenoh => "zenoh",
             Self::Dds => "dds",
+            Self::Forwarded => "fwd",
         }
     }
 
@@ -228,7 +234,7 @@ impl fmt::Display for TransportKind {
 
 /// Error for a transport name that is not one of ferry's.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-#[error("unknown transport `{0}`: expected one of intra, shm, udp, tcp, mqtt, zenoh, dds")]
+#[error("unknown transport `{0}`: expected one of intra, shm, udp, tcp, mqtt, zenoh, dds, fwd")]
 pub struct UnknownTransport(pub String);
 
 impl FromStr for TransportKind {
@@ -310,6 +316,22 @@ impl Locator {
             Address::Socket(a) => Some(a),
             Address::Name(_) => None,
         }
+    }
+
+    /// `fwd/<leader>`: the runtime follows host leader `leader` (a leader
+    /// names itself).
+    pub fn forwarded_by(leader: ParticipantId) -> Locator {
+        Locator::named(TransportKind::Forwarded, &format!("{:016x}", leader.0))
+    }
+
+    /// The host leader a `fwd/` locator names.
+    pub fn host_leader(&self) -> Option<ParticipantId> {
+        if self.transport != TransportKind::Forwarded {
+            return None;
+        }
+        u64::from_str_radix(self.name()?, 16)
+            .ok()
+            .map(ParticipantId)
     }
 
     /// The name, for named transports.
@@ -436,6 +458,13 @@ impl FromStr for Locator {
                     return Err(bad(
                         "expected a name under /dev/shm (1-200 letters, digits, `.`, `_`, `-`)",
                     ));
+                }
+                Address::Name(a.to_string())
+            }
+            // The host leader a runtime follows (or is): its participant.
+            TransportKind::Forwarded => {
+                if a.len() != 16 || !is_zenoh_id(a) {
+                    return Err(bad("expected a participant id (16 lowercase hex digits)"));
                 }
                 Address::Name(a.to_string())
             }
@@ -698,6 +727,7 @@ mod tests {
             "tcp/[::1]:7400",
             "zenoh/aac3178e146ba6f1fc6e6a4085e77f21",
             "zenoh/10.0.0.2:7447",
+            "fwd/00000000000000ab",
         ] {
             assert_eq!(s.parse::<Locator>().unwrap().to_string(), s);
         }
@@ -717,6 +747,11 @@ mod tests {
         assert_eq!(u.socket_addr(), Some("10.0.0.2:7411".parse().unwrap()));
         let z: Locator = "zenoh/aac3".parse().unwrap();
         assert_eq!(z.name(), Some("aac3"));
+        let f = Locator::forwarded_by(ParticipantId(0xab));
+        assert_eq!(f.to_string(), "fwd/00000000000000ab");
+        let back: Locator = f.to_string().parse().unwrap();
+        assert_eq!(back.host_leader(), Some(ParticipantId(0xab)));
+        assert_eq!(z.host_leader(), None);
         for bad in [
             "tcp/10.0.0.2",                             // no port
             "udp/robot.local:7411",                     // not an IP
@@ -730,6 +765,8 @@ mod tests {
             "zenoh/AAC3",                               // not as Zenoh writes ids
             "zenoh/aac3178e146ba6f1fc6e6a4085e77f21ff", // 34 digits
             "zenoh/",                                   // empty
+            "fwd/ab",                                   // not 16 digits
+            "fwd/00000000000000AB",                     // not as ferry writes ids
         ] {
             let e = bad.parse::<Locator>().unwrap_err();
             assert!(e.to_string().contains(bad), "{bad}: {e}");

@@ -37,7 +37,7 @@ fn leader_child() {
         .name("elector")
         .config(Config {
             domain_id: domain.parse().unwrap(),
-            discovery: DiscoveryRange::Off,
+            discovery: DiscoveryRange::Localhost,
             shared_memory: false,
             host_leader: true,
             ..Config::default()
@@ -120,6 +120,33 @@ fn spawn(domain: u16, lines: &mpsc::Sender<(u32, u128, String)>) -> Elector {
     Elector { child }
 }
 
+/// Waits until `observer` (another runtime, through discovery) sees every
+/// runtime of `pids` announce `fwd/<the runtime of pid leader>`.
+fn announced(observer: &Node, pids: &[u32], leader: u32, within: Duration) {
+    let end = Instant::now() + within;
+    loop {
+        let g = observer.graph();
+        let runtime = |pid: u32| {
+            g.nodes
+                .iter()
+                .find(|n| n.pid == pid && n.name == "/elector")
+        };
+        let want = runtime(leader).map(|n| format!("fwd/{:016x}", n.participant.0));
+        let named: Vec<Option<&String>> = pids
+            .iter()
+            .map(|p| runtime(*p).and_then(|n| n.locators.iter().find(|l| l.starts_with("fwd/"))))
+            .collect();
+        if want.is_some() && named.iter().all(|l| *l == want.as_ref()) {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "not every runtime announces {want:?} within {within:?}: {named:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Reads lines until every pid in `alive` agrees on one leader (`leader
 /// <n-1>`, the others `follower <its pid>`), for at most `within`.
 /// Returns the leader's pid and when the last of them said so.
@@ -171,6 +198,18 @@ fn one_leader_per_host_and_another_takes_over_when_it_dies() {
     let mut roles = HashMap::new();
     let pids = |k: &[Elector]| k.iter().map(|e| e.child.id()).collect::<Vec<_>>();
     let (mut leader, _) = agreed(&rx, &mut roles, &pids(&kids), Duration::from_secs(30));
+    // The rest of the domain learns it from discovery: every runtime
+    // announces `fwd/<leader>`, the leader names itself.
+    let observer = Node::builder()
+        .name("observer")
+        .config(Config {
+            domain_id: domain,
+            shared_memory: false,
+            ..Config::default()
+        })
+        .build()
+        .unwrap();
+    announced(&observer, &pids(&kids), leader, Duration::from_secs(10));
 
     // kill -9 of the leader, five times over: each time the others elect
     // another among themselves.
@@ -183,6 +222,9 @@ fn one_leader_per_host_and_another_takes_over_when_it_dies() {
         assert_ne!(next, leader);
         took.push(at.saturating_sub(killed_at) as f64 / 1000.0);
         leader = next;
+        if took.len() == 1 {
+            announced(&observer, &pids(&kids), leader, Duration::from_secs(10));
+        }
     }
     eprintln!("takeover after kill -9 (11 down to 7 runtimes): {took:.1?} ms");
     assert!(took.iter().all(|t| *t < 2000.0), "{took:?} ms");

@@ -333,6 +333,12 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
     loop {
         shared.io_policy.apply_if_raised("ferry-io");
         let now = Instant::now();
+        if shared
+            .host_role_changed
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+        {
+            shared.announce_host_role(now);
+        }
         let mut timeout = next_housekeeping.saturating_duration_since(now);
         let (next, precise) = sources.service(
             now,

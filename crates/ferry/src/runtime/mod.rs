@@ -88,6 +88,8 @@ pub(crate) struct Shared {
     /// This runtime's place in its host's leader election
     /// (`host_leader = true`).
     pub host_leader: Option<ferry_transport::leader::HostLeader>,
+    /// The election's role changed: the I/O thread announces it.
+    pub host_role_changed: Arc<std::sync::atomic::AtomicBool>,
     pub io: crate::reactor::IoHandle,
     next_entity: AtomicU32,
     /// Scheduling the I/O thread should run at (it delivers every inbound
@@ -247,6 +249,7 @@ impl Runtime {
         let ros2 = crate::ros2::Ros2::start(&cfg, id)?;
         let (cfg_host_leader, domain_id, local_host_id) =
             (cfg.host_leader, cfg.domain_id, local.host_id);
+        let host_role_changed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let shared = Arc::new(Shared {
             id,
             cfg,
@@ -268,12 +271,18 @@ impl Runtime {
             ros2,
             zenoh,
             host_leader: cfg_host_leader.then(|| {
+                let (changed, io) = (host_role_changed.clone(), sockets.handle.clone());
                 ferry_transport::leader::HostLeader::start(
                     sockets.handle.clone(),
                     ferry_transport::leader::socket_name(domain_id, local_host_id),
                     id,
+                    Box::new(move || {
+                        changed.store(true, Ordering::Release);
+                        io.kick();
+                    }),
                 )
             }),
+            host_role_changed,
             io: sockets.handle.clone(),
             next_entity: AtomicU32::new(1),
             io_policy: Default::default(),
@@ -492,6 +501,23 @@ impl Shared {
                 },
             );
         }
+    }
+
+    /// Announces the host leader this runtime follows (or that it leads)
+    /// as its `fwd/<leader>` locator, or none while it has no leader.
+    pub fn announce_host_role(&self, now: Instant) {
+        use crate::leader::Role;
+        let Some(h) = &self.host_leader else {
+            return;
+        };
+        let leader = match h.role() {
+            Role::Leader { .. } => Some(self.id),
+            Role::Follower { leader } => Some(leader.participant),
+            _ => None,
+        };
+        let mut locators = self.local.locators.clone();
+        locators.extend(leader.map(Locator::forwarded_by));
+        self.core.lock().discovery.set_locators(locators, now);
     }
 
     /// Tells the Zenoh path which Zenoh session `rp` announced: only that
