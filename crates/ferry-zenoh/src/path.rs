@@ -323,9 +323,13 @@ fn zenoh_config(z: &ZenohConfig) -> Result<zenoh::Config, ZenohError> {
     }
     if let Some(a) = &z.auth {
         if let Some(user) = &a.user {
+            // (The error names the key already: its reason, not itself again.)
             let password = a.password().map_err(|e| ZenohError::Config {
                 key: "zenoh.auth.password_file",
-                why: e.to_string(),
+                why: match e {
+                    ferry_transport::config::ConfigError::Invalid { why, .. } => why,
+                    other => other.to_string(),
+                },
             })?;
             set("transport/auth/usrpwd/user", format!("{user:?}"))?;
             set(

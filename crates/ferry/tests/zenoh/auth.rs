@@ -80,7 +80,14 @@ fn a_router_with_a_user_list_admits_only_sessions_that_present_a_listed_user() {
     ) else {
         panic!("a missing password file must be refused");
     };
-    assert!(e.to_string().contains("zenoh.auth.password_file"), "{e}");
+    let e = e.to_string();
+    assert!(e.contains("zenoh.auth.password_file"), "{e}");
+    assert_eq!(
+        e.matches("zenoh.auth.password_file").count(),
+        1,
+        "the key once: {e}"
+    );
+    assert!(e.contains("no-such-file"), "{e}");
     // The robot was not disturbed by them.
     exchange(&publisher, &sub, "still here", 1);
 }
