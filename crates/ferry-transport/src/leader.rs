@@ -257,7 +257,7 @@ fn elect(ctx: &Arc<Ctx>) {
 
 /// Connects to the leader and exchanges hellos: the follower's source, or
 /// None when the leader is another user's process.
-fn follow(ctx: &Arc<Ctx>, addr: &SocketAddr) -> io::Result<Option<Following>> {
+fn follow(ctx: &Arc<Ctx>, addr: &SocketAddr) -> io::Result<Option<Conn>> {
     let mut s = UnixStream::connect_addr(addr)?;
     let cred = peer_cred(s.as_raw_fd())?;
     if !ctx.trusted(cred.uid) {
@@ -295,9 +295,10 @@ fn follow(ctx: &Arc<Ctx>, addr: &SocketAddr) -> io::Result<Option<Following>> {
             pid: cred.pid,
         },
     });
-    Ok(Some(Following {
+    Ok(Some(Conn {
         stream: s,
         ctx: ctx.clone(),
+        end: End::ToLeader,
     }))
 }
 
@@ -348,13 +349,55 @@ fn drain(s: &mut UnixStream, mut on: impl FnMut(&[u8])) -> bool {
     }
 }
 
-/// A follower's connection to its leader: its end is the leader's end.
-struct Following {
+/// One end of a connection between a follower and its leader.
+struct Conn {
     stream: UnixStream,
     ctx: Arc<Ctx>,
+    end: End,
 }
 
-impl Source for Following {
+enum End {
+    /// A follower's: the end of the stream is the end of the leader's term.
+    ToLeader,
+    /// The leader's: the follower's hello, then its membership.
+    FromFollower {
+        /// The follower's process (the kernel's word).
+        pid: u32,
+        /// Its hello so far.
+        got: Vec<u8>,
+        member: Option<Member>,
+    },
+}
+
+impl Conn {
+    /// Takes a complete follower hello; false when it is not one.
+    fn greeted(&mut self) -> bool {
+        let End::FromFollower { pid, got, member } = &mut self.end else {
+            return true;
+        };
+        if member.is_some() || got.len() < Hello::LEN {
+            return true;
+        }
+        match Hello::decode(got) {
+            Ok(h) if h.side == Side::Follower => {
+                let m = Member {
+                    participant: h.participant,
+                    pid: *pid,
+                };
+                *member = Some(m);
+                self.ctx.update(|r| {
+                    if let Role::Leader { followers } = r {
+                        followers.push(m);
+                    }
+                });
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Source for Conn {
     fn fd(&self) -> RawFd {
         self.stream.as_raw_fd()
     }
@@ -362,9 +405,16 @@ impl Source for Following {
         false
     }
     fn ready(&mut self, _: Readiness, _: &mut dyn LoopContext) -> Served {
-        // The leader says nothing after its hello (yet): anything else is
-        // read and dropped; the end of the stream is the end of its term.
-        if drain(&mut self.stream, |_| {}) {
+        // The leader says nothing after its hello (yet), a follower nothing
+        // after its own: anything more is read and dropped.
+        let open = match &mut self.end {
+            End::ToLeader => drain(&mut self.stream, |_| {}),
+            End::FromFollower { got, .. } => drain(&mut self.stream, |b| {
+                let take = (Hello::LEN - got.len()).min(b.len());
+                got.extend_from_slice(&b[..take]);
+            }),
+        };
+        if open && self.greeted() {
             Served::Idle
         } else {
             Served::Done
@@ -374,10 +424,26 @@ impl Source for Following {
         self.ctx.closed.load(Ordering::Acquire)
     }
     fn removed(&mut self, _: &mut dyn LoopContext) {
-        if !self.is_closed() {
-            tracing::debug!("host leader election {}: the leader left", self.ctx.name);
-            self.ctx.set(Role::Electing);
-            spawn_election(self.ctx.clone(), Duration::ZERO);
+        match &mut self.end {
+            End::ToLeader => {
+                if !self.ctx.closed.load(Ordering::Acquire) {
+                    tracing::debug!("host leader election {}: the leader left", self.ctx.name);
+                    self.ctx.set(Role::Electing);
+                    spawn_election(self.ctx.clone(), Duration::ZERO);
+                }
+            }
+            End::FromFollower { member, .. } => {
+                self.ctx.open.fetch_sub(1, Ordering::AcqRel);
+                if let Some(m) = member.take() {
+                    self.ctx.update(|r| {
+                        if let Role::Leader { followers } = r {
+                            if let Some(i) = followers.iter().position(|f| *f == m) {
+                                followers.remove(i);
+                            }
+                        }
+                    });
+                }
+            }
         }
     }
     fn shutdown(&mut self) {}
@@ -434,12 +500,14 @@ impl Source for Listening {
                 continue;
             }
             self.ctx.open.fetch_add(1, Ordering::AcqRel);
-            lc.add_source(Box::new(Greeted {
+            lc.add_source(Box::new(Conn {
                 stream: s,
                 ctx: self.ctx.clone(),
-                pid: cred.pid,
-                got: Vec::with_capacity(Hello::LEN),
-                member: None,
+                end: End::FromFollower {
+                    pid: cred.pid,
+                    got: Vec::with_capacity(Hello::LEN),
+                    member: None,
+                },
             }));
         }
     }
@@ -447,69 +515,5 @@ impl Source for Listening {
         self.ctx.closed.load(Ordering::Acquire)
     }
     fn removed(&mut self, _: &mut dyn LoopContext) {}
-    fn shutdown(&mut self) {}
-}
-
-/// The leader's end of a follower's connection.
-struct Greeted {
-    stream: UnixStream,
-    ctx: Arc<Ctx>,
-    pid: u32,
-    /// The follower's hello so far.
-    got: Vec<u8>,
-    member: Option<Member>,
-}
-
-impl Source for Greeted {
-    fn fd(&self) -> RawFd {
-        self.stream.as_raw_fd()
-    }
-    fn writable_interest(&self) -> bool {
-        false
-    }
-    fn ready(&mut self, _: Readiness, _: &mut dyn LoopContext) -> Served {
-        let got = &mut self.got;
-        let open = drain(&mut self.stream, |b| {
-            let take = (Hello::LEN - got.len()).min(b.len());
-            got.extend_from_slice(&b[..take]);
-        });
-        if self.member.is_none() && self.got.len() == Hello::LEN {
-            match Hello::decode(&self.got) {
-                Ok(h) if h.side == Side::Follower => {
-                    let m = Member {
-                        participant: h.participant,
-                        pid: self.pid,
-                    };
-                    self.member = Some(m);
-                    self.ctx.update(|r| {
-                        if let Role::Leader { followers } = r {
-                            followers.push(m);
-                        }
-                    });
-                }
-                _ => return Served::Done,
-            }
-        }
-        if open {
-            Served::Idle
-        } else {
-            Served::Done
-        }
-    }
-    fn is_closed(&self) -> bool {
-        self.ctx.closed.load(Ordering::Acquire)
-    }
-    fn removed(&mut self, _: &mut dyn LoopContext) {
-        self.ctx.open.fetch_sub(1, Ordering::AcqRel);
-        if let Some(m) = self.member.take() {
-            self.ctx.update(|r| {
-                if let Role::Leader { followers } = r {
-                    if let Some(i) = followers.iter().position(|f| *f == m) {
-                        followers.remove(i);
-                    }
-                }
-            });
-        }
-    }
     fn shutdown(&mut self) {}
 }

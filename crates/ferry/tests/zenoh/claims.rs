@@ -9,43 +9,14 @@
 use std::time::{Duration, Instant};
 
 use ferry::msgs::std_msgs;
-use ferry::{Config, DiscoveryRange, Qos, TransportKind};
+use ferry::TransportKind;
 
-use super::{free_port, lines_until, node, rmw_zenoh, until, zenoh_only, Mode};
+use super::{lines_until, rmw_zenoh, DirectPair};
 
 #[test]
 fn a_forged_ferry_claim_neither_silences_a_ros2_subscriber_nor_passes_for_a_ferry_publisher() {
-    let port = free_port();
-    let router = format!("tcp/127.0.0.1:{port}");
-    let _router = node(
-        "router",
-        zenoh_only(56, Mode::Router, &[], std::slice::from_ref(&router)),
-    );
-    let cfg = |lease_ms| Config {
-        discovery: DiscoveryRange::Localhost,
-        lease_ms,
-        ..zenoh_only(56, Mode::Peer, std::slice::from_ref(&router), &[])
-    };
-    // (Configs of their own: two runtimes, as two processes.)
-    let a = node("claimed_pub", cfg(8_000));
-    let b = node("claimed_sub", cfg(9_000));
-    let qos = Qos::default().keep_last(1000);
-    let publisher = a
-        .publisher::<std_msgs::String>("/claimed")
-        .qos(qos)
-        .build()
-        .unwrap();
-    let sub = b
-        .subscriber::<std_msgs::String>("/claimed")
-        .qos(qos)
-        .build()
-        .unwrap();
-    until(Duration::from_secs(20), "the direct connection", || {
-        publisher
-            .connections()
-            .iter()
-            .any(|c| c.transport != TransportKind::Zenoh)
-    });
+    let d = DirectPair::new(56, "/claimed", 1000);
+    let (router, publisher, sub) = (&d.router, &d.publisher, &d.sub);
     let claim = |id: ferry::EndpointId| format!("{:016x}:{}", id.participant.0, id.entity);
     let peer = |role: &str, claim: &str| {
         rmw_zenoh(&[

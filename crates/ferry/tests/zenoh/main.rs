@@ -515,6 +515,59 @@ fn a_type_hash_mismatch_is_listed_but_never_matched() {
     );
 }
 
+/// Two runtimes that ferry's discovery joins directly (`discovery =
+/// localhost`) and that are also Zenoh peers of a router, with a
+/// publisher and a subscriber of `topic` (keep last `depth`) connected
+/// directly; Zenoh domain `domain`.
+struct DirectPair {
+    /// The router's endpoint.
+    router: String,
+    _nodes: [Node; 3],
+    publisher: ferry::Publisher<std_msgs::String>,
+    sub: ferry::Subscriber<std_msgs::String>,
+}
+
+impl DirectPair {
+    fn new(domain: u16, topic: &str, depth: u32) -> DirectPair {
+        let router = format!("tcp/127.0.0.1:{}", free_port());
+        let r = node(
+            "router",
+            zenoh_only(domain, Mode::Router, &[], std::slice::from_ref(&router)),
+        );
+        let cfg = |lease_ms| Config {
+            discovery: DiscoveryRange::Localhost,
+            lease_ms,
+            ..zenoh_only(domain, Mode::Peer, std::slice::from_ref(&router), &[])
+        };
+        // (Configs of their own: two runtimes, as two processes.)
+        let a = node("pair_pub", cfg(8_000));
+        let b = node("pair_sub", cfg(9_000));
+        let qos = Qos::default().keep_last(depth);
+        let publisher = a
+            .publisher::<std_msgs::String>(topic)
+            .qos(qos)
+            .build()
+            .unwrap();
+        let sub = b
+            .subscriber::<std_msgs::String>(topic)
+            .qos(qos)
+            .build()
+            .unwrap();
+        until(Duration::from_secs(20), "the direct connection", || {
+            publisher
+                .connections()
+                .iter()
+                .any(|c| c.transport != TransportKind::Zenoh)
+        });
+        DirectPair {
+            router,
+            _nodes: [r, a, b],
+            publisher,
+            sub,
+        }
+    }
+}
+
 /// A Zenoh peer that puts as a ferry publisher (its GID, from its token)
 /// with sequence numbers far ahead of the real ones, before that
 /// publisher's first sample: its samples are its word and get through, but
@@ -522,37 +575,8 @@ fn a_type_hash_mismatch_is_listed_but_never_matched() {
 /// delivered already (which would cut the pair off).
 #[test]
 fn a_forged_sample_with_a_huge_sequence_number_does_not_cut_a_direct_path_off() {
-    let port = free_port();
-    let router = format!("tcp/127.0.0.1:{port}");
-    let _router = node(
-        "router",
-        zenoh_only(60, Mode::Router, &[], std::slice::from_ref(&router)),
-    );
-    let cfg = |lease_ms| Config {
-        discovery: DiscoveryRange::Localhost,
-        lease_ms,
-        ..zenoh_only(60, Mode::Peer, std::slice::from_ref(&router), &[])
-    };
-    // (Configs of their own: two runtimes, as two processes.)
-    let a = node("victim_pub", cfg(8_000));
-    let b = node("victim_sub", cfg(9_000));
-    let qos = Qos::default().keep_last(100);
-    let publisher = a
-        .publisher::<std_msgs::String>("/victim")
-        .qos(qos)
-        .build()
-        .unwrap();
-    let sub = b
-        .subscriber::<std_msgs::String>("/victim")
-        .qos(qos)
-        .build()
-        .unwrap();
-    until(Duration::from_secs(20), "the direct connection", || {
-        publisher
-            .connections()
-            .iter()
-            .any(|c| c.transport != TransportKind::Zenoh)
-    });
+    let d = DirectPair::new(60, "/victim", 100);
+    let (router, publisher, sub) = (&d.router, &d.publisher, &d.sub);
     let (_f, frx) = rmw_zenoh(&[
         "--connect",
         &router,
