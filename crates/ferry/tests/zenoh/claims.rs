@@ -21,7 +21,7 @@ fn a_forged_ferry_claim_neither_silences_a_ros2_subscriber_nor_passes_for_a_ferr
     let peer = |role: &str, claim: &str| {
         rmw_zenoh(&[
             "--connect",
-            &router,
+            router,
             "--domain",
             "56",
             "--topic",

@@ -579,7 +579,7 @@ fn a_forged_sample_with_a_huge_sequence_number_does_not_cut_a_direct_path_off() 
     let (router, publisher, sub) = (&d.router, &d.publisher, &d.sub);
     let (_f, frx) = rmw_zenoh(&[
         "--connect",
-        &router,
+        router,
         "--domain",
         "60",
         "--topic",
