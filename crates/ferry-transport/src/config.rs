@@ -527,12 +527,14 @@ impl Config {
                     ),
                 });
             }
-            if r.transport == Some(TransportKind::Forwarded) {
+            if r.transport == Some(TransportKind::Forwarded)
+                && self.security.mode != ferry_security::Mode::Off
+            {
                 return Err(ConfigError::Invalid {
                     key: "topics.transport",
                     why: format!(
-                        "`fwd` for `{}`: forwarding through a host leader is not built yet \
-                         (docs/FORWARDER.md); pin udp, tcp, shm, mqtt or zenoh",
+                        "`fwd` for `{}`: forwarding through a host leader is not built with \
+                         security on (docs/FORWARDER.md); pin udp, tcp, shm, mqtt or zenoh",
                         r.pattern
                     ),
                 });

@@ -454,6 +454,7 @@ impl InboundConn {
         match self.transport {
             TransportKind::InProcess => "process".into(),
             TransportKind::SharedMemory => "os".into(),
+            TransportKind::Forwarded => "os (relayed by the host leader)".into(),
             TransportKind::Tcp => from("tls"),
             TransportKind::Udp => from("aead"),
             TransportKind::Mqtt if self.locator.starts_with("mqtts://") => {

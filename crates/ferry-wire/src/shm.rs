@@ -11,6 +11,9 @@
 //! kind 2 Accepted
 //! kind 3 Refused: reason u8 (1 no such reader, 2 reader not in this runtime,
 //!                 3 segment unusable, 4 malformed request), detail (str u16)
+//! kind 4 Forward: as Attach; sent by the host leader for a writer of
+//!                 another host whose samples it relays (the reader's
+//!                 runtime accepts it only from the leader it follows)
 //! ```
 //!
 //! Segment names travel as they are opened under `/dev/shm`: 1–200 bytes of
@@ -91,6 +94,9 @@ impl RefuseReason {
 pub enum Control {
     /// Writer → reader runtime.
     Attach(Attach),
+    /// Host leader → reader runtime: a connection carrying the samples of
+    /// `writer`, a writer on another host, relayed by the leader.
+    Forward(Attach),
     /// Reader runtime → writer: the connection is live.
     Accepted,
     /// Reader runtime → writer: it is not, and why.
@@ -129,6 +135,19 @@ fn endpoint(r: &mut Reader<'_>) -> Result<EndpointId, WireError> {
     })
 }
 
+fn attach(r: &mut Reader<'_>) -> Result<Attach, WireError> {
+    Ok(Attach {
+        writer: endpoint(r)?,
+        reader: endpoint(r)?,
+        connection: segment_name(r, "shm.connection")?,
+        data_prefix: segment_name(r, "shm.data_prefix")?,
+        reply_to: match r.str("shm.reply_to", MAX_SEGMENT_NAME)? {
+            "" => None,
+            s => Some(checked_name(s, "shm.reply_to")?),
+        },
+    })
+}
+
 impl Control {
     /// Parses one message body (without its length prefix).
     pub fn parse(body: &[u8]) -> Result<Control, WireError> {
@@ -142,16 +161,8 @@ impl Control {
         let mut r = Reader::new(body);
         r.header(MAGIC, VERSION)?;
         let msg = match r.u8()? {
-            1 => Control::Attach(Attach {
-                writer: endpoint(&mut r)?,
-                reader: endpoint(&mut r)?,
-                connection: segment_name(&mut r, "shm.connection")?,
-                data_prefix: segment_name(&mut r, "shm.data_prefix")?,
-                reply_to: match r.str("shm.reply_to", MAX_SEGMENT_NAME)? {
-                    "" => None,
-                    s => Some(checked_name(s, "shm.reply_to")?),
-                },
-            }),
+            1 => Control::Attach(attach(&mut r)?),
+            4 => Control::Forward(attach(&mut r)?),
             2 => Control::Accepted,
             3 => Control::Refused {
                 reason: RefuseReason::from_u8(r.u8()?)?,
@@ -181,8 +192,12 @@ impl Control {
         w.bytes(&MAGIC);
         w.u8(VERSION);
         match self {
-            Control::Attach(a) => {
-                w.u8(1);
+            Control::Attach(a) | Control::Forward(a) => {
+                w.u8(if matches!(self, Control::Forward(_)) {
+                    4
+                } else {
+                    1
+                });
                 for e in [a.writer, a.reader] {
                     w.u64(e.participant.0);
                     w.u32(e.entity);
@@ -269,7 +284,8 @@ mod tests {
             unreachable!()
         };
         a.reply_to = Some("ferry.s.4026531836.77.123.abcd".into());
-        round_trip(&Control::Attach(a));
+        round_trip(&Control::Attach(a.clone()));
+        round_trip(&Control::Forward(a));
         round_trip(&Control::Accepted);
         round_trip(&Control::Refused {
             reason: RefuseReason::NoReader,

@@ -14,9 +14,13 @@ use crate::transport::InboundConn;
 
 /// Whether samples on a connection of this kind come through an
 /// intermediary that numbers them with the writer's own sequence (the MQTT
-/// broker, Zenoh): a direct path from the same writer makes them duplicates.
+/// broker, Zenoh, a host leader): a direct path from the same writer makes
+/// them duplicates.
 fn relayed(t: TransportKind) -> bool {
-    matches!(t, TransportKind::Mqtt | TransportKind::Zenoh)
+    matches!(
+        t,
+        TransportKind::Mqtt | TransportKind::Zenoh | TransportKind::Forwarded
+    )
 }
 
 /// A reader's connections, one per writer that connected to it.

@@ -120,7 +120,13 @@ impl Discovery {
         e.lease = lease;
         e.expires = now + lease;
         self.next_scan = self.next_scan.min(e.expires);
-        let joined = e.known.is_none() || upgrade;
+        // New locators (a transport started, a host leader changed) are
+        // told as a join again: path selection takes them from there.
+        let relocated = e
+            .known
+            .as_ref()
+            .is_some_and(|k| k.info.locators != info.locators);
+        let joined = e.known.is_none() || upgrade || relocated;
         let direct = e.origin != Origin::Broker;
         e.via_broker = !direct;
         let k = e.known.get_or_insert_with(|| RemoteParticipant {

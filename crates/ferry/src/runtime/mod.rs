@@ -2,6 +2,7 @@
 //! discovery state machine, the transports and the I/O thread, and turns
 //! matches into connections.
 
+mod forward;
 pub(crate) mod io;
 mod outbox;
 mod timer;
@@ -88,6 +89,9 @@ pub(crate) struct Shared {
     /// This runtime's place in its host's leader election
     /// (`host_leader = true`).
     pub host_leader: Option<ferry_transport::leader::HostLeader>,
+    /// Forwarding through host leaders (`host_leader = true`): the writer
+    /// side and this runtime's relay.
+    pub fwd: Option<Arc<crate::transport::fwd::ForwardTransport>>,
     /// The election's role changed: the I/O thread announces it.
     pub host_role_changed: Arc<std::sync::atomic::AtomicBool>,
     pub io: crate::reactor::IoHandle,
@@ -198,6 +202,8 @@ impl Runtime {
                 .ok()
                 .map(|m| m.0.clone())
         });
+        let fwd = forward::start(id, &transports, shm.clone(), security.is_some());
+        transports.extend(fwd.iter().map(|f| f.clone() as Arc<dyn Transport>));
         let zenoh = crate::zenoh::Zenoh::start(&cfg, id)?;
         let mut locators: Vec<Locator> = transports.iter().flat_map(|t| t.locators()).collect();
         locators.extend(zenoh.as_ref().and_then(|z| z.locator()));
@@ -282,6 +288,7 @@ impl Runtime {
                     }),
                 )
             }),
+            fwd,
             host_role_changed,
             io: sockets.handle.clone(),
             next_entity: AtomicU32::new(1),
@@ -294,6 +301,7 @@ impl Runtime {
             let host: Arc<dyn ferry_mqtt::BrokerHost> = shared.clone();
             b.bind(Arc::downgrade(&host));
         }
+        forward::bind(&shared);
         let s2 = shared.clone();
         let thread = std::thread::Builder::new()
             .name("ferry-io".into())
@@ -518,6 +526,7 @@ impl Shared {
         let mut locators = self.local.locators.clone();
         locators.extend(leader.map(Locator::forwarded_by));
         self.core.lock().discovery.set_locators(locators, now);
+        self.forward_role(&h.role());
     }
 
     /// Tells the Zenoh path which Zenoh session `rp` announced: only that
@@ -534,7 +543,8 @@ impl Shared {
         for (w, r) in lost {
             self.link_lost(w, r);
         }
-        if !events.is_empty() || housekeeping {
+        let events_empty = events.is_empty();
+        if !events_empty || housekeeping {
             let now = Instant::now();
             let mut core = self.core.lock();
             let core = &mut *core;
@@ -554,7 +564,11 @@ impl Shared {
                         if let Some(rp) = core.discovery.participant_info(id) {
                             self.note_proven(rp);
                             self.vouch_zenoh(rp);
-                            core.table.peer_up(peer_info(rp), now);
+                            let peer = peer_info(rp);
+                            if let Some(f) = &self.fwd {
+                                f.peer_seen(&peer);
+                            }
+                            core.table.peer_up(peer, now);
                         }
                     }
                     DiscEvent::ParticipantLeft { id, reason } => {
@@ -576,6 +590,9 @@ impl Shared {
                         }
                         if let Some(z) = &self.zenoh {
                             z.left(id);
+                        }
+                        if let Some(f) = &self.fwd {
+                            f.peer_gone(id);
                         }
                         core.table.peer_left(id, reason, now);
                     }
@@ -605,6 +622,9 @@ impl Shared {
             if core.table.poll_timeout().is_some_and(|t| t <= now) {
                 core.table.handle_timeout(now);
             }
+        }
+        if let (Some(f), false) = (&self.fwd, events_empty) {
+            f.relay().graph_changed();
         }
         self.drive();
         if housekeeping {

@@ -8,6 +8,7 @@
 //! own crate, `ferry-mqtt` (re-exported as [`mqtt`]). Each is one line in
 //! `start::registry`.
 
+pub(crate) mod fwd;
 pub mod intra;
 mod links;
 pub mod shm;

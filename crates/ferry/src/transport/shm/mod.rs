@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -210,6 +210,7 @@ impl ShmTransport {
                 transport: me.clone(),
                 security,
                 counters,
+                leader_pid: AtomicU32::new(0),
             }),
             thread: Mutex::new(None),
             writers: Mutex::new(HashMap::new()),
@@ -358,6 +359,29 @@ impl Transport for ShmTransport {
         !self.degraded.load(Ordering::Relaxed) && self.reaches(local, remote)
     }
     fn connect(&self, req: ConnectRequest) -> Result<Arc<dyn Link>, ConnectError> {
+        self.attach(req, false)
+    }
+}
+
+impl ShmTransport {
+    /// The process of the host leader this runtime follows (or leads):
+    /// the only one whose forwarded connections it accepts (0: none).
+    pub(crate) fn set_host_leader_pid(&self, pid: u32) {
+        self.receiving.leader_pid.store(pid, Ordering::Release);
+    }
+
+    /// A host leader's connection relaying `req.writer`, a writer of
+    /// another host, to a reader of this host: the sample lands in this
+    /// runtime's pool for that writer once, shared by all its readers
+    /// here. The reader's runtime accepts it only from its own leader.
+    pub(crate) fn connect_forwarded(
+        &self,
+        req: ConnectRequest,
+    ) -> Result<Arc<dyn Link>, ConnectError> {
+        self.attach(req, true)
+    }
+
+    fn attach(&self, req: ConnectRequest, forwarded: bool) -> Result<Arc<dyn Link>, ConnectError> {
         let unreachable = |last: String, tried: &str| ConnectError::Unreachable {
             peer: req.remote.participant,
             tried: tried.to_string(),
@@ -418,14 +442,19 @@ impl Transport for ShmTransport {
             ferry_shm::ShmError::Denied { .. } => denied(),
             e => unreachable(e.to_string(), &tried),
         })?;
-        let attach = Control::Attach(Attach {
+        let attach = Attach {
             writer: req.writer,
             reader: req.reader,
             connection: conn.name().to_string(),
             data_prefix: pool.writer.data_prefix().to_string(),
             reply_to: (req.writer_kind == EndpointKind::Client)
                 .then(|| self.receiving.socket_name.clone()),
-        });
+        };
+        let attach = if forwarded {
+            Control::Forward(attach)
+        } else {
+            Control::Attach(attach)
+        };
         (&stream)
             .write_all(&attach.encode())
             .map_err(|e| unreachable(e.to_string(), &tried))?;
@@ -466,9 +495,7 @@ impl Transport for ShmTransport {
             priority: Mutex::new(Priority::default()),
         }))
     }
-}
 
-impl ShmTransport {
     fn degrade(&self, e: &dyn std::fmt::Display) {
         degrade(&self.degraded, e);
     }

@@ -66,6 +66,9 @@ pub(super) struct Receiving {
     pub(super) security: Option<Arc<crate::transport::TransportSecurity>>,
     /// Where refusals by grant are counted.
     pub(super) counters: Arc<ferry_transport::stats::ListenerCounters>,
+    /// The process of the host leader this runtime follows or leads (0:
+    /// none): forwarded connections are accepted from it alone.
+    pub(super) leader_pid: std::sync::atomic::AtomicU32,
 }
 
 /// How the delivery thread waits for samples.
@@ -225,16 +228,47 @@ impl Receiving {
                 })
         })
         .map_err(malformed)?;
-        let Control::Attach(Attach {
-            writer,
-            reader: reader_id,
-            connection: conn,
-            data_prefix: prefix,
-            reply_to,
-        }) = msg
+        let (
+            Control::Attach(Attach {
+                writer,
+                reader: reader_id,
+                connection: conn,
+                data_prefix: prefix,
+                reply_to,
+            })
+            | Control::Forward(Attach {
+                writer,
+                reader: reader_id,
+                connection: conn,
+                data_prefix: prefix,
+                reply_to,
+            }),
+            forwarded,
+        ) = (msg.clone(), matches!(msg, Control::Forward(_)))
         else {
             return Err((RefuseReason::Malformed, "expected an attach request".into()));
         };
+        if forwarded {
+            // Consent: only the leader this runtime elected relays to it,
+            // and not under security (the relayed writer's identity is
+            // proven to the leader, not here).
+            let leader = self.leader_pid.load(Ordering::Acquire);
+            if leader == 0 || leader != pid || self.security.is_some() {
+                ferry_transport::stats::ListenerCounters::count(&self.counters.denied);
+                return Err((
+                    RefuseReason::NotPermitted,
+                    format!(
+                        "forwarded connection from pid {pid}, which is not this runtime's host \
+                         leader{}",
+                        if self.security.is_some() {
+                            " (forwarding is not available with security on)"
+                        } else {
+                            ""
+                        }
+                    ),
+                ));
+            }
+        }
         if reader_id.participant != local {
             return Err((
                 RefuseReason::WrongRuntime,
@@ -243,8 +277,16 @@ impl Receiving {
         }
         let reader = crate::transport::intra::lookup_reader(reader_id)
             .ok_or_else(|| (RefuseReason::NoReader, format!("no reader {reader_id}")))?;
-        let identity = self.writer_identity(writer, pid, reader.as_ref())?;
-        let locator = format!("shm/{conn}");
+        let identity = if forwarded {
+            None
+        } else {
+            self.writer_identity(writer, pid, reader.as_ref())?
+        };
+        let (locator, transport) = if forwarded {
+            (format!("fwd/{conn}"), TransportKind::Forwarded)
+        } else {
+            (format!("shm/{conn}"), TransportKind::SharedMemory)
+        };
         let conn = ReaderConn::open(&conn, &prefix).map_err(|e| match e {
             ferry_shm::ShmError::Denied { .. } => (RefuseReason::Denied, e.to_string()),
             e => (RefuseReason::Segment, e.to_string()),
@@ -263,7 +305,7 @@ impl Receiving {
         let inbound = Arc::new(InboundConn {
             remote: writer,
             origin: crate::transport::Origin::SharedMemory,
-            transport: TransportKind::SharedMemory,
+            transport,
             locator,
             stats: Arc::new(ConnStats::new()),
             replier,
@@ -306,6 +348,15 @@ impl Receiving {
                     }
                 };
                 n += 1;
+                // A relayed path: a sample a direct path from the same
+                // writer delivered already (or a replay of one this
+                // connection carried) is a duplicate.
+                if inb.inbound.transport == TransportKind::Forwarded
+                    && (got.seq <= inb.inbound.seqs.last.load(Ordering::Relaxed)
+                        || !inb.reader.broker_sample(&inb.inbound, got.seq))
+                {
+                    continue;
+                }
                 earliest = earliest.min(got.stamp);
                 let len = got.sample.len();
                 inb.inbound.stats.message(len);

@@ -1,0 +1,117 @@
+//! The runtime's side of forwarding through host leaders
+//! (`transport::fwd`): starting it, telling it who leads, and answering
+//! its relay which readers of this host a writer goes to.
+
+use std::sync::Arc;
+
+use ferry_discovery::matching::{match_endpoints, MatchOutcome};
+use ferry_transport::leader::Role;
+use ferry_wire::{EndpointId, Locator, TransportKind};
+
+use super::Shared;
+use crate::transport::fwd::{ForwardTransport, Target};
+use crate::transport::shm::ShmTransport;
+use crate::transport::Transport;
+
+/// Forwarding, when this runtime has TCP to carry host streams (its
+/// relay works only while it leads its host: `host_leader = true`). Not
+/// with security on: a relayed writer's identity is proven to the leader,
+/// not to the readers behind it (not built).
+pub(super) fn start(
+    id: ferry_wire::ParticipantId,
+    transports: &[Arc<dyn Transport>],
+    shm: Option<Arc<ShmTransport>>,
+    secured: bool,
+) -> Option<Arc<ForwardTransport>> {
+    if secured {
+        tracing::info!("forwarding through the host leader is off: not built with security on");
+        return None;
+    }
+    let tcp = transports
+        .iter()
+        .find(|t| t.kind() == TransportKind::Tcp)?
+        .clone();
+    Some(ForwardTransport::new(crate::host::host_id(), id, tcp, shm))
+}
+
+/// Lets the relay ask the runtime for a writer's readers here.
+pub(super) fn bind(shared: &Arc<Shared>) {
+    if let Some(f) = &shared.fwd {
+        let me = Arc::downgrade(shared);
+        f.relay().bind(Box::new(move |w| {
+            me.upgrade()
+                .map(|s| s.forward_targets(w))
+                .unwrap_or_default()
+        }));
+    }
+}
+
+impl Shared {
+    /// The election's outcome for forwarding: the relay works while this
+    /// runtime leads, and shared memory accepts forwarded connections from
+    /// the leader's process only.
+    pub(super) fn forward_role(&self, role: &Role) {
+        let (leading, pid) = match role {
+            Role::Leader { .. } => (true, std::process::id()),
+            Role::Follower { leader } => (false, leader.pid),
+            _ => (false, 0),
+        };
+        if let Some(shm) = &self.shm {
+            shm.set_host_leader_pid(pid);
+        }
+        if let Some(f) = &self.fwd {
+            f.relay().set_leading(leading);
+        }
+    }
+
+    /// The readers on this host that `writer` (of another host) goes to
+    /// through this runtime, its leader: this runtime's own, and those of
+    /// runtimes on this host whose announcement names this one as their
+    /// leader (their consent), that match the writer.
+    fn forward_targets(&self, writer: EndpointId) -> Vec<Target> {
+        let core = self.core.lock();
+        let Some(wrec) = core
+            .discovery
+            .participant_info(writer.participant)
+            .and_then(|p| p.endpoints.get(&writer.entity))
+        else {
+            return Vec::new();
+        };
+        let matches = |r: &ferry_wire::beacon::EndpointRecord| {
+            match_endpoints(wrec, r) == MatchOutcome::Matched
+        };
+        let target = |reader: EndpointId, peer: crate::transport::PeerInfo| Target {
+            reader,
+            peer,
+            topic: wrec.topic.clone(),
+            qos: wrec.qos,
+        };
+        let mut out: Vec<Target> = core
+            .readers
+            .keys()
+            .map(|e| EndpointId {
+                participant: self.id,
+                entity: *e,
+            })
+            .filter(|r| core.table.endpoint(*r).is_some_and(matches))
+            .map(|r| target(r, self.local.clone()))
+            .collect();
+        let me = Locator::forwarded_by(self.id);
+        for rp in core.discovery.participants() {
+            if rp.id == self.id
+                || rp.info.host_id != self.local.host_id
+                || !rp.info.locators.contains(&me)
+            {
+                continue;
+            }
+            for r in rp.endpoints.values().filter(|r| matches(r)) {
+                let id = EndpointId {
+                    participant: rp.id,
+                    entity: r.entity,
+                };
+                out.push(target(id, super::peer_info(rp)));
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,324 @@
+//! Forwarding through the host leader, with real processes on two hosts:
+//! two network namespaces joined by a veth pair, the publisher's host with
+//! an IPC namespace and `/dev/shm` of its own (so it is another host for
+//! shared memory too). Three subscribers in three processes on host B
+//! elect a leader; a publisher on host A pinned to `fwd` sends each sample
+//! once to that leader, which redistributes it over shared memory.
+//!
+//! Checked: every subscriber gets every sample in order over a forwarded
+//! connection; the publisher holds one connection per subscriber, all
+//! through the same leader; and the bytes host A puts on the link are
+//! about one copy of the payload (three unicast streams would be three).
+//!
+//! Each process is this test binary re-run (`fwd_child`, idle unless
+//! `FERRY_FWD_CHILD` is set). Needs root, `ip` and `unshare`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use ferry::leader::Role;
+use ferry::{Config, DiscoveryRange, Node, Qos, RawBytes, TransportKind};
+
+const TOPIC: &str = "/fwd/frames";
+const DOMAIN: u16 = 52;
+
+fn sh(cmd: &str) -> Output {
+    Command::new("sh").arg("-c").arg(cmd).output().expect("sh")
+}
+
+fn ok(cmd: &str) {
+    let o = sh(cmd);
+    assert!(
+        o.status.success(),
+        "`{cmd}` failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// A child process: `sub <count>` or `pub <count> <size> <subscribers>`.
+#[test]
+fn fwd_child() {
+    let Ok(args) = std::env::var("FERRY_FWD_CHILD") else {
+        return;
+    };
+    let a: Vec<&str> = args.split(' ').collect();
+    // FERRY_FWD_LOG=debug (given to the test) logs each child to stderr.
+    if let Some(level) = std::env::var("FERRY_FWD_LOG")
+        .ok()
+        .and_then(|l| l.parse::<tracing::Level>().ok())
+    {
+        let _ = tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .try_init();
+    }
+    let n = |i: usize| -> usize { a[i].parse().unwrap() };
+    let node = Node::builder()
+        .name(format!("{}{}", a[0], std::process::id()))
+        .config(Config {
+            domain_id: DOMAIN,
+            discovery: DiscoveryRange::Subnet,
+            host_leader: a[0] == "sub",
+            ..Config::default()
+        })
+        .build()
+        .unwrap();
+    let qos = Qos::default().reliable().keep_all();
+    let mut out = std::io::stdout();
+    let say = |out: &mut std::io::Stdout, line: String| {
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    };
+    if a[0] == "sub" {
+        let count = n(1);
+        let sub = node.subscriber::<RawBytes>(TOPIC).qos(qos).build().unwrap();
+        let t0 = Instant::now();
+        let role = loop {
+            match node.host_role().unwrap() {
+                Role::Leader { .. } => break "leader",
+                Role::Follower { .. } => break "follower",
+                _ if t0.elapsed() > Duration::from_secs(10) => break "none",
+                _ => std::thread::sleep(Duration::from_millis(5)),
+            }
+        };
+        say(&mut out, format!("READY {role}"));
+        let (mut got, mut in_order, mut next) = (0usize, true, 0u64);
+        let end = Instant::now() + Duration::from_secs(40);
+        while got < count && Instant::now() < end {
+            if let Ok(s) = sub.recv_timeout(Duration::from_millis(200)) {
+                let i = u64::from_le_bytes(s.0[..8].try_into().unwrap());
+                in_order &= i == next;
+                next = i + 1;
+                got += 1;
+            }
+        }
+        let kinds: Vec<String> = sub
+            .connections()
+            .iter()
+            .map(|c| c.transport.to_string())
+            .collect();
+        say(
+            &mut out,
+            format!("GOT {got} {in_order} {}", kinds.join(",")),
+        );
+        // Stay (as a leader, relaying for the others) until told to go.
+        let mut s = String::new();
+        let _ = std::io::stdin().read_line(&mut s);
+    } else {
+        let (count, size, subs) = (n(1), n(2), n(3));
+        let publ = node
+            .publisher::<RawBytes>(TOPIC)
+            .qos(qos.transport(TransportKind::Forwarded))
+            .build()
+            .unwrap();
+        let matched = publ.wait_for_subscribers(subs, Duration::from_secs(30));
+        let conns: Vec<String> = publ
+            .connections()
+            .iter()
+            .map(|c| format!("{}={}", c.transport, c.locator.replace(' ', "_")))
+            .collect();
+        say(&mut out, format!("MATCHED {matched} {}", conns.join(" ")));
+        // The parent reads the link's counters now.
+        let mut s = String::new();
+        let _ = std::io::stdin().read_line(&mut s);
+        for i in 0..count as u64 {
+            let mut v = vec![0u8; size];
+            v[..8].copy_from_slice(&i.to_le_bytes());
+            publ.publish(RawBytes::new(v)).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        say(&mut out, "SENT".into());
+        let _ = std::io::stdin().read_line(&mut s);
+    }
+}
+
+/// Two namespaces joined by a veth pair; deleted (with their processes'
+/// links) on drop.
+struct Lab {
+    a: String,
+    b: String,
+    dev_a: String,
+}
+
+impl Lab {
+    fn new() -> Option<Lab> {
+        if unsafe { libc::geteuid() } != 0
+            || !sh("command -v ip && command -v unshare").status.success()
+        {
+            eprintln!("SKIPPED: the forwarder test needs root, iproute2 and unshare");
+            return None;
+        }
+        let tag = std::process::id() % 100_000;
+        let lab = Lab {
+            a: format!("fwa{tag}"),
+            b: format!("fwb{tag}"),
+            dev_a: format!("fva{tag}"),
+        };
+        let (a, b) = (&lab.a, &lab.b);
+        ok(&format!("ip netns add {a} && ip netns add {b}"));
+        ok(&format!(
+            "ip link add fva{tag} netns {a} type veth peer name fvb{tag} netns {b}"
+        ));
+        for (ns, dev, host) in [(a, format!("fva{tag}"), 1), (b, format!("fvb{tag}"), 2)] {
+            ok(&format!(
+                "ip -n {ns} link set lo up && ip -n {ns} addr add 10.79.52.{host}/24 dev {dev} \
+                 && ip -n {ns} link set {dev} up"
+            ));
+        }
+        Some(lab)
+    }
+
+    /// Bytes host A sent on its end of the link so far.
+    fn tx_bytes_a(&self) -> u64 {
+        let o = sh(&format!(
+            "ip netns exec {} cat /sys/class/net/{}/statistics/tx_bytes",
+            self.a, self.dev_a
+        ));
+        String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
+    }
+
+    /// This test binary as a child in `ns`; `own_shm`: with an IPC
+    /// namespace and `/dev/shm` of its own (another host for shared memory).
+    fn child(&self, ns: &str, own_shm: bool, args: &str) -> Proc {
+        let exe = std::env::current_exe().unwrap();
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns]);
+        if own_shm {
+            c.args([
+                "unshare",
+                "--ipc",
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec \"$0\" \"$@\"",
+            ]);
+        }
+        c.arg(exe)
+            .args(["fwd_child", "--exact", "--nocapture", "--test-threads=1"])
+            .env("FERRY_FWD_CHILD", args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(if std::env::var_os("FERRY_FWD_LOG").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            });
+        let mut child = c.spawn().expect("spawn a child");
+        let out = BufReader::new(child.stdout.take().unwrap());
+        Proc { child, out }
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = sh(&format!(
+            "ip netns pids {a} | xargs -r kill -9; ip netns pids {b} | xargs -r kill -9; \
+             ip netns del {a}; ip netns del {b}",
+            a = self.a,
+            b = self.b
+        ));
+    }
+}
+
+struct Proc {
+    child: Child,
+    out: BufReader<ChildStdout>,
+}
+
+impl Proc {
+    /// The next line that starts with `word` (within 60 s).
+    fn expect(&mut self, word: &str) -> String {
+        let end = Instant::now() + Duration::from_secs(60);
+        let mut line = String::new();
+        while Instant::now() < end {
+            line.clear();
+            if self.out.read_line(&mut line).unwrap_or(0) == 0 {
+                panic!("child ended before `{word}`");
+            }
+            // (The test harness prints its own words before the first.)
+            if let Some(at) = line.find(word) {
+                return line[at..].trim().to_string();
+            }
+        }
+        panic!("no `{word}` within 60 s");
+    }
+    fn tell(&mut self) {
+        if let Some(i) = self.child.stdin.as_mut() {
+            let _ = writeln!(i, "go");
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_remote_host_gets_each_sample_once_and_its_leader_shares_it_over_shared_memory() {
+    let Some(lab) = Lab::new() else { return };
+    const COUNT: usize = 200;
+    const SIZE: usize = 64 * 1024;
+    let mut subs: Vec<Proc> = (0..3)
+        .map(|_| lab.child(&lab.b, false, &format!("sub {COUNT}")))
+        .collect();
+    let roles: Vec<String> = subs.iter_mut().map(|s| s.expect("READY")).collect();
+    assert_eq!(
+        roles.iter().filter(|r| r.ends_with("leader")).count(),
+        1,
+        "{roles:?}"
+    );
+    assert_eq!(
+        roles.iter().filter(|r| r.ends_with("follower")).count(),
+        2,
+        "{roles:?}"
+    );
+    let mut publ = lab.child(&lab.a, true, &format!("pub {COUNT} {SIZE} 3"));
+    let matched = publ.expect("MATCHED");
+    let words: Vec<&str> = matched.split(' ').collect();
+    assert_eq!(words[1], "true", "not all three matched: {matched}");
+    let conns = &words[2..];
+    assert_eq!(conns.len(), 3, "{matched}");
+    let leaders: std::collections::HashSet<&str> = conns
+        .iter()
+        .map(|c| {
+            assert!(c.starts_with("fwd=fwd/"), "not forwarded: {c}");
+            c.split("_via_").next().unwrap()
+        })
+        .collect();
+    assert_eq!(leaders.len(), 1, "not through one leader: {matched}");
+
+    let before = lab.tx_bytes_a();
+    publ.tell();
+    publ.expect("SENT");
+    let mut got = Vec::new();
+    for s in subs.iter_mut() {
+        got.push(s.expect("GOT"));
+    }
+    let sent = lab.tx_bytes_a() - before;
+    let payload = (COUNT * SIZE) as f64;
+    eprintln!(
+        "host A sent {sent} B for {payload} B of payload to 3 subscribers: {:.3}×; subscribers: {got:?}",
+        sent as f64 / payload
+    );
+    for g in &got {
+        let w: Vec<&str> = g.split(' ').collect();
+        assert_eq!(w[1], COUNT.to_string(), "a subscriber missed samples: {g}");
+        assert_eq!(w[2], "true", "out of order: {g}");
+        assert_eq!(w[3], "fwd", "not (only) a forwarded connection: {g}");
+    }
+    assert!(
+        (sent as f64) < 1.3 * payload,
+        "host A sent {sent} B for {payload} B of payload: not once per host"
+    );
+    for s in subs.iter_mut() {
+        s.tell();
+    }
+    publ.tell();
+}
