@@ -233,9 +233,11 @@ pub struct Config {
     /// Join this host's leader election (`FERRY_HOST_LEADER=on`): the ferry
     /// runtimes of a host (same machine, IPC and network namespace, same
     /// user) elect one of them, and another takes over when it exits or is
-    /// killed (`ferry_transport::leader`). The per-host forwarder of issue
-    /// 25 will use the leader; today the election is all it does (`ferry
-    /// doctor` shows the role). Default off.
+    /// killed (`ferry_transport::leader`). The leader relays forwarded
+    /// streams (`transport = "fwd"`) to the readers of the runtimes that
+    /// follow it, over shared memory (`docs/FORWARDER.md`); joining is a
+    /// runtime's consent to be served so (`ferry doctor` shows the role).
+    /// Default off.
     pub host_leader: bool,
     /// The MQTT broker of cloud-scope topics (`FERRY_MQTT=url`).
     pub mqtt: Option<mqtt::MqttConfig>,

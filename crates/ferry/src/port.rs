@@ -1,6 +1,7 @@
 //! Pieces every reader port shares: its set of inbound connections and
 //! deadline tracking (a writer's links are `transport::Links`).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,9 +24,18 @@ fn relayed(t: TransportKind) -> bool {
     )
 }
 
-/// A reader's connections, one per writer that connected to it.
+/// A reader's connections, one per writer that connected to it, and the
+/// newest sample of each writer a host leader relayed (a new leader sends
+/// again what the one before may not have delivered: those it did are
+/// duplicates).
 #[derive(Default)]
-pub(crate) struct Inbound(Mutex<Vec<Arc<InboundConn>>>);
+pub(crate) struct Inbound(
+    Mutex<Vec<Arc<InboundConn>>>,
+    Mutex<HashMap<EndpointId, u64>>,
+);
+
+/// Writers whose newest forwarded sample a reader remembers.
+const FORWARDED_WRITERS: usize = 4096;
 
 impl Inbound {
     pub fn attach(&self, conn: Arc<InboundConn>) {
@@ -45,6 +55,17 @@ impl Inbound {
     pub fn broker_sample(&self, conn: &InboundConn, seq: u64) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         let conns = self.0.lock();
+        if conn.transport == TransportKind::Forwarded {
+            let mut tops = self.1.lock();
+            if tops.len() >= FORWARDED_WRITERS && !tops.contains_key(&conn.remote) {
+                tops.clear();
+            }
+            let top = tops.entry(conn.remote).or_insert(0);
+            if seq <= *top {
+                return false;
+            }
+            *top = seq;
+        }
         let direct = conns
             .iter()
             .filter(|c| c.remote == conn.remote && !relayed(c.transport))

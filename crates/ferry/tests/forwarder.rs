@@ -36,7 +36,8 @@ fn ok(cmd: &str) {
     );
 }
 
-/// A child process: `sub <count>` or `pub <count> <size> <subscribers>`.
+/// A child process: `lead` (a runtime of the election without ports),
+/// `sub <count>` or `pub <count> <size> <subscribers> <interval ms>`.
 #[test]
 fn fwd_child() {
     let Ok(args) = std::env::var("FERRY_FWD_CHILD") else {
@@ -60,7 +61,7 @@ fn fwd_child() {
         .config(Config {
             domain_id: DOMAIN,
             discovery: DiscoveryRange::Subnet,
-            host_leader: a[0] == "sub",
+            host_leader: a[0] != "pub",
             ..Config::default()
         })
         .build()
@@ -71,7 +72,17 @@ fn fwd_child() {
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
     };
-    if a[0] == "sub" {
+    if a[0] == "lead" {
+        let t0 = Instant::now();
+        while !matches!(node.host_role(), Some(Role::Leader { .. }))
+            && t0.elapsed() < Duration::from_secs(10)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        say(&mut out, "READY leader".into());
+        let mut s = String::new();
+        let _ = std::io::stdin().read_line(&mut s);
+    } else if a[0] == "sub" {
         let count = n(1);
         let sub = node.subscriber::<RawBytes>(TOPIC).qos(qos).build().unwrap();
         let t0 = Instant::now();
@@ -85,10 +96,14 @@ fn fwd_child() {
         };
         say(&mut out, format!("READY {role}"));
         let (mut got, mut in_order, mut next) = (0usize, true, 0u64);
+        let mut first_slip = String::from("-");
         let end = Instant::now() + Duration::from_secs(40);
         while got < count && Instant::now() < end {
             if let Ok(s) = sub.recv_timeout(Duration::from_millis(200)) {
                 let i = u64::from_le_bytes(s.0[..8].try_into().unwrap());
+                if i != next && in_order {
+                    first_slip = format!("{next}->{i}");
+                }
                 in_order &= i == next;
                 next = i + 1;
                 got += 1;
@@ -101,13 +116,13 @@ fn fwd_child() {
             .collect();
         say(
             &mut out,
-            format!("GOT {got} {in_order} {}", kinds.join(",")),
+            format!("GOT {got} {in_order} {} {first_slip}", kinds.join(",")),
         );
         // Stay (as a leader, relaying for the others) until told to go.
         let mut s = String::new();
         let _ = std::io::stdin().read_line(&mut s);
     } else {
-        let (count, size, subs) = (n(1), n(2), n(3));
+        let (count, size, subs, gap) = (n(1), n(2), n(3), n(4) as u64);
         let publ = node
             .publisher::<RawBytes>(TOPIC)
             .qos(qos.transport(TransportKind::Forwarded))
@@ -127,7 +142,7 @@ fn fwd_child() {
             let mut v = vec![0u8; size];
             v[..8].copy_from_slice(&i.to_le_bytes());
             publ.publish(RawBytes::new(v)).unwrap();
-            std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(Duration::from_millis(gap));
         }
         say(&mut out, "SENT".into());
         let _ = std::io::stdin().read_line(&mut s);
@@ -143,14 +158,15 @@ struct Lab {
 }
 
 impl Lab {
-    fn new() -> Option<Lab> {
+    /// Lab `n` of this test process (tests run at once).
+    fn new(n: u32) -> Option<Lab> {
         if unsafe { libc::geteuid() } != 0
             || !sh("command -v ip && command -v unshare").status.success()
         {
             eprintln!("SKIPPED: the forwarder test needs root, iproute2 and unshare");
             return None;
         }
-        let tag = std::process::id() % 100_000;
+        let tag = std::process::id() % 100_000 * 10 + n;
         let lab = Lab {
             a: format!("fwa{tag}"),
             b: format!("fwb{tag}"),
@@ -262,7 +278,7 @@ impl Drop for Proc {
 
 #[test]
 fn a_remote_host_gets_each_sample_once_and_its_leader_shares_it_over_shared_memory() {
-    let Some(lab) = Lab::new() else { return };
+    let Some(lab) = Lab::new(1) else { return };
     const COUNT: usize = 200;
     const SIZE: usize = 64 * 1024;
     let mut subs: Vec<Proc> = (0..3)
@@ -279,7 +295,7 @@ fn a_remote_host_gets_each_sample_once_and_its_leader_shares_it_over_shared_memo
         2,
         "{roles:?}"
     );
-    let mut publ = lab.child(&lab.a, true, &format!("pub {COUNT} {SIZE} 3"));
+    let mut publ = lab.child(&lab.a, true, &format!("pub {COUNT} {SIZE} 3 2"));
     let matched = publ.expect("MATCHED");
     let words: Vec<&str> = matched.split(' ').collect();
     assert_eq!(words[1], "true", "not all three matched: {matched}");
@@ -317,6 +333,124 @@ fn a_remote_host_gets_each_sample_once_and_its_leader_shares_it_over_shared_memo
         (sent as f64) < 1.3 * payload,
         "host A sent {sent} B for {payload} B of payload: not once per host"
     );
+    for s in subs.iter_mut() {
+        s.tell();
+    }
+    publ.tell();
+}
+
+/// Sends a forwarded-connection request to `runtime`'s shared-memory
+/// control socket for `reader`, and returns its answer.
+fn forward_attach(
+    runtime: ferry::ParticipantId,
+    reader: ferry::EndpointId,
+) -> ferry_wire::shm::Control {
+    use ferry_wire::shm::{read_message, Attach, Control};
+    use std::io::Read;
+    let socket = format!(
+        "{}/{}",
+        ferry_shm::segment::SHM_DIR,
+        ferry_shm::segment::name('s', &runtime.to_string())
+    );
+    let mut s = std::os::unix::net::UnixStream::connect(&socket).expect(&socket);
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let writer = ferry::EndpointId {
+        participant: ferry::ParticipantId(0x5eed),
+        entity: 1,
+    };
+    let msg = Control::Forward(Attach {
+        writer,
+        reader,
+        connection: "ferry.c.no-such-segment".into(),
+        data_prefix: "ferry.d.no-such-segment".into(),
+        reply_to: None,
+    });
+    s.write_all(&msg.encode()).unwrap();
+    read_message(|buf| {
+        s.read_exact(buf)
+            .map_err(|_| ferry_wire::WireError::Truncated {
+                offset: 0,
+                needed: buf.len(),
+            })
+    })
+    .expect("an answer")
+}
+
+/// A forwarded connection is the reader's consent to its own leader only:
+/// a runtime outside any election refuses one from any process, and a
+/// leader takes one from its own process (then fails on the segment this
+/// request names, which does not exist: past the consent check).
+#[test]
+fn only_the_elected_leader_may_relay_to_a_reader() {
+    use ferry_wire::shm::{Control, RefuseReason};
+    for (domain, leader) in [(50u16, false), (49, true)] {
+        let node = Node::builder()
+            .name("fwd_consent")
+            .config(Config {
+                domain_id: domain,
+                host_leader: leader,
+                ..Config::default()
+            })
+            .build()
+            .unwrap();
+        let sub = node.subscriber::<RawBytes>(TOPIC).build().unwrap();
+        let t0 = Instant::now();
+        while leader
+            && !matches!(node.host_role(), Some(Role::Leader { .. }))
+            && t0.elapsed() < Duration::from_secs(10)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // The role reaches shared memory on the I/O thread's next turn.
+        std::thread::sleep(Duration::from_millis(200));
+        let answer = forward_attach(node.participant(), sub.id());
+        let expected = if leader {
+            RefuseReason::Segment
+        } else {
+            RefuseReason::NotPermitted
+        };
+        assert!(
+            matches!(answer, Control::Refused { reason, .. } if reason == expected),
+            "host_leader {leader}: {answer:?}"
+        );
+        assert!(sub.connections().is_empty());
+    }
+}
+
+/// kill -9 of the host leader mid-stream: the followers elect another, the
+/// publisher's stream moves to it and sends again what it kept; every
+/// subscriber still gets every sample once, in order.
+#[test]
+fn kill_9_of_the_leader_mid_stream_loses_nothing_and_repeats_nothing() {
+    let Some(lab) = Lab::new(2) else { return };
+    const COUNT: usize = 600;
+    let mut leader = lab.child(&lab.b, false, "lead");
+    assert_eq!(leader.expect("READY"), "READY leader");
+    let mut subs: Vec<Proc> = (0..3)
+        .map(|_| lab.child(&lab.b, false, &format!("sub {COUNT}")))
+        .collect();
+    for s in subs.iter_mut() {
+        assert_eq!(s.expect("READY"), "READY follower");
+    }
+    // 600 samples of 4 KiB, one per 5 ms: 3 s, the leader killed after 1 s.
+    let mut publ = lab.child(&lab.a, true, &format!("pub {COUNT} 4096 3 5"));
+    let matched = publ.expect("MATCHED");
+    assert!(matched.starts_with("MATCHED true"), "{matched}");
+    publ.tell();
+    std::thread::sleep(Duration::from_secs(1));
+    let _ = leader.child.kill();
+    let killed = Instant::now();
+    publ.expect("SENT");
+    let got: Vec<String> = subs.iter_mut().map(|s| s.expect("GOT")).collect();
+    eprintln!(
+        "after kill -9 of the leader ({:?} ago): {got:?}",
+        killed.elapsed()
+    );
+    for g in &got {
+        let w: Vec<&str> = g.split(' ').collect();
+        assert_eq!(w[1], COUNT.to_string(), "a subscriber missed samples: {g}");
+        assert_eq!(w[2], "true", "out of order or repeated: {g}");
+    }
     for s in subs.iter_mut() {
         s.tell();
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ferry_discovery::matching::{match_endpoints, MatchOutcome};
 use ferry_transport::leader::Role;
-use ferry_wire::{EndpointId, Locator, TransportKind};
+use ferry_wire::{EndpointId, TransportKind};
 
 use super::Shared;
 use crate::transport::fwd::{ForwardTransport, Target};
@@ -51,23 +51,28 @@ impl Shared {
     /// runtime leads, and shared memory accepts forwarded connections from
     /// the leader's process only.
     pub(super) fn forward_role(&self, role: &Role) {
-        let (leading, pid) = match role {
-            Role::Leader { .. } => (true, std::process::id()),
-            Role::Follower { leader } => (false, leader.pid),
-            _ => (false, 0),
+        let (leading, pid, followers) = match role {
+            Role::Leader { followers } => (
+                true,
+                std::process::id(),
+                followers.iter().map(|m| m.participant).collect(),
+            ),
+            Role::Follower { leader } => (false, leader.pid, Vec::new()),
+            _ => (false, 0, Vec::new()),
         };
         if let Some(shm) = &self.shm {
             shm.set_host_leader_pid(pid);
         }
         if let Some(f) = &self.fwd {
-            f.relay().set_leading(leading);
+            f.relay().set_leading(leading, &followers);
         }
     }
 
     /// The readers on this host that `writer` (of another host) goes to
     /// through this runtime, its leader: this runtime's own, and those of
-    /// runtimes on this host whose announcement names this one as their
-    /// leader (their consent), that match the writer.
+    /// the runtimes that follow it in the election (their consent; the
+    /// election's socket is this host's, the kernel vouches for its user),
+    /// that match the writer.
     fn forward_targets(&self, writer: EndpointId) -> Vec<Target> {
         let core = self.core.lock();
         let Some(wrec) = core
@@ -96,11 +101,11 @@ impl Shared {
             .filter(|r| core.table.endpoint(*r).is_some_and(matches))
             .map(|r| target(r, self.local.clone()))
             .collect();
-        let me = Locator::forwarded_by(self.id);
+        let Some(relay) = self.fwd.as_ref().map(|f| f.relay()) else {
+            return out;
+        };
         for rp in core.discovery.participants() {
-            if rp.id == self.id
-                || rp.info.host_id != self.local.host_id
-                || !rp.info.locators.contains(&me)
+            if rp.id == self.id || rp.info.host_id != self.local.host_id || !relay.follows_me(rp.id)
             {
                 continue;
             }
