@@ -201,7 +201,7 @@ mod tests {
     /// Delivers `seq` on `c` as a subscriber does; true when it goes through.
     fn offer(inbound: &Inbound, c: &InboundConn, seq: u64) -> bool {
         let settled = c.seqs.settled.load(Ordering::Relaxed);
-        if c.transport == TransportKind::Mqtt {
+        if relayed(c.transport) {
             (settled || inbound.direct_sample(c, seq)) && inbound.broker_sample(c, seq)
         } else {
             settled || inbound.direct_sample(c, seq)
@@ -259,5 +259,50 @@ mod tests {
         inbound.attach(tcp.clone());
         assert!(offer(&inbound, &tcp, 7));
         assert!(tcp.seqs.settled.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_new_leader_repeating_what_the_old_one_delivered_is_dropped_and_a_direct_path_still_wins() {
+        let w = EndpointId {
+            participant: ParticipantId(7),
+            entity: 2,
+        };
+        let inbound = Inbound::default();
+        let old = conn(w, TransportKind::Forwarded);
+        inbound.attach(old.clone());
+        let mut got = Vec::new();
+        for seq in 1..=5 {
+            if offer(&inbound, &old, seq) {
+                got.push(seq);
+            }
+        }
+        // The old leader dies; the new one sends 3..=8 again.
+        inbound.detach(&old);
+        let new = conn(w, TransportKind::Forwarded);
+        inbound.attach(new.clone());
+        for seq in 3..=8 {
+            if offer(&inbound, &new, seq) {
+                got.push(seq);
+            }
+        }
+        assert_eq!(got, vec![1, 2, 3, 4, 5, 6, 7, 8]);
+        // Another writer's numbers are its own.
+        let other = conn(
+            EndpointId {
+                participant: ParticipantId(8),
+                entity: 2,
+            },
+            TransportKind::Forwarded,
+        );
+        inbound.attach(other.clone());
+        assert!(offer(&inbound, &other, 1));
+        // A direct path from the writer from 9 on: the relay's 9 and 10
+        // are duplicates, whichever comes first.
+        let shm = conn(w, TransportKind::SharedMemory);
+        inbound.attach(shm.clone());
+        assert!(offer(&inbound, &shm, 9));
+        assert!(!offer(&inbound, &new, 9));
+        assert!(!offer(&inbound, &new, 10));
+        assert!(offer(&inbound, &shm, 10));
     }
 }
