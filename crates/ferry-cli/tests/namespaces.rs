@@ -2,23 +2,12 @@
 //! `ip` and `nft`; `scripts/setup.sh` installs them). Real processes,
 //! real multicast, real nftables.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 
-fn sh(cmd: &str) -> Output {
-    Command::new("sh").arg("-c").arg(cmd).output().expect("sh")
-}
-
-fn ok(cmd: &str) {
-    let o = sh(cmd);
-    assert!(
-        o.status.success(),
-        "`{cmd}` failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
+use ferry_testkit::shell::{ok, sh};
 
 /// Two namespaces `a` and `b` with 10.77.N.1 and 10.77.N.2; deleted on drop.
 struct Lab {

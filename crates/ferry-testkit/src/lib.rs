@@ -10,6 +10,7 @@
 pub mod capture;
 pub mod peer;
 pub mod sample;
+pub mod shell;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

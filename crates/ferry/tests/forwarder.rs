@@ -14,7 +14,7 @@
 //! `FERRY_FWD_CHILD` is set). Needs root, `ip` and `unshare`.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ferry::leader::Role;
@@ -23,18 +23,7 @@ use ferry::{Config, DiscoveryRange, Node, Qos, RawBytes, TransportKind};
 const TOPIC: &str = "/fwd/frames";
 const DOMAIN: u16 = 52;
 
-fn sh(cmd: &str) -> Output {
-    Command::new("sh").arg("-c").arg(cmd).output().expect("sh")
-}
-
-fn ok(cmd: &str) {
-    let o = sh(cmd);
-    assert!(
-        o.status.success(),
-        "`{cmd}` failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
+use ferry_testkit::shell::{ok, sh, OWN_SHM_HOST};
 
 /// A child process: `lead` (a runtime of the election without ports),
 /// `sub <count>` or `pub <count> <size> <subscribers> <interval ms>`.
@@ -202,16 +191,7 @@ impl Lab {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", ns]);
         if own_shm {
-            c.args([
-                "unshare",
-                "--ipc",
-                "--mount",
-                "--propagation",
-                "private",
-                "sh",
-                "-c",
-                "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec \"$0\" \"$@\"",
-            ]);
+            c.args(OWN_SHM_HOST);
         }
         c.arg(exe)
             .args(["fwd_child", "--exact", "--nocapture", "--test-threads=1"])
