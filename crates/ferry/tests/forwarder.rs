@@ -26,7 +26,8 @@ const DOMAIN: u16 = 52;
 use ferry_testkit::shell::{ok, sh, OWN_SHM_HOST};
 
 /// A child process: `lead` (a runtime of the election without ports),
-/// `sub <count>` or `pub <count> <size> <subscribers> <interval ms>`.
+/// `sub <count> [be]` (best effort) or `pub <count> <size> <subscribers>
+/// <interval ms>`.
 #[test]
 fn fwd_child() {
     let Ok(args) = std::env::var("FERRY_FWD_CHILD") else {
@@ -73,7 +74,13 @@ fn fwd_child() {
         let _ = std::io::stdin().read_line(&mut s);
     } else if a[0] == "sub" {
         let count = n(1);
+        let qos = if a.get(2) == Some(&"be") {
+            Qos::default().best_effort()
+        } else {
+            qos
+        };
         let sub = node.subscriber::<RawBytes>(TOPIC).qos(qos).build().unwrap();
+        let mut first = None;
         let t0 = Instant::now();
         let role = loop {
             match node.host_role().unwrap() {
@@ -90,6 +97,10 @@ fn fwd_child() {
         while got < count && Instant::now() < end {
             if let Ok(s) = sub.recv_timeout(Duration::from_millis(200)) {
                 let i = u64::from_le_bytes(s.0[..8].try_into().unwrap());
+                first.get_or_insert(i);
+                if got == 0 {
+                    next = i;
+                }
                 if i != next && in_order {
                     first_slip = format!("{next}->{i}");
                 }
@@ -105,7 +116,11 @@ fn fwd_child() {
             .collect();
         say(
             &mut out,
-            format!("GOT {got} {in_order} {} {first_slip}", kinds.join(",")),
+            format!(
+                "GOT {got} {in_order} {} {first_slip} {}",
+                kinds.join(","),
+                first.unwrap_or(u64::MAX)
+            ),
         );
         // Stay (as a leader, relaying for the others) until told to go.
         let mut s = String::new();
@@ -435,4 +450,48 @@ fn kill_9_of_the_leader_mid_stream_loses_nothing_and_repeats_nothing() {
         s.tell();
     }
     publ.tell();
+}
+
+/// A subscriber joining a forwarded stream mid-way gets it from about when
+/// it joined (not the stream's past) and leaves without disturbing the
+/// others; a best-effort subscriber beside a reliable one gets the stream
+/// in order too.
+#[test]
+fn subscribers_join_and_leave_a_forwarded_stream_and_best_effort_sits_beside_reliable() {
+    let Some(lab) = Lab::new(3) else { return };
+    const COUNT: usize = 600;
+    let mut leader = lab.child(&lab.b, false, "lead");
+    assert_eq!(leader.expect("READY"), "READY leader");
+    let mut reliable = lab.child(&lab.b, false, &format!("sub {COUNT}"));
+    let mut best_effort = lab.child(&lab.b, false, &format!("sub {COUNT} be"));
+    reliable.expect("READY");
+    best_effort.expect("READY");
+    let mut publ = lab.child(&lab.a, true, &format!("pub {COUNT} 4096 2 5"));
+    assert!(publ.expect("MATCHED").starts_with("MATCHED true"));
+    publ.tell();
+    // One second (about 200 samples) in, a third subscriber joins; it
+    // leaves after 100 samples.
+    std::thread::sleep(Duration::from_secs(1));
+    let mut late = lab.child(&lab.b, false, "sub 100");
+    late.expect("READY");
+    let late_got = late.expect("GOT");
+    late.tell();
+    publ.expect("SENT");
+    let (r, b) = (reliable.expect("GOT"), best_effort.expect("GOT"));
+    eprintln!("reliable: {r}; best effort: {b}; joined late: {late_got}");
+    let w: Vec<&str> = late_got.split(' ').collect();
+    assert_eq!(&w[1..4], ["100", "true", "fwd"], "{late_got}");
+    let first: u64 = w[5].parse().unwrap();
+    assert!(
+        (100..COUNT as u64 - 100).contains(&first),
+        "the late subscriber started at sample {first}: {late_got}"
+    );
+    let w: Vec<&str> = r.split(' ').collect();
+    assert_eq!(&w[1..4], [COUNT.to_string().as_str(), "true", "fwd"], "{r}");
+    let w: Vec<&str> = b.split(' ').collect();
+    assert_eq!(&w[2..4], ["true", "fwd"], "{b}");
+    assert!(w[1].parse::<usize>().unwrap() >= COUNT * 9 / 10, "{b}");
+    for p in [&mut reliable, &mut best_effort, &mut publ, &mut leader] {
+        p.tell();
+    }
 }

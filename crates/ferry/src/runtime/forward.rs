@@ -70,9 +70,9 @@ impl Shared {
 
     /// The readers on this host that `writer` (of another host) goes to
     /// through this runtime, its leader: this runtime's own, and those of
-    /// the runtimes that follow it in the election (their consent; the
-    /// election's socket is this host's, the kernel vouches for its user),
-    /// that match the writer.
+    /// the runtimes of this host in the election (their consent to be
+    /// served by its leader; each accepts only the one it elected), that
+    /// match the writer.
     fn forward_targets(&self, writer: EndpointId) -> Vec<Target> {
         let core = self.core.lock();
         let Some(wrec) = core
@@ -105,8 +105,13 @@ impl Shared {
             return out;
         };
         for rp in core.discovery.participants() {
-            if rp.id == self.id || rp.info.host_id != self.local.host_id || !relay.follows_me(rp.id)
-            {
+            // In the election (following this runtime, or still naming the
+            // leader before it: a follower reaches the new leader's
+            // socket a little after the writer may): its runtime accepts
+            // the relay once it follows this one.
+            let elects = relay.follows_me(rp.id)
+                || rp.info.locators.iter().any(|l| l.host_leader().is_some());
+            if rp.id == self.id || rp.info.host_id != self.local.host_id || !elects {
                 continue;
             }
             for r in rp.endpoints.values().filter(|r| matches(r)) {

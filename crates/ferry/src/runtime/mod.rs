@@ -518,15 +518,20 @@ impl Shared {
         let Some(h) = &self.host_leader else {
             return;
         };
-        let leader = match h.role() {
+        let role = h.role();
+        self.forward_role(&role);
+        let leader = match &role {
             Role::Leader { .. } => Some(self.id),
             Role::Follower { leader } => Some(leader.participant),
+            // Between two leaders (milliseconds) the last one stays
+            // announced: the runtime is still in the election, and a new
+            // leader relays to the runtimes it sees in it.
+            Role::Electing => return,
             _ => None,
         };
         let mut locators = self.local.locators.clone();
         locators.extend(leader.map(Locator::forwarded_by));
         self.core.lock().discovery.set_locators(locators, now);
-        self.forward_role(&h.role());
     }
 
     /// Tells the Zenoh path which Zenoh session `rp` announced: only that

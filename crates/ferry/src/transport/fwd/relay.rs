@@ -51,27 +51,17 @@ struct Relayed {
     /// they go first once the reader accepted, so a reader misses nothing
     /// from the moment the relay looked it up.
     pending: HashMap<EndpointId, Backlog>,
-    /// When its first stream came to this relay.
-    since: Option<Instant>,
-    /// Every sample of its first [`HANDOVER`] here: a reader connected in
-    /// that time gets them all (it drops those it had). After a leader's
-    /// death, the followers join the new leader one by one while the
-    /// writer already sends there: the last of them must not miss what
-    /// came before it was known.
-    early: Backlog,
 }
 
 /// Samples kept for a reader while its connection is being made (a new
-/// leader's readers accept it once they learnt it leads), and in `early`.
+/// leader's readers accept it once they learnt it leads).
 const PENDING: usize = 1024;
 /// Bytes kept likewise.
 const PENDING_BYTES: usize = 64 << 20;
-/// How long a relay keeps every sample of a writer new to it.
-const HANDOVER: Duration = Duration::from_secs(2);
 
 /// Samples kept for readers not connected yet: the newest [`PENDING`], at
 /// most [`PENDING_BYTES`].
-#[derive(Default, Clone)]
+#[derive(Default)]
 struct Backlog {
     samples: VecDeque<(u64, u64, Bytes)>,
     bytes: usize,
@@ -191,17 +181,10 @@ impl Relay {
         let Some(r) = w.get_mut(&writer) else {
             return Vec::new();
         };
-        let early = r.since.is_some_and(|t| t.elapsed() < HANDOVER);
-        if !early && !r.early.samples.is_empty() {
-            r.early = Backlog::default();
-        }
-        if !r.pending.is_empty() || early {
+        if !r.pending.is_empty() {
             if let Ok(b) = (frame.payload.bytes)() {
                 for q in r.pending.values_mut() {
                     q.push(frame.seq, frame.stamp_ns, b.clone());
-                }
-                if early {
-                    r.early.push(frame.seq, frame.stamp_ns, b);
                 }
             }
         }
@@ -288,13 +271,7 @@ fn connect_reader(me: &Weak<Relay>, shm: &Arc<ShmTransport>, writer: EndpointId,
         match got {
             Ok(link) => {
                 let pending = r.pending.remove(&reader).unwrap_or_default();
-                let backlog = if r.since.is_some_and(|t| t.elapsed() < HANDOVER) {
-                    r.early.clone()
-                } else {
-                    r.early = Backlog::default();
-                    pending
-                };
-                for (seq, stamp_ns, b) in backlog.samples {
+                for (seq, stamp_ns, b) in pending.samples {
                     let bytes = move || Ok(b.clone());
                     let _ = link.send(&OutFrame {
                         kind: FrameKind::Data,
@@ -344,12 +321,7 @@ impl Inbox for Relay {
         ""
     }
     fn attach(&self, conn: Arc<InboundConn>) {
-        {
-            let mut w = self.writers.lock();
-            let r = w.entry(conn.remote).or_default();
-            r.streams += 1;
-            r.since.get_or_insert_with(Instant::now);
-        }
+        self.writers.lock().entry(conn.remote).or_default().streams += 1;
         // Its readers here are connected now, before its first sample.
         if self.leading.load(Ordering::Acquire) {
             let generation = self.generation.load(Ordering::Acquire);
