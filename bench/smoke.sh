@@ -81,6 +81,15 @@ if grep -E '^\| a \|' "$out/p.txt" | grep -q ' 0\.00 / 0\.00 '; then
   echo "bench smoke: a priority cell measured nothing" >&2
   exit 1
 fi
+echo "== ferry-fwd run --quick (seed 004 Tables II-III, issue 25: the forwarded path beside per-subscriber UDP, 2+2 subscribers on another host)"
+# (It exits non-zero when a reliable sample is lost, repeated or reordered,
+# a pair took another path, or the forwarded topic put more than 1.3x its
+# payload on the link.) Here: both sizes, all 30 trials at every subscriber.
+./target/release/ferry-fwd run --quick --out "$out/fwd" | tee "$out/fwd.txt"
+if [ "$(grep -cE '^\| (1|100) KB \| Sub[1-4] \| (fwd|udp) \| 30 \| 0 \|' "$out/fwd.md")" != 8 ]; then
+  echo "bench smoke: the forwarder's quick run is incomplete" >&2
+  exit 1
+fi
 echo "== ferry-shm-rtt run --quick (shared memory vs TCP vs futex floor)"
 ./target/release/ferry-shm-rtt run --quick | tee "$out/s.txt"
 # Every quick cell measured round trips (NaN: the echo never answered).
