@@ -349,11 +349,10 @@ impl Receiving {
                 };
                 n += 1;
                 // A relayed path: a sample a direct path from the same
-                // writer delivered already (or a replay of one this
-                // connection carried) is a duplicate.
+                // writer delivered already, or a relay did (a replay), is a
+                // duplicate (`Inbox::broker_sample` knows both).
                 if inb.inbound.transport == TransportKind::Forwarded
-                    && (got.seq <= inb.inbound.seqs.last.load(Ordering::Relaxed)
-                        || !inb.reader.broker_sample(&inb.inbound, got.seq))
+                    && !inb.reader.broker_sample(&inb.inbound, got.seq)
                 {
                     continue;
                 }
