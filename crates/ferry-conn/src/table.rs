@@ -20,6 +20,10 @@ pub const OUTAGE_GRACE: Duration = Duration::from_secs(120);
 /// lost link, or finding no transport that reaches the peer.
 pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 
+/// How many matched subscribers on one remote host make a publisher send
+/// to that host once, through its leader (`Table::set_forward_threshold`).
+pub const FORWARD_THRESHOLD: usize = 2;
+
 /// Where one writer→reader pair stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PairState {
@@ -48,8 +52,9 @@ impl PairState {
 pub enum Action {
     /// Connect the local `writer` to `reader` over `transport`, then report
     /// [`Table::connected`] or [`Table::connect_failed`]. `replaces`: the
-    /// pair leaves this path for the new one (the old link was unlinked
-    /// just before).
+    /// pair leaves this path for the new one, make before break: the old
+    /// link carries on until the new one is connected, and is dropped then
+    /// (the reader drops the samples the two paths both carried).
     Connect {
         /// The local writer.
         writer: EndpointId,
@@ -161,6 +166,9 @@ pub struct Table {
     /// processes of different users), with why: its pairs take another
     /// path until the peer leaves.
     refused: HashMap<ParticipantId, Vec<(TransportKind, String)>>,
+    /// Matched readers on one remote host at which a publisher forwards
+    /// (0: never automatically).
+    forward_threshold: usize,
 }
 
 impl Table {
@@ -179,7 +187,19 @@ impl Table {
             actions: VecDeque::new(),
             evaluations: 0,
             refused: HashMap::new(),
+            forward_threshold: FORWARD_THRESHOLD,
         }
+    }
+
+    /// How many matched subscribers of one publisher on one remote host
+    /// make it send to that host once, through the host's leader (the
+    /// [`TransportKind::Forwarded`] path), instead of once per subscriber;
+    /// 0 turns automatic forwarding off (a pin still forwards). Counted are
+    /// the readers whose runtime names a host leader (joined its host's
+    /// election) and whose pair no one pinned. Default
+    /// [`FORWARD_THRESHOLD`].
+    pub fn set_forward_threshold(&mut self, n: usize) {
+        self.forward_threshold = n;
     }
 
     /// This runtime.
@@ -270,7 +290,14 @@ impl Table {
         }
         let was_direct = self.peers.get(&id).is_some_and(|p| p.direct);
         let direct = peer.direct;
+        let host = peer.host_id;
+        let relocated = self.peers.get(&id).map(|p| &p.locators) != Some(&peer.locators);
         self.peers.insert(id, peer);
+        if relocated {
+            // It may have joined or left its host's election, or now lead
+            // it: the publishers' pairs to that host are counted again.
+            self.regroup_host(host, now);
+        }
         if !direct || was_direct {
             return;
         }
@@ -586,6 +613,9 @@ impl Table {
                     );
                 } else {
                     self.connect(w, r, None, now);
+                    if let Some(host) = self.forward_host(w, r) {
+                        self.regroup(w, host, now);
+                    }
                 }
             }
         }
@@ -600,18 +630,13 @@ impl Table {
         leaving: Option<TransportKind>,
         now: Instant,
     ) {
-        let (Some(we), Some(re)) = (self.endpoints.get(&w), self.endpoints.get(&r)) else {
+        let (Some(we), true) = (self.endpoints.get(&w), self.endpoints.contains_key(&r)) else {
             return;
         };
         let Some(opts) = we.local else {
             return;
         };
-        let pin = we
-            .record
-            .qos
-            .transport
-            .or(re.record.qos.transport)
-            .or(opts.pin);
+        let pin = self.pinned(w, r);
         let key = (w, r);
         if pin == Some(TransportKind::Zenoh) && opts.zenoh && w.participant != r.participant {
             // The writer's Zenoh link carries the pair (it puts for every
@@ -628,33 +653,32 @@ impl Table {
             return;
         }
         let pin = pin.filter(|p| *p != TransportKind::Zenoh || w.participant != r.participant);
-        // A reader whose runtime was not heard from yet has no path (its
-        // announcement brings it; until then the pair retries).
-        let chosen = self.peer(r.participant).and_then(|remote| {
-            select(
-                &self.routes,
-                pin,
-                we.record.kind,
-                &self.local,
-                remote,
-                |k| {
+        let kind = we.record.kind;
+        let choose = |pin| {
+            // A reader whose runtime was not heard from yet has no path (its
+            // announcement brings it; until then the pair retries).
+            self.peer(r.participant).and_then(|remote| {
+                select(&self.routes, pin, kind, &self.local, remote, |k| {
                     (k != TransportKind::Mqtt
                         || (opts.broker_ok && leaving != Some(TransportKind::Mqtt)))
                         && !self
                             .refused
                             .get(&r.participant)
                             .is_some_and(|l| l.iter().any(|(x, _)| *x == k))
-                },
-            )
-        });
+                })
+            })
+        };
+        // Enough readers on the reader's host: through its leader, if that
+        // path reaches it (else the pair's own path, moved when it does).
+        let forward = self
+            .forward_host(w, r)
+            .is_some_and(|host| self.forwarding(w, host, r))
+            .then(|| choose(Some(TransportKind::Forwarded)))
+            .flatten();
+        let chosen = forward.or_else(|| choose(pin));
         match chosen {
+            Some(transport) if leaving == Some(transport) => {} // stays
             Some(transport) => {
-                if leaving.is_some() {
-                    self.actions.push_back(Action::Unlink {
-                        writer: w,
-                        reader: r,
-                    });
-                }
                 self.pairs.insert(key, PairState::Connecting(transport));
                 self.actions.push_back(Action::Connect {
                     writer: w,
@@ -674,6 +698,129 @@ impl Table {
                 }
                 self.fail(key, now);
             }
+        }
+    }
+
+    /// The remote host whose leader may carry pair `w`→`r` when enough of
+    /// the host's readers match `w`: `w` is a local publisher, no one
+    /// pinned the pair, and `r`'s runtime runs on another host and names a
+    /// leader there (it joined the host's election: its consent).
+    fn forward_host(&self, w: EndpointId, r: EndpointId) -> Option<u64> {
+        if self.forward_threshold == 0 {
+            return None;
+        }
+        let we = self.endpoints.get(&w)?;
+        if we.local.is_none()
+            || we.record.kind != EndpointKind::Publisher
+            || !self.endpoints.contains_key(&r)
+            || self.pinned(w, r).is_some()
+        {
+            return None;
+        }
+        self.forward_candidate(r)
+    }
+
+    /// The transport pair `w`→`r` is pinned to: either side's QoS first,
+    /// then the writer's `[[topics]]` rule.
+    fn pinned(&self, w: EndpointId, r: EndpointId) -> Option<TransportKind> {
+        let (we, re) = (self.endpoints.get(&w)?, self.endpoints.get(&r)?);
+        we.record
+            .qos
+            .transport
+            .or(re.record.qos.transport)
+            .or(we.local?.pin)
+    }
+
+    /// `r`'s host when its runtime runs on another host and names a leader.
+    fn forward_candidate(&self, r: EndpointId) -> Option<u64> {
+        let peer = self.peers.get(&r.participant)?;
+        let names_leader = peer.locators.iter().any(|l| l.host_leader().is_some());
+        (peer.host_id != self.local.host_id && names_leader).then_some(peer.host_id)
+    }
+
+    /// Whether `w`'s matched readers on `host` that may be forwarded reach
+    /// the threshold (`also`: one more that is being matched now).
+    fn forwarding(&self, w: EndpointId, host: u64, also: EndpointId) -> bool {
+        let Some(topic) = self
+            .endpoints
+            .get(&w)
+            .and_then(|e| self.topics.get(&e.record.topic))
+        else {
+            return false;
+        };
+        let n = topic
+            .readers
+            .iter()
+            .filter(|r| **r == also || self.pairs.get(&(w, **r)).is_some_and(|s| s.is_matched()))
+            .filter(|r| self.forward_host(w, **r) == Some(host))
+            .count();
+        n >= self.forward_threshold
+    }
+
+    /// Moves `w`'s live pairs to `host`'s readers onto the path the count
+    /// asks for now: all through the leader at the threshold, each on its
+    /// own path below it (make before break; failed pairs choose when they
+    /// retry).
+    fn regroup(&mut self, w: EndpointId, host: u64, now: Instant) {
+        let Some(topic) = self
+            .endpoints
+            .get(&w)
+            .and_then(|e| self.topics.get(&e.record.topic))
+        else {
+            return;
+        };
+        // The pairs counted, and those forwarded automatically that no
+        // longer count (their runtime left the election).
+        let group: Vec<(EndpointId, TransportKind, bool)> = topic
+            .readers
+            .iter()
+            .filter_map(|r| {
+                let counted = self.forward_host(w, *r) == Some(host);
+                let stale = !counted
+                    && self.forward_candidate(*r).is_none()
+                    && self.peers.get(&r.participant).map(|p| p.host_id) == Some(host)
+                    && self.pinned(w, *r).is_none();
+                match self.pairs.get(&(w, *r)) {
+                    Some(PairState::Connected(k) | PairState::Connecting(k))
+                        if counted || (stale && *k == TransportKind::Forwarded) =>
+                    {
+                        Some((*r, *k, counted))
+                    }
+                    _ => None,
+                }
+            })
+            .collect();
+        let forward = group
+            .iter()
+            .find(|g| g.2)
+            .is_some_and(|g| self.forwarding(w, host, g.0));
+        for (r, k, counted) in group {
+            if (forward && counted) != (k == TransportKind::Forwarded) {
+                self.connect(w, r, Some(k), now);
+            }
+        }
+    }
+
+    fn regroup_host_of(&mut self, w: EndpointId, host: u64, now: Instant) {
+        if self.forward_threshold != 0 && host != self.local.host_id {
+            self.regroup(w, host, now);
+        }
+    }
+
+    /// Every local publisher's pairs to `host` counted again (a runtime
+    /// there joined or left the election, or leads it now).
+    fn regroup_host(&mut self, host: u64, now: Instant) {
+        if self.forward_threshold == 0 || host == self.local.host_id {
+            return;
+        }
+        let writers: Vec<EndpointId> = self
+            .endpoints
+            .iter()
+            .filter(|(id, e)| self.is_local(**id) && e.record.kind == EndpointKind::Publisher)
+            .map(|(id, _)| *id)
+            .collect();
+        for w in writers {
+            self.regroup(w, host, now);
         }
     }
 
@@ -759,6 +906,12 @@ impl Table {
         }
         if self.stays_local(r) {
             self.notify(r, PortEvent::Unmatched { remote: w, reason });
+        }
+        if self.stays_local(w) {
+            // One reader fewer on its host: the others may leave its leader.
+            if let Some(host) = self.peers.get(&r.participant).map(|p| p.host_id) {
+                self.regroup_host_of(w, host, now);
+            }
         }
     }
 

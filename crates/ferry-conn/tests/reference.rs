@@ -10,21 +10,25 @@ use common::*;
 use ferry_conn::PairState;
 use ferry_discovery::LeaveReason;
 use ferry_testkit::Rng;
-use ferry_wire::{EndpointId, ParticipantId};
+use ferry_wire::{EndpointId, EndpointKind, ParticipantId, TransportKind};
 
-/// One random sequence: 4 remote runtimes (two on this host), 4 topics,
-/// every kind of port, some QoS and type conflicts, connects that fail,
-/// links that break, peers that leave and expire.
-fn run(seed: u64, steps: usize) {
+/// One random sequence: 5 remote runtimes (two on this host, three on
+/// another that come and go in its leader election), 4 topics, every kind
+/// of port, some QoS and type conflicts, connects that fail, links that
+/// break, peers that leave and expire; forwarding at a threshold of 0–3.
+fn run(seed: u64, steps: usize) -> usize {
     let mut rng = Rng::new(seed);
     let me = peer(ME, 100, true);
-    let mut d = Driver::new(me);
+    let mut d = Driver::forwarding(me);
+    let threshold = (seed % 4) as usize;
+    let mut forwarded = 0;
+    d.table.set_forward_threshold(threshold);
     let mut eps: BTreeMap<EndpointId, ferry_wire::beacon::EndpointRecord> = BTreeMap::new();
     let mut up: BTreeMap<u64, bool> = BTreeMap::new();
     let mut next_entity = 1u32;
     for step in 0..steps {
         let roll = rng.next_u64() % 100;
-        let remote = 2 + rng.next_u64() % 4;
+        let remote = 2 + rng.next_u64() % 5;
         let what;
         if roll < 20 {
             let rec = random_record(&mut rng, next_entity, 4);
@@ -58,7 +62,12 @@ fn run(seed: u64, steps: usize) {
         } else if roll < 40 {
             let host = if remote <= 3 { 100 } else { 200 };
             up.insert(remote, true);
-            d.table.peer_up(peer(remote, host, true), d.now);
+            let p = if host == 200 && rng.chance(0.7) {
+                follower(remote, host, 4)
+            } else {
+                peer(remote, host, true)
+            };
+            d.table.peer_up(p, d.now);
             what = "peer up";
         } else if roll < 47 {
             if up.remove(&remote).is_none() {
@@ -129,21 +138,68 @@ fn run(seed: u64, steps: usize) {
         d.finish(&mut rng, 0.7);
         if step % 7 == 0 || step + 1 == steps {
             d.settle(&mut rng);
-            check(&d, &eps, &format!("seed {seed} step {step} ({what})"));
+            let what = format!("seed {seed} step {step} ({what})");
+            check(&d, &eps, &what);
+            forwarded += check_forwarding(&d, threshold, &what);
         }
     }
+    forwarded
+}
+
+/// Each local publisher's pairs to host 200's runtimes in the election
+/// (unpinned) are all forwarded or none, and all exactly when there are
+/// at least `threshold` of them; no other pair is forwarded. Returns how
+/// many are.
+fn check_forwarding(d: &Driver, threshold: usize, what: &str) -> usize {
+    let mut total = 0;
+    let mut groups: BTreeMap<EndpointId, (usize, usize)> = BTreeMap::new();
+    for (w, r, s) in d.table.pairs() {
+        let (Some(we), Some(re)) = (d.table.endpoint(w), d.table.endpoint(r)) else {
+            continue;
+        };
+        if w.participant.0 != ME || !s.is_matched() {
+            continue;
+        }
+        let counted = we.kind == EndpointKind::Publisher
+            && we.qos.transport.is_none()
+            && re.qos.transport.is_none()
+            && d.table.peer(r.participant).is_some_and(|p| {
+                p.host_id == 200 && p.locators.iter().any(|l| l.host_leader().is_some())
+            });
+        let forwarded = s == PairState::Connected(TransportKind::Forwarded);
+        if !counted {
+            assert!(!forwarded, "{what}: {w} -> {r} forwarded, not counted");
+            continue;
+        }
+        let g = groups.entry(w).or_default();
+        g.0 += 1;
+        g.1 += forwarded as usize;
+    }
+    for (w, (n, fwd)) in groups {
+        let want = if threshold > 0 && n >= threshold {
+            n
+        } else {
+            0
+        };
+        assert_eq!(
+            fwd, want,
+            "{what}: {w}'s {n} pairs to host 200, threshold {threshold}"
+        );
+        total += fwd;
+    }
+    total
 }
 
 #[test]
 fn random_sequences_match_the_brute_force_reference() {
-    for seed in 0..2000 {
-        run(seed, 60);
-    }
+    let forwarded: usize = (0..2000).map(|seed| run(seed, 60)).sum();
+    eprintln!("forwarded pairs seen at checks: {forwarded}");
+    assert!(forwarded > 20, "forwarding exercised: {forwarded}");
 }
 
 #[test]
 fn long_random_sequences_match_the_brute_force_reference() {
-    for seed in 10_000..10_020 {
-        run(seed, 2000);
-    }
+    let forwarded: usize = (10_000..10_020).map(|seed| run(seed, 2000)).sum();
+    eprintln!("forwarded pairs seen at checks: {forwarded}");
+    assert!(forwarded > 20, "forwarding exercised: {forwarded}");
 }

@@ -239,6 +239,13 @@ pub struct Config {
     /// runtime's consent to be served so (`ferry doctor` shows the role).
     /// Default off.
     pub host_leader: bool,
+    /// How many matched subscribers of one publisher on one remote host
+    /// make the publisher send to that host once, through the host's
+    /// leader, instead of once per subscriber (`FERRY_FORWARD_THRESHOLD`;
+    /// default 2; 0 = only pinned topics are forwarded). Counted are the
+    /// subscribers whose runtime joined its host's election
+    /// (`host_leader`) and whose pair no one pinned to a transport.
+    pub forward_threshold: u32,
     /// The MQTT broker of cloud-scope topics (`FERRY_MQTT=url`).
     pub mqtt: Option<mqtt::MqttConfig>,
     /// DDS to ROS 2 nodes (`FERRY_ROS2=1`): every port also a DDS endpoint
@@ -277,6 +284,7 @@ impl Default for Config {
             shm_spin_us: 50,
             shm_pool_mb: 1024,
             host_leader: false,
+            forward_threshold: 2,
             mqtt: None,
             ros2: None,
             zenoh: None,
@@ -345,6 +353,13 @@ impl Config {
                 })?;
                 break;
             }
+        }
+        if let Ok(v) = std::env::var("FERRY_FORWARD_THRESHOLD") {
+            cfg.forward_threshold = v.trim().parse().map_err(|_| ConfigError::Env {
+                var: "FERRY_FORWARD_THRESHOLD",
+                value: v.clone(),
+                expected: "a number of subscribers (0 = only pinned topics)",
+            })?;
         }
         if let Ok(v) = std::env::var("FERRY_DISCOVERY") {
             cfg.discovery = v.parse().map_err(|_| ConfigError::Env {
@@ -468,6 +483,15 @@ impl Config {
             return Err(ConfigError::Invalid {
                 key: "udp_utilization_pct",
                 why: format!("{} is outside 1..=100", self.udp_utilization_pct),
+            });
+        }
+        if self.forward_threshold > 1024 {
+            return Err(ConfigError::Invalid {
+                key: "forward_threshold",
+                why: format!(
+                    "{} is outside 0..=1024 (a host leader serves at most 1024 runtimes)",
+                    self.forward_threshold
+                ),
             });
         }
         if !(1..=65_536).contains(&self.shm_pool_mb) {
@@ -779,6 +803,7 @@ mod tests {
         for (text, key) in [
             ("udp_history_mb = 0\n", "udp_history_mb"),
             ("shm_pool_mb = 0\n", "shm_pool_mb"),
+            ("forward_threshold = 2000\n", "forward_threshold"),
             ("shm_spin_us = 20000\n", "shm_spin_us"),
         ] {
             std::fs::write(&dir, text).unwrap();

@@ -96,6 +96,10 @@ pub struct SeqMarks {
     pub first: AtomicU64,
     /// The highest sequence number a relayed path delivered.
     pub last: AtomicU64,
+    /// The highest sequence number a direct path received (a forwarded
+    /// path from the same writer drops what a direct one delivered: at a
+    /// move between the two, both carry a few samples).
+    pub high: AtomicU64,
     /// A direct path needs no more checking against the relayed ones.
     pub settled: AtomicBool,
     /// Which of its latest sequence numbers a relayed path delivered.

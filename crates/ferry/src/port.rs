@@ -39,7 +39,25 @@ const FORWARDED_WRITERS: usize = 4096;
 
 impl Inbound {
     pub fn attach(&self, conn: Arc<InboundConn>) {
-        self.0.lock().push(conn);
+        let mut conns = self.0.lock();
+        if conn.transport == TransportKind::Forwarded {
+            // A direct path from the writer may be moving to this one:
+            // its samples are checked against the relay's again.
+            for c in conns.iter().filter(|c| c.remote == conn.remote) {
+                c.seqs.settled.store(false, Ordering::SeqCst);
+            }
+        }
+        conns.push(conn);
+    }
+    /// Whether sample `seq` on `conn` goes through as far as the paths of
+    /// its writer go (a relayed path checks `broker_sample` too).
+    pub fn admit(&self, conn: &InboundConn, seq: u64) -> bool {
+        if !relayed(conn.transport) {
+            // Before reading `settled`: a forwarded path attached meanwhile
+            // sees it (`broker_sample`), or this sample checks the relay's.
+            conn.seqs.high.fetch_max(seq, Ordering::SeqCst);
+        }
+        conn.seqs.settled.load(Ordering::SeqCst) || self.direct_sample(conn, seq)
     }
     pub fn detach(&self, conn: &Arc<InboundConn>) {
         self.0.lock().retain(|c| !Arc::ptr_eq(c, conn));
@@ -52,10 +70,22 @@ impl Inbound {
     /// or before `seq`, and is reliable and ordered from there). Checked and
     /// marked under this reader's lock, like `direct_sample`, so at the
     /// hand-over between the two paths each sample goes through once.
+    ///
+    /// Through a host leader, a direct path covers only what it received:
+    /// a pair moves between the two (make before break), and the direct
+    /// path it left ends without a word (UDP), so what comes after its last
+    /// sample is the forwarded path's.
     pub fn broker_sample(&self, conn: &InboundConn, seq: u64) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         let conns = self.0.lock();
         if conn.transport == TransportKind::Forwarded {
+            let received = conns
+                .iter()
+                .filter(|c| c.remote == conn.remote && !relayed(c.transport))
+                .any(|c| {
+                    let first = c.seqs.first.load(Relaxed);
+                    first != 0 && first <= seq && seq <= c.seqs.high.load(Ordering::SeqCst)
+                });
             let mut tops = self.1.lock();
             if tops.len() >= FORWARDED_WRITERS && !tops.contains_key(&conn.remote) {
                 tops.clear();
@@ -65,6 +95,11 @@ impl Inbound {
                 return false;
             }
             *top = seq;
+            if received {
+                return false;
+            }
+            conn.seqs.mark_relayed(seq);
+            return true;
         }
         let direct = conns
             .iter()
@@ -93,7 +128,7 @@ impl Inbound {
             m.first.store(seq, Relaxed);
         }
         if !relayed(conn.transport) {
-            let mut top = 0;
+            let (mut top, mut forwarded) = (0, false);
             for c in conns
                 .iter()
                 .filter(|c| c.remote == conn.remote && relayed(c.transport))
@@ -102,9 +137,14 @@ impl Inbound {
                     return false;
                 }
                 top = top.max(c.seqs.last.load(Relaxed));
+                forwarded |= c.transport == TransportKind::Forwarded;
             }
             let first = m.first.load(Relaxed);
-            if seq <= top && seq.saturating_sub(first) < ferry_transport::seqs::WINDOW {
+            if forwarded
+                || (seq <= top && seq.saturating_sub(first) < ferry_transport::seqs::WINDOW)
+            {
+                // Not settled while a host leader relays the same writer:
+                // the pair may be moving between the two paths.
                 return true;
             }
         }
@@ -200,11 +240,10 @@ mod tests {
 
     /// Delivers `seq` on `c` as a subscriber does; true when it goes through.
     fn offer(inbound: &Inbound, c: &InboundConn, seq: u64) -> bool {
-        let settled = c.seqs.settled.load(Ordering::Relaxed);
         if relayed(c.transport) {
-            (settled || inbound.direct_sample(c, seq)) && inbound.broker_sample(c, seq)
+            inbound.broker_sample(c, seq) && inbound.admit(c, seq)
         } else {
-            settled || inbound.direct_sample(c, seq)
+            inbound.admit(c, seq)
         }
     }
 
@@ -296,13 +335,56 @@ mod tests {
         );
         inbound.attach(other.clone());
         assert!(offer(&inbound, &other, 1));
-        // A direct path from the writer from 9 on: the relay's 9 and 10
-        // are duplicates, whichever comes first.
+        // A direct path from the writer from 9 on: 9 and 10 go through
+        // once, by whichever path brings them first.
         let shm = conn(w, TransportKind::SharedMemory);
         inbound.attach(shm.clone());
         assert!(offer(&inbound, &shm, 9));
         assert!(!offer(&inbound, &new, 9));
-        assert!(!offer(&inbound, &new, 10));
-        assert!(offer(&inbound, &shm, 10));
+        assert!(offer(&inbound, &new, 10));
+        assert!(!offer(&inbound, &shm, 10));
+    }
+
+    #[test]
+    fn a_pair_moving_between_a_direct_path_and_its_host_leader_loses_and_repeats_nothing() {
+        let w = EndpointId {
+            participant: ParticipantId(7),
+            entity: 3,
+        };
+        let inbound = Inbound::default();
+        let udp = conn(w, TransportKind::Udp);
+        inbound.attach(udp.clone());
+        let mut got = Vec::new();
+        let mut take = |c: &Arc<InboundConn>, seqs: std::ops::RangeInclusive<u64>| {
+            for seq in seqs {
+                if offer(&inbound, c, seq) {
+                    got.push(seq);
+                }
+            }
+        };
+        take(&udp, 1..=5);
+        // Onto the leader: both carry 5..=7 (the forwarded copy first for
+        // 7), then UDP ends without a word and stays attached.
+        let fwd = conn(w, TransportKind::Forwarded);
+        inbound.attach(fwd.clone());
+        take(&fwd, 5..=5);
+        take(&udp, 6..=6);
+        take(&fwd, 6..=7);
+        take(&udp, 7..=7);
+        take(&fwd, 8..=12);
+        // And back: a new direct path from 11, the leader's copies of 11
+        // and 12 came first; it is the only path from 14 on.
+        let back = conn(w, TransportKind::Udp);
+        inbound.attach(back.clone());
+        take(&back, 11..=13);
+        take(&fwd, 13..=13);
+        inbound.detach(&fwd);
+        inbound.detach(&udp);
+        take(&back, 14..=15);
+        assert_eq!(got, (1..=15).collect::<Vec<_>>());
+        assert!(
+            back.seqs.settled.load(Ordering::Relaxed),
+            "settled once alone"
+        );
     }
 }

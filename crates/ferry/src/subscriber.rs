@@ -238,8 +238,7 @@ impl<T: Codec> Inbox for SubShared<T> {
         }
         // A connection's first samples: at a hand-over from the broker to a
         // direct path, the broker may have delivered them already.
-        if !conn.seqs.settled.load(Ordering::Relaxed) && !self.conns.direct_sample(conn, frame.seq)
-        {
+        if !self.conns.admit(conn, frame.seq) {
             return;
         }
         let value = match frame.payload.to_typed::<T>() {

@@ -27,7 +27,7 @@ use ferry_testkit::shell::{ok, sh, OWN_SHM_HOST};
 
 /// A child process: `lead` (a runtime of the election without ports),
 /// `sub <count> [be]` (best effort) or `pub <count> <size> <subscribers>
-/// <interval ms>`.
+/// <interval ms> [auto]` (pinned to `fwd` unless `auto`).
 #[test]
 fn fwd_child() {
     let Ok(args) = std::env::var("FERRY_FWD_CHILD") else {
@@ -127,18 +127,22 @@ fn fwd_child() {
         let _ = std::io::stdin().read_line(&mut s);
     } else {
         let (count, size, subs, gap) = (n(1), n(2), n(3), n(4) as u64);
-        let publ = node
-            .publisher::<RawBytes>(TOPIC)
-            .qos(qos.transport(TransportKind::Forwarded))
-            .build()
-            .unwrap();
+        let qos = if a.get(5) == Some(&"auto") {
+            qos
+        } else {
+            qos.transport(TransportKind::Forwarded)
+        };
+        let publ = node.publisher::<RawBytes>(TOPIC).qos(qos).build().unwrap();
         let matched = publ.wait_for_subscribers(subs, Duration::from_secs(30));
-        let conns: Vec<String> = publ
-            .connections()
-            .iter()
-            .map(|c| format!("{}={}", c.transport, c.locator.replace(' ', "_")))
-            .collect();
-        say(&mut out, format!("MATCHED {matched} {}", conns.join(" ")));
+        let conns = || -> String {
+            let c: Vec<String> = publ
+                .connections()
+                .iter()
+                .map(|c| format!("{}={}", c.transport, c.locator.replace(' ', "_")))
+                .collect();
+            c.join(" ")
+        };
+        say(&mut out, format!("MATCHED {matched} {}", conns()));
         // The parent reads the link's counters now.
         let mut s = String::new();
         let _ = std::io::stdin().read_line(&mut s);
@@ -148,7 +152,7 @@ fn fwd_child() {
             publ.publish(RawBytes::new(v)).unwrap();
             std::thread::sleep(Duration::from_millis(gap));
         }
-        say(&mut out, "SENT".into());
+        say(&mut out, format!("SENT {}", conns()));
         let _ = std::io::stdin().read_line(&mut s);
     }
 }
@@ -492,6 +496,50 @@ fn subscribers_join_and_leave_a_forwarded_stream_and_best_effort_sits_beside_rel
     assert_eq!(&w[2..4], ["true", "fwd"], "{b}");
     assert!(w[1].parse::<usize>().unwrap() >= COUNT * 9 / 10, "{b}");
     for p in [&mut reliable, &mut best_effort, &mut publ, &mut leader] {
+        p.tell();
+    }
+}
+
+/// Without a pin: one subscriber on host B has its own stream; a second
+/// one there moves both to the host's leader (make before break), and when
+/// it leaves the first moves back — which gets every sample once, in order,
+/// across both moves.
+#[test]
+fn a_second_subscriber_on_a_host_moves_the_stream_to_its_leader_and_back() {
+    let Some(lab) = Lab::new(4) else { return };
+    const COUNT: usize = 1000;
+    let mut leader = lab.child(&lab.b, false, "lead");
+    assert_eq!(leader.expect("READY"), "READY leader");
+    let mut first = lab.child(&lab.b, false, &format!("sub {COUNT}"));
+    assert_eq!(first.expect("READY"), "READY follower");
+    // 1000 samples of 4 KiB, one per 5 ms: 5 s.
+    let mut publ = lab.child(&lab.a, true, &format!("pub {COUNT} 4096 1 5 auto"));
+    let matched = publ.expect("MATCHED");
+    assert!(
+        matched.starts_with("MATCHED true udp="),
+        "one subscriber: {matched}"
+    );
+    publ.tell();
+    std::thread::sleep(Duration::from_secs(1));
+    let mut second = lab.child(&lab.b, false, "sub 200");
+    assert_eq!(second.expect("READY"), "READY follower");
+    let second_got = second.expect("GOT");
+    second.tell(); // it leaves (says Bye)
+    let _ = second.child.wait();
+    let sent = publ.expect("SENT");
+    let first_got = first.expect("GOT");
+    eprintln!("second: {second_got}; first: {first_got}; publisher at the end: {sent}");
+    let w: Vec<&str> = second_got.split(' ').collect();
+    assert_eq!(&w[1..4], ["200", "true", "fwd"], "{second_got}");
+    let w: Vec<&str> = first_got.split(' ').collect();
+    assert_eq!(w[1], COUNT.to_string(), "missed samples: {first_got}");
+    assert_eq!(w[2], "true", "out of order or repeated: {first_got}");
+    assert_eq!(w[5], "0", "{first_got}");
+    assert!(
+        sent.starts_with("SENT udp=") && !sent.contains("fwd="),
+        "not back on its own stream: {sent}"
+    );
+    for p in [&mut first, &mut publ, &mut leader] {
         p.tell();
     }
 }

@@ -72,6 +72,33 @@ pub fn routes() -> Vec<Arc<dyn Route>> {
     ]
 }
 
+/// Like the runtime's forwarded path: reaches a runtime on another host
+/// that names a leader; never chosen unless pinned or counted.
+pub struct Forwarded;
+
+impl Route for Forwarded {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Forwarded
+    }
+    fn request_reply(&self) -> bool {
+        false
+    }
+    fn reaches(&self, local: &PeerInfo, remote: &PeerInfo) -> bool {
+        local.host_id != remote.host_id && remote.locators.iter().any(|l| l.host_leader().is_some())
+    }
+    fn automatic(&self, _: &PeerInfo, _: &PeerInfo) -> bool {
+        false
+    }
+}
+
+/// A runtime on `host` in its election, led by `leader`.
+pub fn follower(id: u64, host: u64, leader: u64) -> PeerInfo {
+    let mut p = peer(id, host, true);
+    p.locators
+        .push(Locator::forwarded_by(ParticipantId(leader)));
+    p
+}
+
 pub fn peer(id: u64, host: u64, direct: bool) -> PeerInfo {
     PeerInfo {
         participant: ParticipantId(id),
@@ -130,8 +157,19 @@ pub struct Driver {
 
 impl Driver {
     pub fn new(local: PeerInfo) -> Driver {
+        Driver::with_routes(local, routes())
+    }
+
+    /// With the forwarded path among the routes.
+    pub fn forwarding(local: PeerInfo) -> Driver {
+        let mut r = routes();
+        r.push(Arc::new(Forwarded));
+        Driver::with_routes(local, r)
+    }
+
+    pub fn with_routes(local: PeerInfo, routes: Vec<Arc<dyn Route>>) -> Driver {
         Driver {
-            table: Table::new(local, routes()),
+            table: Table::new(local, routes),
             now: Instant::now(),
             links: BTreeSet::new(),
             pending: Vec::new(),

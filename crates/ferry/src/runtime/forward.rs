@@ -82,8 +82,12 @@ impl Shared {
         else {
             return Vec::new();
         };
+        // A reader pinned to another path is not the leader's to serve.
         let matches = |r: &ferry_wire::beacon::EndpointRecord| {
             match_endpoints(wrec, r) == MatchOutcome::Matched
+                && r.qos
+                    .transport
+                    .is_none_or(|k| k == TransportKind::Forwarded)
         };
         let target = |reader: EndpointId, peer: crate::transport::PeerInfo| Target {
             reader,

@@ -251,7 +251,8 @@ impl Runtime {
             .iter()
             .map(|t| Arc::new(RouteOf(t.clone())) as Arc<dyn ferry_conn::Route>)
             .collect();
-        let table = Table::new(local.clone(), routes);
+        let mut table = Table::new(local.clone(), routes);
+        table.set_forward_threshold(cfg.forward_threshold as usize);
         let ros2 = crate::ros2::Ros2::start(&cfg, id)?;
         let (cfg_host_leader, domain_id, local_host_id) =
             (cfg.host_leader, cfg.domain_id, local.host_id);
@@ -714,8 +715,15 @@ impl Shared {
                     .iter()
                     .find(|t| t.kind() == transport)?
                     .clone();
-                if let Some(old) = replaces {
-                    tracing::info!("{writer} → {reader}: peer now heard directly; leaving {old} for {transport}");
+                match replaces {
+                    Some(TransportKind::Mqtt) => tracing::info!(
+                        "{writer} → {reader}: peer now heard directly; leaving mqtt for {transport}"
+                    ),
+                    Some(old) => tracing::info!(
+                        "{writer} → {reader}: moving from {old} to {transport} (subscribers on its host: {})",
+                        if transport == TransportKind::Forwarded { "through its leader" } else { "below the forwarding threshold" }
+                    ),
+                    None => {}
                 }
                 Work::Connect(
                     t,
@@ -806,7 +814,10 @@ impl Shared {
                             let kind = link.transport();
                             if me.core.lock().table.connected(wid, rid, kind) {
                                 tracing::debug!("{wid} → {rid} connected over {kind}");
-                                port.add_link(link);
+                                port.add_link(link.clone());
+                                // Make before break: a path the pair left
+                                // closes once this one carries it.
+                                port.links().retire_others(rid, &link);
                             } else {
                                 link.close();
                             }

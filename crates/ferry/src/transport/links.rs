@@ -103,6 +103,30 @@ impl Links {
         });
         removed
     }
+    /// Closes and forgets the other links to `reader` than `keep` (the
+    /// path a pair left, once the new one carries it). True when there
+    /// was one.
+    pub fn retire_others(&self, reader: EndpointId, keep: &Arc<dyn Link>) -> bool {
+        let other = |l: &Arc<dyn Link>| {
+            l.remote() == reader
+                && l.reaches_reader()
+                && !std::ptr::addr_eq(Arc::as_ptr(l), Arc::as_ptr(keep))
+        };
+        if !self.snapshot().iter().any(other) {
+            return false;
+        }
+        self.update(|v| {
+            v.retain(|l| {
+                if other(l) {
+                    l.close();
+                    false
+                } else {
+                    true
+                }
+            })
+        });
+        true
+    }
     pub fn prune_closed(&self) {
         if self.0.read().iter().any(|l| l.is_closed()) {
             self.update(|v| v.retain(|l| !l.is_closed()));
