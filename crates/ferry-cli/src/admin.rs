@@ -104,11 +104,12 @@ pub fn run(a: AdminArgs, spin: Duration) -> Result<(), String> {
                     } else {
                         c.remote_node.clone()
                     };
+                    let path = crate::topic::path_of(&c);
                     vec![
                         c.topic,
                         format!("{:?}", c.side).to_lowercase(),
                         peer,
-                        c.transport.to_string(),
+                        path,
                         c.locator,
                         c.priority.map_or("-".into(), |p| p.to_string()),
                         c.stats.messages.to_string(),

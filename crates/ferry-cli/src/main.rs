@@ -20,6 +20,7 @@ macro_rules! out {
 
 mod admin;
 mod demo;
+mod forwarder;
 mod interface;
 mod security;
 mod table;
@@ -115,6 +116,9 @@ enum Cmd {
     Shm(ShmCmd),
     /// Run ferry's MQTT broker in the foreground (the one `mqtt://embedded` starts in a node).
     Broker(BrokerArgs),
+    /// Lead this host's runtimes in the foreground: receive the streams forwarded to this host
+    /// and hand them to its subscribers over shared memory (`docs/FORWARDER.md`).
+    Forwarder(forwarder::ForwarderArgs),
     /// Check this host's ferry setup: configuration, broker connection, shared memory.
     Doctor {
         #[command(flatten)]
@@ -269,7 +273,7 @@ fn signed_counters(s: &ferry::DiscoverySecurityStats) -> String {
 }
 
 /// `ferry doctor`'s host leader line: who leads this host's runtimes
-/// (the CLI's own runtime takes part in the election like any other).
+/// (the CLI's own runtime follows only).
 fn host_leader_doctor(node: &ferry::Node) {
     use ferry::leader::Role;
     let Some(role) = node.host_role() else {
@@ -283,14 +287,17 @@ fn host_leader_doctor(node: &ferry::Node) {
             leader.pid
         ),
         Role::Leader { followers } => out!(
-            "host leader: no other runtime led: this CLI's runtime took the lead ({} followers)",
+            "host leader: this runtime leads ({} followers)",
             followers.len()
         ),
         Role::Refused { uid, pid } => out!(
             "host leader: REFUSED: the election's socket is held by pid {pid} of user {uid}, \
              not this user: no host leader is used"
         ),
-        Role::Electing => out!("host leader: still electing"),
+        Role::Electing => out!(
+            "host leader: none yet (this CLI only follows; a node with host_leader = true, \
+             or `ferry forwarder`, leads)"
+        ),
         Role::Closed => out!("host leader: closed"),
     }
 }
@@ -465,8 +472,13 @@ pub fn cli_node() -> Result<ferry::Node, String> {
         .get()
         .cloned()
         .unwrap_or_else(|| format!("_ferry_cli_{}", std::process::id()));
+    // In a host leader election (FERRY_HOST_LEADER=on), the CLI only
+    // follows: a tool that comes and goes never moves the host's streams.
+    let mut cfg = ferry::Config::from_env().map_err(|e| e.to_string())?;
+    cfg.host_leader_may_lead = false;
     ferry::Node::builder()
         .name(name)
+        .config(cfg)
         .build()
         .map_err(|e| e.to_string())
 }
@@ -673,6 +685,7 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Cmd::DemoRole { role } => demo::role(&role),
         Cmd::Broker(a) => broker(a),
+        Cmd::Forwarder(a) => forwarder::run(a),
         Cmd::Doctor { .. } => doctor(spin),
     }
 }

@@ -279,6 +279,16 @@ fn node_of(g: &Graph, id: &ferry::EndpointId) -> String {
         .unwrap_or_else(|| id.to_string())
 }
 
+/// A connection's path for people: its transport, or `forwarded via
+/// <host leader>`.
+pub fn path_of(c: &ferry::ConnectionInfo) -> String {
+    if c.via.is_empty() {
+        c.transport.to_string()
+    } else {
+        format!("forwarded via {}", c.via)
+    }
+}
+
 /// Connections of `nodes`, asked through their admin services.
 pub fn connections_of(node: &Node, nodes: &[String]) -> Vec<ferry::ConnectionInfo> {
     let mut out = Vec::new();
@@ -426,7 +436,7 @@ pub fn run(cmd: TopicCmd, spin: Duration) -> Result<(), String> {
                         "  {} -> {}  path {}{}  {}  protection {}  {} msgs, {:.1} Hz",
                         node_of(&g, &c.local),
                         node_of(&g, &c.remote),
-                        c.transport,
+                        path_of(&c),
                         if c.note.is_empty() {
                             String::new()
                         } else {

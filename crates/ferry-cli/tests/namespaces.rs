@@ -372,3 +372,85 @@ fn echo_of_a_type_only_the_publisher_has_files_for() {
     assert_eq!(v["readings"][1]["id"], 7, "the default of Reading.id");
     assert!(err.contains("with the definition sent by"), "{err}");
 }
+
+/// `ferry forwarder` leads host B's election; two `ferry topic echo` there
+/// (the CLI only follows, so it never leads) take a publisher on host A —
+/// with its own `/dev/shm` and IPC, another host for shared memory too —
+/// through the forwarder once both listen (forward_threshold 2), and
+/// `topic info -v` names it: `forwarded via ferry_forwarder`.
+#[test]
+fn a_standalone_forwarder_serves_the_cli_on_its_host() {
+    let Some(lab) = Lab::new(8) else { return };
+    let e = vec![
+        ("FERRY_DOMAIN_ID", "15".to_string()),
+        ("FERRY_DISCOVERY", "subnet".to_string()),
+        ("FERRY_HOST_LEADER", "on".to_string()),
+        // Asked from host B by `topic info -v`.
+        ("FERRY_ADMIN", "open".to_string()),
+    ];
+    let mut fwd = lab.ferry(&lab.b, &e, &["forwarder", "--duration", "40"]);
+    let fwd_out = drain(fwd.stdout.take());
+    std::thread::sleep(Duration::from_millis(500));
+    let echo = |lab: &Lab| {
+        lab.ferry(
+            &lab.b,
+            &e,
+            &[
+                "topic",
+                "echo",
+                "/fwd",
+                "std_msgs/msg/String",
+                "-i",
+                "--json",
+                "--timeout",
+                "12",
+            ],
+        )
+    };
+    let (e1, e2) = (echo(&lab), echo(&lab));
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", &lab.a])
+        .args(ferry_testkit::shell::OWN_SHM_HOST)
+        .arg(FERRY)
+        .args([
+            "topic",
+            "pub",
+            "/fwd",
+            "std_msgs/msg/String",
+            "data: relayed",
+            "-r",
+            "20",
+        ])
+        .envs(e.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut publ = c.spawn().expect("spawn the publisher");
+    std::thread::sleep(Duration::from_secs(5));
+    let info = lab.ferry(&lab.b, &e, &["topic", "info", "/fwd", "-v"]);
+    let (_, info_out, info_err) = wait_output(info, Duration::from_secs(15));
+    let (_, out1, _) = wait_output(e1, Duration::from_secs(20));
+    let (_, out2, _) = wait_output(e2, Duration::from_secs(20));
+    let _ = publ.kill();
+    let _ = publ.wait();
+    let _ = fwd.kill();
+    let _ = fwd.wait();
+    let fwd_said = fwd_out.join().unwrap();
+    assert!(
+        fwd_said.contains("ferry forwarder: leads this host's runtimes"),
+        "{fwd_said}"
+    );
+    for out in [&out1, &out2] {
+        let lines: Vec<&str> = out.lines().filter(|l| l.contains("relayed")).collect();
+        assert!(lines.len() >= 60, "too few samples: {out}");
+        assert!(
+            lines.last().is_some_and(|l| l.contains("\"fwd\"")),
+            "the last samples did not come through the forwarder: {:?}",
+            lines.last()
+        );
+    }
+    let via = info_out
+        .lines()
+        .filter(|l| l.contains("path forwarded via ferry_forwarder (pid "))
+        .count();
+    assert_eq!(via, 2, "one per echo: {info_out} {info_err}");
+}

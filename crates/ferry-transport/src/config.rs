@@ -239,6 +239,12 @@ pub struct Config {
     /// runtime's consent to be served so (`ferry doctor` shows the role).
     /// Default off.
     pub host_leader: bool,
+    /// Whether this runtime may lead its host's election, not only follow
+    /// (not a file key: tools that come and go, such as the `ferry` CLI,
+    /// follow only, so that their exit never moves the host's streams).
+    /// Default true.
+    #[serde(skip)]
+    pub host_leader_may_lead: bool,
     /// How many matched subscribers of one publisher on one remote host
     /// make the publisher send to that host once, through the host's
     /// leader, instead of once per subscriber (`FERRY_FORWARD_THRESHOLD`;
@@ -284,6 +290,7 @@ impl Default for Config {
             shm_spin_us: 50,
             shm_pool_mb: 1024,
             host_leader: false,
+            host_leader_may_lead: true,
             forward_threshold: 2,
             mqtt: None,
             ros2: None,

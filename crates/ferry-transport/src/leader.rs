@@ -100,6 +100,8 @@ struct Ctx {
     /// Called after every change of the role.
     on_change: Box<dyn Fn() + Send + Sync>,
     closed: AtomicBool,
+    /// False: only follows (waits for a leader instead of binding).
+    may_lead: bool,
 }
 
 impl Ctx {
@@ -143,6 +145,18 @@ impl HostLeader {
         me: ParticipantId,
         on_change: Box<dyn Fn() + Send + Sync>,
     ) -> HostLeader {
+        Self::start_as(io, name, me, true, on_change)
+    }
+
+    /// Like [`HostLeader::start`]; `may_lead` false: only ever follows
+    /// (stays `Electing` while no other runtime leads).
+    pub fn start_as(
+        io: IoHandle,
+        name: String,
+        me: ParticipantId,
+        may_lead: bool,
+        on_change: Box<dyn Fn() + Send + Sync>,
+    ) -> HostLeader {
         // SAFETY: getuid cannot fail and has no preconditions.
         let uid = unsafe { libc::getuid() };
         let ctx = Arc::new(Ctx {
@@ -155,6 +169,7 @@ impl HostLeader {
             open: AtomicUsize::new(0),
             on_change,
             closed: AtomicBool::new(false),
+            may_lead,
         });
         spawn_election(ctx.clone(), Duration::ZERO);
         HostLeader(ctx)
@@ -210,7 +225,12 @@ fn elect(ctx: &Arc<Ctx>) {
             return;
         }
         ctx.set(Role::Electing);
-        match UnixListener::bind_addr(&addr) {
+        let bound = if ctx.may_lead {
+            UnixListener::bind_addr(&addr)
+        } else {
+            Err(io::ErrorKind::AddrInUse.into())
+        };
+        match bound {
             Ok(l) => {
                 if let Err(e) = l.set_nonblocking(true) {
                     tracing::warn!("host leader election: {e}");

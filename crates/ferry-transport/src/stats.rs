@@ -226,6 +226,12 @@ pub struct ConnectionInfo {
     /// `Link::protection`).
     #[serde(default)]
     pub protection: String,
+    /// The host leader a forwarded connection goes through (`sensors
+    /// (pid 4711)`, `this runtime`); empty on other paths. Its counters are
+    /// the hop this side sees: a writer's, the stream to that leader
+    /// (shared by the host's readers); a reader's, the leader's relay.
+    #[serde(default)]
+    pub via: String,
     /// Counters.
     pub stats: StatsSnapshot,
 }
@@ -271,6 +277,7 @@ impl ConnectionInfo {
             priority: None,
             note: String::new(),
             protection: String::new(),
+            via: String::new(),
             stats: stats.snapshot(),
         }
     }

@@ -406,9 +406,12 @@ impl<T: Codec> Publisher<T> {
         true
     }
 
-    /// The connections with their paths and statistics.
+    /// The connections with their paths and statistics (a forwarded one
+    /// names its host leader: [`ConnectionInfo::via`]).
     pub fn connections(&self) -> Vec<ConnectionInfo> {
-        self.shared.connections()
+        let mut c = self.shared.connections();
+        self.node.rt.shared.name_forwarded(&mut c);
+        c
     }
 
     /// The next event, if any.

@@ -109,17 +109,20 @@ fn fwd_child() {
                 got += 1;
             }
         }
-        let kinds: Vec<String> = sub
-            .connections()
+        let conns = sub.connections();
+        let kinds: Vec<String> = conns.iter().map(|c| c.transport.to_string()).collect();
+        let via: Vec<String> = conns
             .iter()
-            .map(|c| c.transport.to_string())
+            .filter(|c| !c.via.is_empty())
+            .map(|c| c.via.replace(' ', "_"))
             .collect();
         say(
             &mut out,
             format!(
-                "GOT {got} {in_order} {} {first_slip} {}",
+                "GOT {got} {in_order} {} {first_slip} {} {}",
                 kinds.join(","),
-                first.unwrap_or(u64::MAX)
+                first.unwrap_or(u64::MAX),
+                via.join(",")
             ),
         );
         // Stay (as a leader, relaying for the others) until told to go.
@@ -138,7 +141,14 @@ fn fwd_child() {
             let c: Vec<String> = publ
                 .connections()
                 .iter()
-                .map(|c| format!("{}={}", c.transport, c.locator.replace(' ', "_")))
+                .map(|c| {
+                    let via = if c.via.is_empty() {
+                        String::new()
+                    } else {
+                        format!("@{}", c.via)
+                    };
+                    format!("{}={}{via}", c.transport, c.locator).replace(' ', "_")
+                })
                 .collect();
             c.join(" ")
         };
@@ -308,6 +318,14 @@ fn a_remote_host_gets_each_sample_once_and_its_leader_shares_it_over_shared_memo
         })
         .collect();
     assert_eq!(leaders.len(), 1, "not through one leader: {matched}");
+    // Named for people: the leading subscriber's runtime and process.
+    let leader_pid = roles_pid(&roles, &subs);
+    for c in conns {
+        assert!(
+            c.ends_with(&format!("_(pid_{leader_pid})")),
+            "the leader is not named: {c}"
+        );
+    }
 
     let before = lab.tx_bytes_a();
     publ.tell();
@@ -322,11 +340,17 @@ fn a_remote_host_gets_each_sample_once_and_its_leader_shares_it_over_shared_memo
         "host A sent {sent} B for {payload} B of payload to 3 subscribers: {:.3}×; subscribers: {got:?}",
         sent as f64 / payload
     );
-    for g in &got {
+    for (g, role) in got.iter().zip(&roles) {
         let w: Vec<&str> = g.split(' ').collect();
         assert_eq!(w[1], COUNT.to_string(), "a subscriber missed samples: {g}");
         assert_eq!(w[2], "true", "out of order: {g}");
         assert_eq!(w[3], "fwd", "not (only) a forwarded connection: {g}");
+        let via = if role.ends_with("leader") {
+            "this_runtime".to_string()
+        } else {
+            format!("(pid_{leader_pid})")
+        };
+        assert!(w[6].ends_with(&via), "{g}: not via {via}");
     }
     assert!(
         (sent as f64) < 1.3 * payload,
@@ -336,6 +360,12 @@ fn a_remote_host_gets_each_sample_once_and_its_leader_shares_it_over_shared_memo
         s.tell();
     }
     publ.tell();
+}
+
+/// The pid of the subscriber that said it leads.
+fn roles_pid(roles: &[String], subs: &[Proc]) -> u32 {
+    let i = roles.iter().position(|r| r.ends_with("leader")).unwrap();
+    subs[i].child.id()
 }
 
 /// Sends a forwarded-connection request to `runtime`'s shared-memory

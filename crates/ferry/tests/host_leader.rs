@@ -296,3 +296,52 @@ fn a_name_held_by_another_users_process_is_refused_not_followed() {
     drop(kid);
     assert_eq!(verdict.as_deref(), Some("refused 65534"), "{seen:?}");
 }
+
+/// A runtime that may not lead (the CLI's) waits for a leader instead of
+/// taking the lead, follows the one that comes, and does not take over
+/// when it leaves.
+#[test]
+fn a_follow_only_runtime_never_leads() {
+    let node = |may_lead: bool, name: &str| {
+        let mut cfg = Config {
+            domain_id: 38,
+            host_leader: true,
+            ..Config::default()
+        };
+        cfg.host_leader_may_lead = may_lead;
+        Node::builder().name(name).config(cfg).build().unwrap()
+    };
+    let role_of = |n: &Node, want: fn(&Role) -> bool, within: Duration| -> Role {
+        let end = Instant::now() + within;
+        loop {
+            let r = n.host_role().unwrap();
+            if want(&r) || Instant::now() > end {
+                return r;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    let tool = node(false, "tool");
+    let waited = role_of(&tool, |r| *r != Role::Electing, Duration::from_millis(500));
+    assert_eq!(waited, Role::Electing, "no one leads: it waits");
+    let lead = node(true, "lead");
+    let r = role_of(
+        &lead,
+        |r| matches!(r, Role::Leader { .. }),
+        Duration::from_secs(5),
+    );
+    assert!(matches!(r, Role::Leader { .. }), "{r:?}");
+    let r = role_of(
+        &tool,
+        |r| matches!(r, Role::Follower { .. }),
+        Duration::from_secs(5),
+    );
+    assert!(matches!(r, Role::Follower { .. }), "{r:?}");
+    drop(lead);
+    let r = role_of(
+        &tool,
+        |r| matches!(r, Role::Leader { .. }),
+        Duration::from_millis(800),
+    );
+    assert_eq!(r, Role::Electing, "it did not take over");
+}

@@ -68,6 +68,62 @@ impl Shared {
         }
     }
 
+    /// Names the host leader of each forwarded connection in `conns`
+    /// (`ConnectionInfo::via`).
+    pub(crate) fn name_forwarded(&self, conns: &mut [crate::stats::ConnectionInfo]) {
+        if !conns
+            .iter()
+            .any(|c| c.transport == TransportKind::Forwarded)
+        {
+            return;
+        }
+        let core = self.core.lock();
+        for c in conns
+            .iter_mut()
+            .filter(|c| c.transport == TransportKind::Forwarded)
+        {
+            c.via = self.forwarded_via(&core, c);
+        }
+    }
+
+    /// Who a forwarded connection goes through, for people: the leader's
+    /// runtime name and process (a writer's connection names its leader in
+    /// its locator; a reader's is its own host's leader).
+    fn forwarded_via(&self, core: &super::Core, c: &crate::stats::ConnectionInfo) -> String {
+        let leader = match c.side {
+            crate::stats::Side::Writer => c
+                .locator
+                .split(' ')
+                .next()
+                .and_then(|l| l.strip_prefix("fwd/"))
+                .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+                .map(ferry_wire::ParticipantId),
+            crate::stats::Side::Reader => match self.host_leader.as_ref().map(|h| h.role()) {
+                Some(Role::Follower { leader }) => Some(leader.participant),
+                Some(Role::Leader { .. }) => Some(self.id),
+                _ => None,
+            },
+        };
+        match leader {
+            Some(l) if l == self.id => "this runtime".into(),
+            // Its first node's name, else its runtime's (the process).
+            Some(l) => match core.discovery.participant_info(l) {
+                Some(p) => {
+                    let name = p
+                        .nodes
+                        .values()
+                        .next()
+                        .map(|n| n.name.as_str())
+                        .filter(|n| !n.is_empty())
+                        .unwrap_or(p.info.name.as_str());
+                    format!("{} (pid {})", name, p.info.pid)
+                }
+                None => l.to_string(),
+            },
+            None => "its host leader".into(),
+        }
+    }
+
     /// The readers on this host that `writer` (of another host) goes to
     /// through this runtime, its leader: this runtime's own, and those of
     /// the runtimes of this host in the election (their consent to be

@@ -254,8 +254,12 @@ impl Runtime {
         let mut table = Table::new(local.clone(), routes);
         table.set_forward_threshold(cfg.forward_threshold as usize);
         let ros2 = crate::ros2::Ros2::start(&cfg, id)?;
-        let (cfg_host_leader, domain_id, local_host_id) =
-            (cfg.host_leader, cfg.domain_id, local.host_id);
+        let (cfg_host_leader, may_lead, domain_id, local_host_id) = (
+            cfg.host_leader,
+            cfg.host_leader_may_lead,
+            cfg.domain_id,
+            local.host_id,
+        );
         let host_role_changed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let shared = Arc::new(Shared {
             id,
@@ -279,10 +283,11 @@ impl Runtime {
             zenoh,
             host_leader: cfg_host_leader.then(|| {
                 let (changed, io) = (host_role_changed.clone(), sockets.handle.clone());
-                ferry_transport::leader::HostLeader::start(
+                ferry_transport::leader::HostLeader::start_as(
                     sockets.handle.clone(),
                     ferry_transport::leader::socket_name(domain_id, local_host_id),
                     id,
+                    may_lead,
                     Box::new(move || {
                         changed.store(true, Ordering::Release);
                         io.kick();
@@ -904,6 +909,8 @@ impl Shared {
                 .collect::<Vec<_>>()
                 .join("; ");
         }
+        drop(core);
+        self.name_forwarded(&mut out);
         out
     }
 
