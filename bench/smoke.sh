@@ -90,6 +90,12 @@ if [ "$(grep -cE '^\| (1|100) KB \| Sub[1-4] \| (fwd|udp) \| 30 \| 0 \|' "$out/f
   echo "bench smoke: the forwarder's quick run is incomplete" >&2
   exit 1
 fi
+echo "== ferry-fwd run --quick --auto (the same, Pub1 not pinned: forwarded by automatic selection)"
+./target/release/ferry-fwd run --quick --auto --out "$out/fwd-auto" | tee "$out/fwd-auto.txt"
+if [ "$(grep -cE '^\| (1|100) KB \| Sub[1-4] \| (fwd|udp) \| 30 \| 0 \|' "$out/fwd-auto.md")" != 8 ]; then
+  echo "bench smoke: the forwarder's automatic quick run is incomplete" >&2
+  exit 1
+fi
 echo "== ferry-shm-rtt run --quick (shared memory vs TCP vs futex floor)"
 ./target/release/ferry-shm-rtt run --quick | tee "$out/s.txt"
 # Every quick cell measured round trips (NaN: the echo never answered).

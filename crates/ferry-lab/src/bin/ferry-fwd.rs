@@ -69,6 +69,8 @@ enum Cmd {
         subs: usize,
         unicast: String,
         mbps: u64,
+        /// `pin` (Pub1 pinned to `fwd`) or `auto` (automatic selection).
+        pub1: String,
     },
 }
 
@@ -97,6 +99,10 @@ struct RunArgs {
     /// Path of the per-subscriber topic: udp or tcp.
     #[arg(long, default_value = "udp")]
     unicast: String,
+    /// Pub1 not pinned: forwarded by automatic selection (its subscribers
+    /// on host B reach `forward_threshold`, default 2).
+    #[arg(long)]
+    auto: bool,
     /// Write Markdown and JSON here (without extension).
     #[arg(long)]
     out: Option<String>,
@@ -229,7 +235,13 @@ fn sub(domain: u16, topic: &str) {
             }
         }
         match cmds.try_recv() {
-            Ok(c) if c == "conns" => say(format!("CONNS {}", kinds(&sub.connections()))),
+            Ok(c) if c == "conns" => {
+                // The paths that carried samples (a path a pair left before
+                // the trials may linger, idle, until it times out).
+                let mut used = sub.connections();
+                used.retain(|c| c.stats.messages > 0);
+                say(format!("CONNS {}", kinds(&used)))
+            }
             Err(mpsc::TryRecvError::Disconnected) => break,
             _ => {}
         }
@@ -245,19 +257,31 @@ fn kinds(c: &[ConnectionInfo]) -> String {
     }
 }
 
-fn publisher(domain: u16, subs: usize, unicast: &str, mbps: u64) {
+fn publisher(domain: u16, subs: usize, unicast: &str, mbps: u64, auto: bool) {
     let node = child_node("pub", domain, false, mbps);
     let uni = match unicast {
         "tcp" => TransportKind::Tcp,
         _ => TransportKind::Udp,
     };
-    let make = |topic: &str, kind| {
-        let b = node.publisher::<RawBytes>(topic).qos(qos().transport(kind));
-        b.build().expect("publisher")
+    let make = |topic: &str, kind: Option<TransportKind>| {
+        let q = kind.map_or(qos(), |k| qos().transport(k));
+        node.publisher::<RawBytes>(topic)
+            .qos(q)
+            .build()
+            .expect("publisher")
     };
-    let pubs = [make(TOPIC_A, TransportKind::Forwarded), make(TOPIC_B, uni)];
+    let pin1 = (!auto).then_some(TransportKind::Forwarded);
+    let pubs = [make(TOPIC_A, pin1), make(TOPIC_B, Some(uni))];
     let ok = pubs[0].wait_for_subscribers(subs, Duration::from_secs(60))
         && pubs[1].wait_for_subscribers(subs, Duration::from_secs(30));
+    // Automatic: the pairs move to the leader once all are matched.
+    let end = Instant::now() + Duration::from_secs(10);
+    while auto && kinds(&pubs[0].connections()) != vec!["fwd"; subs].join(",") {
+        if Instant::now() > end {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let [ka, kb] = [0, 1].map(|i| kinds(&pubs[i].connections()));
     say(format!("MATCHED {ok} {ka} {kb} {}", std::process::id()));
     // `trials <size> <first id> <n> <interval µs>` (both topics) or
@@ -630,6 +654,7 @@ fn start(
     domain: u16,
     unicast: &str,
     mbps: u64,
+    auto: bool,
 ) -> Result<(Orch, u64, u64, Vec<String>), String> {
     let (tx, rx) = mpsc::channel();
     let (kids, lines, got) = (Vec::new(), VecDeque::new(), Vec::new());
@@ -656,7 +681,8 @@ fn start(
         }
     }
     let (subs, mbps) = (n.to_string(), mbps.to_string());
-    o.add(net.spawn(true, &["pub", &d, &subs, unicast, &mbps])?);
+    let pub1 = if auto { "auto" } else { "pin" };
+    o.add(net.spawn(true, &["pub", &d, &subs, unicast, &mbps, pub1])?);
     let m = o.expect(2 * n + 1, "MATCHED", Duration::from_secs(120))?;
     let w: Vec<&str> = m.split(' ').collect();
     let want = |s: &str, k: &str| s.split(',').filter(|x| *x == k).count() == n && !s.contains('-');
@@ -803,8 +829,14 @@ fn run(args: RunArgs) -> Result<bool, String> {
     } else {
         Net::eth(pid % 100_000)?
     };
-    let (mut o, leader_pid, pub_pid, mut notes) =
-        start(&net, n, domain, unicast, rate_bps as u64 / 1_000_000)?;
+    let (mut o, leader_pid, pub_pid, mut notes) = start(
+        &net,
+        n,
+        domain,
+        unicast,
+        rate_bps as u64 / 1_000_000,
+        args.auto,
+    )?;
     let c = Ctx {
         n,
         unicast,
@@ -829,14 +861,15 @@ fn run(args: RunArgs) -> Result<bool, String> {
         );
         rows.push(row);
     }
-    // Each subscriber's paths at the end (the forwarded ones: `fwd` only).
+    // The paths that carried each subscriber's samples (the forwarded
+    // ones: `fwd` only).
     let mut paths = Vec::new();
     for s in 1..=2 * n {
         o.tell(s, "conns")?;
         let c = o.expect(s, "CONNS", Duration::from_secs(5))?;
         let want = if s <= n { "fwd" } else { unicast };
         if c != format!("CONNS {want}") {
-            notes.push(format!("Sub{s} (pinned {want}) has connections: {c}"));
+            notes.push(format!("Sub{s} (want {want}) got samples over: {c}"));
         }
         paths.push(c.trim_start_matches("CONNS ").to_string());
     }
@@ -859,10 +892,16 @@ fn run(args: RunArgs) -> Result<bool, String> {
         "Each trial publishes the same payload on both topics back to back (order alternating)"
     };
     let took = started.elapsed().as_secs();
+    let pub1_how = if args.auto {
+        "not pinned, forwarded by automatic selection (its subscribers on host B reach \
+         `forward_threshold` 2)"
+    } else {
+        "pinned to `fwd`"
+    };
     let mut md = format!(
         "# ferry's forwarded path beside per-subscriber unicast (seed 004, Tables II–III)\n\n\
          Reproduce: `cargo build --release -p ferry-lab && {cmd}` (took {took} s).\n\n\
-         Host A: one process, Pub1 on `/fwd/a` pinned to `fwd` (one TCP stream to host B's leader, \
+         Host A: one process, Pub1 on `/fwd/a` {pub1_how} (one TCP stream to host B's leader, \
          which writes each sample into shared memory once for its followers) and Pub2 on `/fwd/b` \
          pinned to `{unicast}` (one stream per subscriber), both reliable keep_all, in a network \
          and IPC namespace and /dev/shm of its own. Host B: an idle leader process, then \
@@ -1031,6 +1070,7 @@ fn main() {
             subs,
             unicast,
             mbps,
-        } => publisher(domain, subs, &unicast, mbps),
+            pub1,
+        } => publisher(domain, subs, &unicast, mbps, pub1 == "auto"),
     }
 }
