@@ -81,6 +81,8 @@ if grep -E '^\| a \|' "$out/p.txt" | grep -q ' 0\.00 / 0\.00 '; then
   echo "bench smoke: a priority cell measured nothing" >&2
   exit 1
 fi
+echo "== ingest example (issue 19/25: one runtime's cost of learning another, c in docs/design/host-discovery.md)"
+cargo run --release -q -p ferry-conn --example ingest -- 200 3
 echo "== ferry-fwd run --quick (seed 004 Tables II-III, issue 25: the forwarded path beside per-subscriber UDP, 2+2 subscribers on another host)"
 # (It exits non-zero when a reliable sample is lost, repeated or reordered,
 # a pair took another path, or the forwarded topic put more than 1.3x its

@@ -31,4 +31,7 @@ mod table;
 
 pub use event::{PortEvent, UnmatchReason};
 pub use path::{select, PeerInfo, Route};
-pub use table::{Action, LocalOptions, PairState, Table, TableStats, OUTAGE_GRACE, RETRY_AFTER};
+pub use table::{
+    Action, LocalOptions, PairState, Table, TableStats, FORWARD_THRESHOLD, OUTAGE_GRACE,
+    RETRY_AFTER,
+};
