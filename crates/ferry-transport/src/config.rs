@@ -252,6 +252,13 @@ pub struct Config {
     /// subscribers whose runtime joined its host's election
     /// (`host_leader`) and whose pair no one pinned to a transport.
     pub forward_threshold: u32,
+    /// Host streams (one per publisher and remote host, to the host's
+    /// leader) over UDP, the lossy-link protocol, instead of TCP
+    /// (`FERRY_FORWARD_UDP=on`). Default off: on a wired link TCP's stream
+    /// reached the leader sooner (ferry's UDP paces large samples;
+    /// `bench/results/forwarder-udp-stream.md`); on a lossy wireless link
+    /// UDP does not stall the whole stream behind one lost segment.
+    pub forward_udp: bool,
     /// The MQTT broker of cloud-scope topics (`FERRY_MQTT=url`).
     pub mqtt: Option<mqtt::MqttConfig>,
     /// DDS to ROS 2 nodes (`FERRY_ROS2=1`): every port also a DDS endpoint
@@ -292,6 +299,7 @@ impl Default for Config {
             host_leader: false,
             host_leader_may_lead: true,
             forward_threshold: 2,
+            forward_udp: false,
             mqtt: None,
             ros2: None,
             zenoh: None,
@@ -385,6 +393,7 @@ impl Config {
         for (var, field) in [
             ("FERRY_SHM", &mut cfg.shared_memory),
             ("FERRY_HOST_LEADER", &mut cfg.host_leader),
+            ("FERRY_FORWARD_UDP", &mut cfg.forward_udp),
         ] {
             if let Ok(v) = std::env::var(var) {
                 *field = match v.as_str() {

@@ -96,10 +96,16 @@ pub struct SeqMarks {
     pub first: AtomicU64,
     /// The highest sequence number a relayed path delivered.
     pub last: AtomicU64,
-    /// The highest sequence number a direct path received (a forwarded
-    /// path from the same writer drops what a direct one delivered: at a
-    /// move between the two, both carry a few samples).
-    pub high: AtomicU64,
+    /// Source time of the first sample this connection received (0: none
+    /// yet), and of the newest: a path through a host leader and a direct
+    /// one from the same writer are compared by these, since a UDP stream
+    /// numbers its samples itself (from 1 when it opens, whatever the
+    /// writer's numbers) while every path carries the writer's stamp. At a
+    /// move between the two both carry a few samples: one that another path
+    /// received within its range is a duplicate.
+    pub first_stamp: AtomicU64,
+    /// Source time of the newest sample received (see `first_stamp`).
+    pub high_stamp: AtomicU64,
     /// A direct path needs no more checking against the relayed ones.
     pub settled: AtomicBool,
     /// Which of its latest sequence numbers a relayed path delivered.
@@ -107,6 +113,22 @@ pub struct SeqMarks {
 }
 
 impl SeqMarks {
+    /// This connection received a sample stamped `stamp_ns`.
+    pub fn received(&self, stamp_ns: u64) {
+        let _ = self
+            .first_stamp
+            .compare_exchange(0, stamp_ns, Ordering::SeqCst, Ordering::SeqCst);
+        self.high_stamp.fetch_max(stamp_ns, Ordering::SeqCst);
+    }
+
+    /// Whether this connection received the sample stamped `stamp_ns`, as
+    /// far as a reliable, ordered path tells: it lies within the stamps of
+    /// its first and newest samples.
+    pub fn covers(&self, stamp_ns: u64) -> bool {
+        let first = self.first_stamp.load(Ordering::SeqCst);
+        first != 0 && first <= stamp_ns && stamp_ns <= self.high_stamp.load(Ordering::SeqCst)
+    }
+
     /// A relayed path delivered `seq` on this connection.
     pub fn mark_relayed(&self, seq: u64) {
         self.last.fetch_max(seq, Ordering::Relaxed);

@@ -486,6 +486,12 @@ pub trait Inbox: Send + Sync {
     fn broker_sample(&self, _conn: &InboundConn, _seq: u64) -> bool {
         true
     }
+    /// Sample `seq` stamped `stamp_ns` came from a host leader on `conn`:
+    /// false when it is a duplicate (relayed already, or received over a
+    /// direct path from the same writer).
+    fn forwarded_sample(&self, conn: &InboundConn, seq: u64, _stamp_ns: u64) -> bool {
+        self.broker_sample(conn, seq)
+    }
     /// What the reader takes in: samples (subscriber), requests (service)
     /// or replies (client). Transports that carry plain samples (shared
     /// memory, UDP) read service traffic as [`Envelope`]s by this.

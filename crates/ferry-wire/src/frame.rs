@@ -32,6 +32,10 @@ pub enum EnvelopeKind {
     Reply = 4,
     /// The service's error text instead of a response (UTF-8).
     ReplyError = 6,
+    /// A sample of a host stream on a path that numbers its datagrams
+    /// itself (UDP): `request_id` is the writer's own sequence number,
+    /// which the host leader relays the sample with.
+    Relayed = 7,
 }
 
 /// Service traffic on transports that carry samples rather than frames
@@ -59,6 +63,7 @@ impl Envelope {
             3 => EnvelopeKind::Request,
             4 => EnvelopeKind::Reply,
             6 => EnvelopeKind::ReplyError,
+            7 => EnvelopeKind::Relayed,
             k => {
                 return Err(WireError::InvalidValue {
                     field: "envelope.kind",

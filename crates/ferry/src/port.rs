@@ -49,15 +49,16 @@ impl Inbound {
         }
         conns.push(conn);
     }
-    /// Whether sample `seq` on `conn` goes through as far as the paths of
-    /// its writer go (a relayed path checks `broker_sample` too).
-    pub fn admit(&self, conn: &InboundConn, seq: u64) -> bool {
+    /// Whether sample `seq` stamped `stamp_ns` on `conn` goes through as
+    /// far as the paths of its writer go (a relayed path checks
+    /// `broker_sample` or `forwarded_sample` first).
+    pub fn admit(&self, conn: &InboundConn, seq: u64, stamp_ns: u64) -> bool {
         if !relayed(conn.transport) {
             // Before reading `settled`: a forwarded path attached meanwhile
-            // sees it (`broker_sample`), or this sample checks the relay's.
-            conn.seqs.high.fetch_max(seq, Ordering::SeqCst);
+            // sees it (`forwarded_sample`), or this sample checks the relay's.
+            conn.seqs.received(stamp_ns);
         }
-        conn.seqs.settled.load(Ordering::SeqCst) || self.direct_sample(conn, seq)
+        conn.seqs.settled.load(Ordering::SeqCst) || self.direct_sample(conn, seq, stamp_ns)
     }
     pub fn detach(&self, conn: &Arc<InboundConn>) {
         self.0.lock().retain(|c| !Arc::ptr_eq(c, conn));
@@ -65,42 +66,44 @@ impl Inbound {
     pub fn len(&self) -> usize {
         self.0.lock().len()
     }
+    /// Sample `seq` stamped `stamp_ns` came from a host leader on `conn`:
+    /// false when a leader relayed it already (a new leader sends again what
+    /// the one before may not have delivered), or a direct path from the
+    /// same writer received it. A pair moves between the two make before
+    /// break, and the direct path it left ends without a word (UDP), so
+    /// only what a direct path *received* is its: compared by source
+    /// stamp, since a UDP stream numbers its samples itself. Checked and
+    /// marked under this reader's lock, like `direct_sample`.
+    pub fn forwarded_sample(&self, conn: &InboundConn, seq: u64, stamp_ns: u64) -> bool {
+        let conns = self.0.lock();
+        let mut tops = self.1.lock();
+        if tops.len() >= FORWARDED_WRITERS && !tops.contains_key(&conn.remote) {
+            tops.clear();
+        }
+        let top = tops.entry(conn.remote).or_insert(0);
+        if seq <= *top {
+            return false;
+        }
+        *top = seq;
+        let direct = conns
+            .iter()
+            .filter(|c| c.remote == conn.remote && !relayed(c.transport))
+            .any(|c| c.seqs.covers(stamp_ns));
+        if direct {
+            return false;
+        }
+        conn.seqs.received(stamp_ns);
+        true
+    }
+
     /// Sample `seq` came through the broker on `conn`: false when a direct
     /// path from the same writer covers it (delivered its first sample at
     /// or before `seq`, and is reliable and ordered from there). Checked and
     /// marked under this reader's lock, like `direct_sample`, so at the
     /// hand-over between the two paths each sample goes through once.
-    ///
-    /// Through a host leader, a direct path covers only what it received:
-    /// a pair moves between the two (make before break), and the direct
-    /// path it left ends without a word (UDP), so what comes after its last
-    /// sample is the forwarded path's.
     pub fn broker_sample(&self, conn: &InboundConn, seq: u64) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         let conns = self.0.lock();
-        if conn.transport == TransportKind::Forwarded {
-            let received = conns
-                .iter()
-                .filter(|c| c.remote == conn.remote && !relayed(c.transport))
-                .any(|c| {
-                    let first = c.seqs.first.load(Relaxed);
-                    first != 0 && first <= seq && seq <= c.seqs.high.load(Ordering::SeqCst)
-                });
-            let mut tops = self.1.lock();
-            if tops.len() >= FORWARDED_WRITERS && !tops.contains_key(&conn.remote) {
-                tops.clear();
-            }
-            let top = tops.entry(conn.remote).or_insert(0);
-            if seq <= *top {
-                return false;
-            }
-            *top = seq;
-            if received {
-                return false;
-            }
-            conn.seqs.mark_relayed(seq);
-            return true;
-        }
         let direct = conns
             .iter()
             .filter(|c| c.remote == conn.remote && !relayed(c.transport))
@@ -119,8 +122,10 @@ impl Inbound {
     /// Zenoh) already delivered that very sample from the same writer. Once
     /// past everything relayed — or a whole window past its own first
     /// sample, when a relayed number ran far ahead (a forged one may) —
-    /// `conn` is settled and is not checked again.
-    pub fn direct_sample(&self, conn: &InboundConn, seq: u64) -> bool {
+    /// `conn` is settled and is not checked again. A host leader's path is
+    /// compared by source stamp (`forwarded_sample`), and keeps `conn`
+    /// unsettled while it is attached.
+    pub fn direct_sample(&self, conn: &InboundConn, seq: u64, stamp_ns: u64) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         let conns = self.0.lock();
         let m = &conn.seqs;
@@ -133,11 +138,17 @@ impl Inbound {
                 .iter()
                 .filter(|c| c.remote == conn.remote && relayed(c.transport))
             {
+                if c.transport == TransportKind::Forwarded {
+                    if c.seqs.covers(stamp_ns) {
+                        return false;
+                    }
+                    forwarded = true;
+                    continue;
+                }
                 if c.seqs.was_relayed(seq) {
                     return false;
                 }
                 top = top.max(c.seqs.last.load(Relaxed));
-                forwarded |= c.transport == TransportKind::Forwarded;
             }
             let first = m.first.load(Relaxed);
             if forwarded
@@ -238,13 +249,20 @@ mod tests {
         (inbound, mqtt, shm)
     }
 
-    /// Delivers `seq` on `c` as a subscriber does; true when it goes through.
+    /// Delivers `seq` on `c` as a subscriber does (the writer stamped it
+    /// `seq` µs); true when it goes through.
     fn offer(inbound: &Inbound, c: &InboundConn, seq: u64) -> bool {
-        if relayed(c.transport) {
-            inbound.broker_sample(c, seq) && inbound.admit(c, seq)
-        } else {
-            inbound.admit(c, seq)
-        }
+        offer_as(inbound, c, seq, seq * 1000)
+    }
+
+    /// `offer` of a sample stamped `stamp_ns` that `c` numbers `seq`.
+    fn offer_as(inbound: &Inbound, c: &InboundConn, seq: u64, stamp_ns: u64) -> bool {
+        let relay_ok = match c.transport {
+            TransportKind::Forwarded => inbound.forwarded_sample(c, seq, stamp_ns),
+            t if relayed(t) => inbound.broker_sample(c, seq),
+            _ => true,
+        };
+        relay_ok && inbound.admit(c, seq, stamp_ns)
     }
 
     #[test]
@@ -353,11 +371,19 @@ mod tests {
         };
         let inbound = Inbound::default();
         let udp = conn(w, TransportKind::Udp);
+        let back = conn(w, TransportKind::Udp);
         inbound.attach(udp.clone());
         let mut got = Vec::new();
+        // A UDP stream numbers its samples from 1 when it opens; the
+        // writer's numbers (and stamps) are its own: the first stream
+        // opened at the writer's sample 1, the second at its sample 11.
         let mut take = |c: &Arc<InboundConn>, seqs: std::ops::RangeInclusive<u64>| {
             for seq in seqs {
-                if offer(&inbound, c, seq) {
+                let own = match c.transport {
+                    TransportKind::Udp if Arc::ptr_eq(c, &back) => seq - 10,
+                    _ => seq,
+                };
+                if offer_as(&inbound, c, own, seq * 1000) {
                     got.push(seq);
                 }
             }
@@ -374,7 +400,6 @@ mod tests {
         take(&fwd, 8..=12);
         // And back: a new direct path from 11, the leader's copies of 11
         // and 12 came first; it is the only path from 14 on.
-        let back = conn(w, TransportKind::Udp);
         inbound.attach(back.clone());
         take(&back, 11..=13);
         take(&fwd, 13..=13);

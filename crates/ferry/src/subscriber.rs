@@ -229,6 +229,9 @@ impl<T: Codec> Inbox for SubShared<T> {
     fn broker_sample(&self, conn: &InboundConn, seq: u64) -> bool {
         self.conns.broker_sample(conn, seq)
     }
+    fn forwarded_sample(&self, conn: &InboundConn, seq: u64, stamp_ns: u64) -> bool {
+        self.conns.forwarded_sample(conn, seq, stamp_ns)
+    }
     fn room(&self) -> Option<&Arc<Room>> {
         self.room.as_ref().or(self.queue.room())
     }
@@ -238,7 +241,7 @@ impl<T: Codec> Inbox for SubShared<T> {
         }
         // A connection's first samples: at a hand-over from the broker to a
         // direct path, the broker may have delivered them already.
-        if !self.conns.admit(conn, frame.seq) {
+        if !self.conns.admit(conn, frame.seq, frame.stamp_ns) {
             return;
         }
         let value = match frame.payload.to_typed::<T>() {

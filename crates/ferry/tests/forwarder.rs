@@ -27,7 +27,8 @@ use ferry_testkit::shell::{ok, sh, OWN_SHM_HOST};
 
 /// A child process: `lead` (a runtime of the election without ports),
 /// `sub <count> [be]` (best effort) or `pub <count> <size> <subscribers>
-/// <interval ms> [auto]` (pinned to `fwd` unless `auto`).
+/// <interval ms> [auto] [udp]` (pinned to `fwd` unless `auto`; host
+/// streams over UDP with `udp`).
 #[test]
 fn fwd_child() {
     let Ok(args) = std::env::var("FERRY_FWD_CHILD") else {
@@ -52,6 +53,7 @@ fn fwd_child() {
             domain_id: DOMAIN,
             discovery: DiscoveryRange::Subnet,
             host_leader: a[0] != "pub",
+            forward_udp: a[0] == "pub" && a[5..].contains(&"udp"),
             ..Config::default()
         })
         .build()
@@ -130,7 +132,7 @@ fn fwd_child() {
         let _ = std::io::stdin().read_line(&mut s);
     } else {
         let (count, size, subs, gap) = (n(1), n(2), n(3), n(4) as u64);
-        let qos = if a.get(5) == Some(&"auto") {
+        let qos = if a[5..].contains(&"auto") {
             qos
         } else {
             qos.transport(TransportKind::Forwarded)
@@ -451,7 +453,18 @@ fn only_the_elected_leader_may_relay_to_a_reader() {
 /// subscriber still gets every sample once, in order.
 #[test]
 fn kill_9_of_the_leader_mid_stream_loses_nothing_and_repeats_nothing() {
-    let Some(lab) = Lab::new(2) else { return };
+    kill_9_of_the_leader(2, "");
+}
+
+/// The same with the host stream over UDP, which sees no break when the
+/// leader dies: the followers' announcements of the next leader move it.
+#[test]
+fn kill_9_of_the_leader_of_a_udp_host_stream_loses_nothing_and_repeats_nothing() {
+    kill_9_of_the_leader(5, " udp");
+}
+
+fn kill_9_of_the_leader(lab_no: u32, pub_flags: &str) {
+    let Some(lab) = Lab::new(lab_no) else { return };
     const COUNT: usize = 600;
     let mut leader = lab.child(&lab.b, false, "lead");
     assert_eq!(leader.expect("READY"), "READY leader");
@@ -462,9 +475,15 @@ fn kill_9_of_the_leader_mid_stream_loses_nothing_and_repeats_nothing() {
         assert_eq!(s.expect("READY"), "READY follower");
     }
     // 600 samples of 4 KiB, one per 5 ms: 3 s, the leader killed after 1 s.
-    let mut publ = lab.child(&lab.a, true, &format!("pub {COUNT} 4096 3 5"));
+    let mut publ = lab.child(&lab.a, true, &format!("pub {COUNT} 4096 3 5{pub_flags}"));
     let matched = publ.expect("MATCHED");
     assert!(matched.starts_with("MATCHED true"), "{matched}");
+    let via = if pub_flags.contains("udp") {
+        "_via_udp/"
+    } else {
+        "_via_tcp/"
+    };
+    assert!(matched.contains(via), "not {via}: {matched}");
     publ.tell();
     std::thread::sleep(Duration::from_secs(1));
     let _ = leader.child.kill();

@@ -69,7 +69,8 @@ enum Cmd {
         subs: usize,
         unicast: String,
         mbps: u64,
-        /// `pin` (Pub1 pinned to `fwd`) or `auto` (automatic selection).
+        /// `pin` (Pub1 pinned to `fwd`) or `auto` (automatic selection),
+        /// `,udp`: host streams over UDP.
         pub1: String,
     },
 }
@@ -103,6 +104,9 @@ struct RunArgs {
     /// on host B reach `forward_threshold`, default 2).
     #[arg(long)]
     auto: bool,
+    /// Host streams over UDP (`forward_udp = true`) instead of TCP.
+    #[arg(long)]
+    udp_stream: bool,
     /// Write Markdown and JSON here (without extension).
     #[arg(long)]
     out: Option<String>,
@@ -153,6 +157,10 @@ fn word(s: &str, i: usize) -> u64 {
 // ------------------------------------------------------------- children
 
 fn child_node(role: &str, domain: u16, leader: bool, mbps: u64) -> Node {
+    child_node_with(role, domain, leader, mbps, false)
+}
+
+fn child_node_with(role: &str, domain: u16, leader: bool, mbps: u64, fwd_udp: bool) -> Node {
     let level = std::env::var("FERRY_FWD_LOG").ok();
     if let Some(l) = level.and_then(|l| l.parse::<tracing_subscriber::filter::LevelFilter>().ok()) {
         let log = tracing_subscriber::fmt().with_max_level(l).with_ansi(false);
@@ -163,6 +171,7 @@ fn child_node(role: &str, domain: u16, leader: bool, mbps: u64) -> Node {
         discovery: DiscoveryRange::Subnet,
         host_leader: leader,
         udp_link_mbps: mbps,
+        forward_udp: fwd_udp,
         ..Config::default()
     };
     let node = Node::builder().name(format!("fwd_{role}_{}", std::process::id()));
@@ -257,8 +266,9 @@ fn kinds(c: &[ConnectionInfo]) -> String {
     }
 }
 
-fn publisher(domain: u16, subs: usize, unicast: &str, mbps: u64, auto: bool) {
-    let node = child_node("pub", domain, false, mbps);
+fn publisher(domain: u16, subs: usize, unicast: &str, mbps: u64, pub1: &str) {
+    let auto = pub1.starts_with("auto");
+    let node = child_node_with("pub", domain, false, mbps, pub1.ends_with(",udp"));
     let uni = match unicast {
         "tcp" => TransportKind::Tcp,
         _ => TransportKind::Udp,
@@ -654,7 +664,7 @@ fn start(
     domain: u16,
     unicast: &str,
     mbps: u64,
-    auto: bool,
+    pub1: &str,
 ) -> Result<(Orch, u64, u64, Vec<String>), String> {
     let (tx, rx) = mpsc::channel();
     let (kids, lines, got) = (Vec::new(), VecDeque::new(), Vec::new());
@@ -681,7 +691,6 @@ fn start(
         }
     }
     let (subs, mbps) = (n.to_string(), mbps.to_string());
-    let pub1 = if auto { "auto" } else { "pin" };
     o.add(net.spawn(true, &["pub", &d, &subs, unicast, &mbps, pub1])?);
     let m = o.expect(2 * n + 1, "MATCHED", Duration::from_secs(120))?;
     let w: Vec<&str> = m.split(' ').collect();
@@ -835,7 +844,11 @@ fn run(args: RunArgs) -> Result<bool, String> {
         domain,
         unicast,
         rate_bps as u64 / 1_000_000,
-        args.auto,
+        &format!(
+            "{}{}",
+            if args.auto { "auto" } else { "pin" },
+            if args.udp_stream { ",udp" } else { "" }
+        ),
     )?;
     let c = Ctx {
         n,
@@ -898,10 +911,11 @@ fn run(args: RunArgs) -> Result<bool, String> {
     } else {
         "pinned to `fwd`"
     };
+    let stream_how = if args.udp_stream { "UDP" } else { "TCP" };
     let mut md = format!(
         "# ferry's forwarded path beside per-subscriber unicast (seed 004, Tables II–III)\n\n\
          Reproduce: `cargo build --release -p ferry-lab && {cmd}` (took {took} s).\n\n\
-         Host A: one process, Pub1 on `/fwd/a` {pub1_how} (one TCP stream to host B's leader, \
+         Host A: one process, Pub1 on `/fwd/a` {pub1_how} (one {stream_how} stream to host B's leader, \
          which writes each sample into shared memory once for its followers) and Pub2 on `/fwd/b` \
          pinned to `{unicast}` (one stream per subscriber), both reliable keep_all, in a network \
          and IPC namespace and /dev/shm of its own. Host B: an idle leader process, then \
@@ -1071,6 +1085,6 @@ fn main() {
             unicast,
             mbps,
             pub1,
-        } => publisher(domain, subs, &unicast, mbps, pub1 == "auto"),
+        } => publisher(domain, subs, &unicast, mbps, &pub1),
     }
 }

@@ -22,16 +22,21 @@ pub(super) fn start(
     transports: &[Arc<dyn Transport>],
     shm: Option<Arc<ShmTransport>>,
     secured: bool,
+    udp: bool,
 ) -> Option<Arc<ForwardTransport>> {
     if secured {
         tracing::info!("forwarding through the host leader is off: not built with security on");
         return None;
     }
-    let tcp = transports
-        .iter()
-        .find(|t| t.kind() == TransportKind::Tcp)?
-        .clone();
-    Some(ForwardTransport::new(crate::host::host_id(), id, tcp, shm))
+    let of = |k| transports.iter().find(|t| t.kind() == k).cloned();
+    let tcp = of(TransportKind::Tcp)?;
+    Some(ForwardTransport::new(
+        crate::host::host_id(),
+        id,
+        tcp,
+        of(TransportKind::Udp).filter(|_| udp),
+        shm,
+    ))
 }
 
 /// Lets the relay ask the runtime for a writer's readers here.

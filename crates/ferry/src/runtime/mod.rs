@@ -202,7 +202,13 @@ impl Runtime {
                 .ok()
                 .map(|m| m.0.clone())
         });
-        let fwd = forward::start(id, &transports, shm.clone(), security.is_some());
+        let fwd = forward::start(
+            id,
+            &transports,
+            shm.clone(),
+            security.is_some(),
+            cfg.forward_udp,
+        );
         transports.extend(fwd.iter().map(|f| f.clone() as Arc<dyn Transport>));
         let zenoh = crate::zenoh::Zenoh::start(&cfg, id)?;
         let mut locators: Vec<Locator> = transports.iter().flat_map(|t| t.locators()).collect();

@@ -3,9 +3,13 @@
 //! **Writer side** ([`ForwardTransport`], kind `fwd`): a pair whose reader's
 //! runtime names a host leader `L` (its own `fwd/L` locator — the reader's
 //! consent — while `L` names itself and runs on the reader's host) is
-//! carried by one TCP connection per (writer, host), the *host stream*,
-//! shared by every reader of that host: a sample crosses the network once
-//! per host, whatever the number of readers there.
+//! carried by one connection per (writer, host), the *host stream*, shared
+//! by every reader of that host: a sample crosses the network once per
+//! host, whatever the number of readers there. The host stream is TCP, or
+//! UDP (the lossy-link protocol) with `forward_udp = true` when it reaches
+//! the leader; UDP numbers its datagrams itself, so each sample travels
+//! behind an `EnvelopeKind::Relayed` envelope with the writer's sequence
+//! number.
 //!
 //! **Leader side** ([`Relay`]): the host stream binds to the leader's relay
 //! reader (`RELAY_ENTITY`). For each sample, the relay writes it into a
@@ -27,9 +31,12 @@
 //! replay. A host with no new leader within [`GIVE_UP`] ends its pairs
 //! (the connection table retries them).
 //!
-//! Not built yet (see `docs/FORWARDER.md`): automatic selection (a pair
-//! takes this path when pinned, `transport = "fwd"`), UDP as the host
-//! stream, forwarding with security on.
+//! **A new leader** is looked for when the connection breaks (TCP: at once
+//! when the leader dies) or when the host's readers name another leader
+//! than the stream's (UDP has no break to see: the followers' new
+//! announcements say it).
+//!
+//! Not built yet (see `docs/FORWARDER.md`): forwarding with security on.
 
 mod relay;
 
@@ -39,7 +46,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferry_wire::frame::FrameKind;
+use ferry_wire::frame::{EnvelopeKind, FrameKind};
 use ferry_wire::{EndpointId, Locator, ParticipantId, TransportKind};
 use parking_lot::{Mutex, RwLock};
 
@@ -76,6 +83,9 @@ struct Sent {
 /// The connection a host stream sends on now.
 struct Carrier {
     inner: Arc<dyn Link>,
+    /// `inner` numbers its samples itself (UDP): each goes enveloped with
+    /// the writer's sequence number.
+    enveloped: bool,
     leader: ParticipantId,
     /// Looking for the next leader (a thread does): samples only queue.
     moving: bool,
@@ -112,12 +122,14 @@ impl HostStream {
         let bytes = (frame.payload.bytes)()?;
         let len = bytes.len();
         let mut c = self.carrier.lock();
+        // Kept under the lock, sent after it: a send may wait (a full UDP
+        // window, keep_all), and the move to a new leader must not.
         if frame.kind == FrameKind::Data {
             c.replay_bytes += len;
             c.replay.push_back(Sent {
                 seq: frame.seq,
                 stamp_ns: frame.stamp_ns,
-                bytes,
+                bytes: bytes.clone(),
             });
             while c.replay.len() > REPLAY_SAMPLES || c.replay_bytes > REPLAY_BYTES {
                 if let Some(old) = c.replay.pop_front() {
@@ -128,18 +140,93 @@ impl HostStream {
         if c.moving {
             return Ok(());
         }
-        match c.inner.send(frame) {
-            Ok(()) => {
-                self.stats.message(len);
-                Ok(())
-            }
+        let (inner, enveloped) = (c.inner.clone(), c.enveloped);
+        drop(c);
+        let sent = carry(&inner, enveloped, frame, &bytes);
+        if sent.is_ok() {
+            self.stats.message(len);
+            return Ok(());
+        }
+        let mut c = self.carrier.lock();
+        if c.moving || !Arc::ptr_eq(&c.inner, &inner) {
+            // Moved meanwhile: the sample was kept, and sent again.
+            return Ok(());
+        }
+        match sent {
             Err(SendError::Closed) => {
                 c.moving = true;
                 drop(c);
                 move_on(t.clone(), me.clone());
                 Ok(())
             }
-            Err(e) => Err(e),
+            other => other,
+        }
+    }
+}
+
+/// Sends one frame on `inner`, enveloped with the writer's sequence number
+/// on a path that numbers samples itself (`enveloped`).
+fn carry(
+    inner: &Arc<dyn Link>,
+    enveloped: bool,
+    frame: &OutFrame<'_>,
+    bytes: &Bytes,
+) -> Result<(), SendError> {
+    if !enveloped || frame.kind != FrameKind::Data {
+        return inner.send(frame);
+    }
+    let wrapped = crate::transport::enveloped(EnvelopeKind::Relayed, frame.seq, bytes);
+    let body = move || Ok(wrapped.clone());
+    inner.send(&OutFrame {
+        payload: Payload {
+            typed: None,
+            bytes: &body,
+        },
+        ..*frame
+    })
+}
+
+/// Sends what `h` kept on its new connection `inner`, then what came while
+/// it did, until nothing new came; then the stream carries on there with
+/// `leader` (checked and switched under one lock: no sample slips between).
+/// The carrier's lock is held only to look: a send may wait for
+/// acknowledgements, which the I/O thread processes, and publishers only
+/// queue meanwhile. Returns how many were sent.
+fn replay(h: &HostStream, inner: &Arc<dyn Link>, enveloped: bool, leader: ParticipantId) -> usize {
+    let (mut after, mut sent) = (None::<u64>, 0);
+    loop {
+        let batch: Vec<(u64, u64, Bytes)> = {
+            let mut c = h.carrier.lock();
+            let batch: Vec<_> = c
+                .replay
+                .iter()
+                .filter(|s| after.is_none_or(|a| s.seq > a))
+                .map(|s| (s.seq, s.stamp_ns, s.bytes.clone()))
+                .collect();
+            if batch.is_empty() {
+                c.leader = leader;
+                c.enveloped = enveloped;
+                c.moving = false;
+                return sent;
+            }
+            batch
+        };
+        for (seq, stamp_ns, b) in batch {
+            after = Some(seq);
+            let body = b.clone();
+            let bytes = move || Ok(body.clone());
+            let frame = OutFrame {
+                kind: FrameKind::Data,
+                seq,
+                stamp_ns,
+                payload: Payload {
+                    typed: None,
+                    bytes: &bytes,
+                },
+            };
+            if carry(inner, enveloped, &frame, &b).is_ok() {
+                sent += 1;
+            }
         }
     }
 }
@@ -157,25 +244,10 @@ fn move_on(t: Weak<ForwardTransport>, h: Arc<HostStream>) {
                 let allow_same = t0.elapsed() >= SAME_LEADER_AFTER;
                 if let Some(lp) = ft.next_leader(&h, lost, allow_same) {
                     match ft.open(&h.opened, &lp) {
-                        Ok(inner) => {
-                            let mut c = h.carrier.lock();
-                            let mut replayed = 0;
-                            for s in &c.replay {
-                                let b = s.bytes.clone();
-                                let bytes = move || Ok(b.clone());
-                                let frame = OutFrame {
-                                    kind: FrameKind::Data,
-                                    seq: s.seq,
-                                    stamp_ns: s.stamp_ns,
-                                    payload: Payload {
-                                        typed: None,
-                                        bytes: &bytes,
-                                    },
-                                };
-                                if inner.send(&frame).is_ok() {
-                                    replayed += 1;
-                                }
-                            }
+                        Ok((inner, enveloped)) => {
+                            let old = std::mem::replace(&mut h.carrier.lock().inner, inner.clone());
+                            old.close();
+                            let replayed = replay(&h, &inner, enveloped, lp.participant);
                             tracing::info!(
                                 "{}: the stream to host {:016x} moved from leader {lost} to {} \
                                  after {:?}, {replayed} samples sent again",
@@ -184,9 +256,6 @@ fn move_on(t: Weak<ForwardTransport>, h: Arc<HostStream>) {
                                 lp.participant,
                                 t0.elapsed()
                             );
-                            c.inner = inner;
-                            c.leader = lp.participant;
-                            c.moving = false;
                             return;
                         }
                         Err(e) => tracing::debug!(
@@ -215,6 +284,8 @@ fn move_on(t: Weak<ForwardTransport>, h: Arc<HostStream>) {
 pub struct ForwardTransport {
     host_id: u64,
     tcp: Arc<dyn Transport>,
+    /// Host streams over UDP (`forward_udp`) when it reaches the leader.
+    udp: Option<Arc<dyn Transport>>,
     /// Runtimes that lead their host (announce `fwd/` naming themselves).
     leaders: RwLock<HashMap<ParticipantId, PeerInfo>>,
     /// The leader each runtime names (its consent), by runtime.
@@ -227,18 +298,21 @@ pub struct ForwardTransport {
 }
 
 impl ForwardTransport {
-    /// The writer side over `tcp`, and this runtime's relay (which
-    /// redistributes over `shm` while this runtime leads its host).
+    /// The writer side over `udp` (when it reaches a leader) or `tcp`, and
+    /// this runtime's relay (which redistributes over `shm` while this
+    /// runtime leads its host).
     pub(crate) fn new(
         host_id: u64,
         me_id: ParticipantId,
         tcp: Arc<dyn Transport>,
+        udp: Option<Arc<dyn Transport>>,
         shm: Option<Arc<ShmTransport>>,
     ) -> Arc<ForwardTransport> {
         let relay = Relay::start(me_id, shm);
         Arc::new_cyclic(|me| ForwardTransport {
             host_id,
             tcp,
+            udp,
             leaders: RwLock::new(HashMap::new()),
             follows: RwLock::new(HashMap::new()),
             hosts: Mutex::new(HashMap::new()),
@@ -264,11 +338,39 @@ impl ForwardTransport {
                 None => follows.remove(&peer.participant),
             };
         }
-        let mut leaders = self.leaders.write();
-        if named == Some(peer.participant) {
-            leaders.insert(peer.participant, peer.clone());
-        } else {
-            leaders.remove(&peer.participant);
+        {
+            let mut leaders = self.leaders.write();
+            if named == Some(peer.participant) {
+                leaders.insert(peer.participant, peer.clone());
+            } else {
+                leaders.remove(&peer.participant);
+            }
+        }
+        self.follow_new_leaders();
+    }
+
+    /// Host streams whose readers now name another leader than theirs
+    /// move to it (a UDP stream sees no break when its leader dies; a TCP
+    /// one may see it later than the followers' announcements say it).
+    fn follow_new_leaders(&self) {
+        let streams: Vec<Arc<HostStream>> = self.hosts.lock().values().cloned().collect();
+        // Runs on the I/O thread: never waits for a carrier (a move holds
+        // it while its replay waits for acknowledgements the I/O thread
+        // processes); a carrier in use now is moving or looked at again at
+        // the next discovery change.
+        for h in streams {
+            let lost = match h.carrier.try_lock() {
+                Some(c) if !c.moving => c.leader,
+                _ => continue,
+            };
+            if self.next_leader(&h, lost, false).is_none() {
+                continue;
+            }
+            match h.carrier.try_lock() {
+                Some(mut c) if !c.moving && c.leader == lost => c.moving = true,
+                _ => continue,
+            }
+            move_on(self.me.clone(), h);
         }
     }
 
@@ -310,9 +412,25 @@ impl ForwardTransport {
             .cloned()
     }
 
-    /// Opens a host stream's connection to leader `lp`.
-    fn open(&self, req: &ConnectRequest, lp: &PeerInfo) -> Result<Arc<dyn Link>, ConnectError> {
-        self.tcp.connect(ConnectRequest {
+    /// Opens a host stream's connection to leader `lp`: UDP when it
+    /// reaches it (then its samples go enveloped: true), else TCP.
+    fn open(
+        &self,
+        req: &ConnectRequest,
+        lp: &PeerInfo,
+    ) -> Result<(Arc<dyn Link>, bool), ConnectError> {
+        let local = PeerInfo {
+            participant: req.writer.participant,
+            host_id: self.host_id,
+            net_id: crate::host::net_id(),
+            pid: std::process::id(),
+            locators: Vec::new(),
+            direct: true,
+            secured: false,
+        };
+        let udp = self.udp.as_ref().filter(|u| u.reaches(&local, lp));
+        let path = udp.unwrap_or(&self.tcp);
+        let link = path.connect(ConnectRequest {
             writer: req.writer,
             writer_kind: req.writer_kind,
             reader: EndpointId {
@@ -323,7 +441,8 @@ impl ForwardTransport {
             qos: req.qos,
             remote: lp.clone(),
             reply_sink: None,
-        })
+        })?;
+        Ok((link, udp.is_some()))
     }
 
     fn forget(&self, h: &Arc<HostStream>) {
@@ -377,7 +496,7 @@ impl Transport for ForwardTransport {
         let host = match live {
             Some(h) => h,
             None => {
-                let inner = self.open(&req, &lp)?;
+                let (inner, enveloped) = self.open(&req, &lp)?;
                 let h = Arc::new(HostStream {
                     host: lp.host_id,
                     writer: req.writer,
@@ -392,6 +511,7 @@ impl Transport for ForwardTransport {
                     },
                     carrier: Mutex::new(Carrier {
                         inner,
+                        enveloped,
                         leader: lp.participant,
                         moving: false,
                         replay: VecDeque::new(),

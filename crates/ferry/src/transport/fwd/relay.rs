@@ -8,8 +8,8 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferry_wire::frame::FrameKind;
-use ferry_wire::{EndpointId, EndpointKind, History, Qos};
+use ferry_wire::frame::{Envelope, EnvelopeKind, FrameKind, ENVELOPE_LEN};
+use ferry_wire::{EndpointId, EndpointKind, History, Qos, TransportKind};
 use parking_lot::Mutex;
 
 use super::super::shm::ShmTransport;
@@ -353,13 +353,40 @@ impl Inbox for Relay {
         if frame.kind != FrameKind::Data || !self.leading.load(Ordering::Acquire) {
             return;
         }
+        // A path that numbers samples itself (UDP) carries the writer's
+        // number in an envelope; TCP frames carry it.
+        let (seq, body) = if conn.transport == TransportKind::Tcp {
+            (frame.seq, None)
+        } else {
+            let Ok(b) = (frame.payload.bytes)() else {
+                return;
+            };
+            match Envelope::parse(&b) {
+                Ok(e) if e.kind == EnvelopeKind::Relayed => {
+                    (e.request_id, Some(b.slice(ENVELOPE_LEN..)))
+                }
+                _ => {
+                    conn.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(
+                        "relay: a sample from {} without its sequence number",
+                        conn.remote
+                    );
+                    return;
+                }
+            }
+        };
+        let unwrapped = move || Ok(body.clone().unwrap_or_default());
         let out = OutFrame {
             kind: FrameKind::Data,
-            seq: frame.seq,
+            seq,
             stamp_ns: frame.stamp_ns,
             payload: Payload {
                 typed: None,
-                bytes: frame.payload.bytes,
+                bytes: if conn.transport == TransportKind::Tcp {
+                    frame.payload.bytes
+                } else {
+                    &unwrapped
+                },
             },
         };
         for link in self.links_of(conn.remote, &out) {

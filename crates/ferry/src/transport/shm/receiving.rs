@@ -352,7 +352,9 @@ impl Receiving {
                 // writer delivered already, or a relay did (a replay), is a
                 // duplicate (`Inbox::broker_sample` knows both).
                 if inb.inbound.transport == TransportKind::Forwarded
-                    && !inb.reader.broker_sample(&inb.inbound, got.seq)
+                    && !inb
+                        .reader
+                        .forwarded_sample(&inb.inbound, got.seq, got.stamp)
                 {
                     continue;
                 }
