@@ -16,6 +16,19 @@ const OPTS: LocalOptions = LocalOptions {
     zenoh: false,
 };
 
+/// This runtime (host 100) with a publisher on `/camera` (entity 1),
+/// forwarding at `threshold`.
+fn camera_publisher(threshold: usize) -> Driver {
+    let mut d = Driver::forwarding(peer(ME, 100, true));
+    d.table.set_forward_threshold(threshold);
+    d.table.add_local(
+        record(1, EndpointKind::Publisher, "/camera", Qos::default()),
+        OPTS,
+        d.now,
+    );
+    d
+}
+
 fn sub(entity: u32, qos: Qos) -> ferry_wire::beacon::EndpointRecord {
     record(entity, EndpointKind::Subscriber, "/camera", qos)
 }
@@ -46,12 +59,7 @@ fn moves(d: &Driver, p: u64) -> Vec<(TransportKind, Option<TransportKind>)> {
 #[test]
 fn the_second_subscriber_on_a_host_moves_both_to_its_leader_and_back_below() {
     let mut rng = Rng::new(25);
-    let mut d = Driver::forwarding(peer(ME, 100, true));
-    d.table.add_local(
-        record(1, EndpointKind::Publisher, "/camera", Qos::default()),
-        OPTS,
-        d.now,
-    );
+    let mut d = camera_publisher(ferry_conn::FORWARD_THRESHOLD);
     for p in 2..=4 {
         d.table.peer_up(follower(p, 200, 2), d.now);
     }
@@ -101,13 +109,7 @@ fn the_second_subscriber_on_a_host_moves_both_to_its_leader_and_back_below() {
 fn pinned_pairs_do_not_count_and_a_threshold_of_zero_never_forwards() {
     let mut rng = Rng::new(26);
     for threshold in [0, 2, 3] {
-        let mut d = Driver::forwarding(peer(ME, 100, true));
-        d.table.set_forward_threshold(threshold);
-        d.table.add_local(
-            record(1, EndpointKind::Publisher, "/camera", Qos::default()),
-            OPTS,
-            d.now,
-        );
+        let mut d = camera_publisher(threshold);
         for p in 2..=4 {
             d.table.peer_up(follower(p, 200, 2), d.now);
         }
@@ -135,12 +137,7 @@ fn pinned_pairs_do_not_count_and_a_threshold_of_zero_never_forwards() {
 #[test]
 fn pairs_move_when_their_runtimes_join_the_election_and_a_failed_move_retries() {
     let mut rng = Rng::new(27);
-    let mut d = Driver::forwarding(peer(ME, 100, true));
-    d.table.add_local(
-        record(1, EndpointKind::Publisher, "/camera", Qos::default()),
-        OPTS,
-        d.now,
-    );
+    let mut d = camera_publisher(ferry_conn::FORWARD_THRESHOLD);
     d.table.peer_up(peer(2, 200, true), d.now);
     d.table.peer_up(peer(3, 200, true), d.now);
     d.table

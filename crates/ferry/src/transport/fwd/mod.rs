@@ -213,22 +213,30 @@ fn replay(h: &HostStream, inner: &Arc<dyn Link>, enveloped: bool, leader: Partic
         };
         for (seq, stamp_ns, b) in batch {
             after = Some(seq);
-            let body = b.clone();
-            let bytes = move || Ok(body.clone());
-            let frame = OutFrame {
-                kind: FrameKind::Data,
-                seq,
-                stamp_ns,
-                payload: Payload {
-                    typed: None,
-                    bytes: &bytes,
-                },
-            };
-            if carry(inner, enveloped, &frame, &b).is_ok() {
-                sent += 1;
-            }
+            let ok = kept_sample(seq, stamp_ns, &b, |f| carry(inner, enveloped, f, &b)).is_ok();
+            sent += usize::from(ok);
         }
     }
+}
+
+/// Calls `f` with a data frame of a kept sample.
+pub(super) fn kept_sample<R>(
+    seq: u64,
+    stamp_ns: u64,
+    b: &Bytes,
+    f: impl FnOnce(&OutFrame<'_>) -> R,
+) -> R {
+    let body = b.clone();
+    let bytes = move || Ok(body.clone());
+    f(&OutFrame {
+        kind: FrameKind::Data,
+        seq,
+        stamp_ns,
+        payload: Payload {
+            typed: None,
+            bytes: &bytes,
+        },
+    })
 }
 
 /// Looks for the leader the host's readers elect next, on a thread of its

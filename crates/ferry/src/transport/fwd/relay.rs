@@ -272,16 +272,7 @@ fn connect_reader(me: &Weak<Relay>, shm: &Arc<ShmTransport>, writer: EndpointId,
             Ok(link) => {
                 let pending = r.pending.remove(&reader).unwrap_or_default();
                 for (seq, stamp_ns, b) in pending.samples {
-                    let bytes = move || Ok(b.clone());
-                    let _ = link.send(&OutFrame {
-                        kind: FrameKind::Data,
-                        seq,
-                        stamp_ns,
-                        payload: Payload {
-                            typed: None,
-                            bytes: &bytes,
-                        },
-                    });
+                    let _ = super::kept_sample(seq, stamp_ns, &b, |f| link.send(f));
                 }
                 r.links.insert(reader, link);
                 return;
