@@ -19,7 +19,7 @@ markers = ["o", "s", "^", "d"]
 for k, (p, d) in enumerate(runs):
     rows = d["rows"]
     kib = [r["size"] / 1024 for r in rows]
-    tag = f'{d["subs"]}+{d["subs"]} subs' + (", apart" if "--apart" in d["command"] else "") + (f", vs {d['unicast']}" if d["unicast"] != "udp" else "")
+    tag = f'{d["subs"]}+{d["subs"]} subs' + (", apart" if "--apart" in d["command"] else "") + (", auto" if "--auto" in d["command"] else "") + (", UDP host stream" if "--udp-stream" in d["command"] else "") + (f", vs {d['unicast']}" if d["unicast"] != "udp" else "")
     m = markers[k % len(markers)]
     axes[0].plot(kib, [r["fwd"]["mean_us"] for r in rows], "-" + m, color=f"C{2*k}",
                  label=f"ferry fwd ({tag})")
