@@ -115,9 +115,13 @@ pub struct SeqMarks {
 impl SeqMarks {
     /// This connection received a sample stamped `stamp_ns`.
     pub fn received(&self, stamp_ns: u64) {
-        let _ = self
-            .first_stamp
-            .compare_exchange(0, stamp_ns, Ordering::SeqCst, Ordering::SeqCst);
+        // A load first: once set (every sample but the first), no locked
+        // instruction for it on the receive path.
+        if self.first_stamp.load(Ordering::SeqCst) == 0 {
+            let _ =
+                self.first_stamp
+                    .compare_exchange(0, stamp_ns, Ordering::SeqCst, Ordering::SeqCst);
+        }
         self.high_stamp.fetch_max(stamp_ns, Ordering::SeqCst);
     }
 
