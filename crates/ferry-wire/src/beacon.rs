@@ -26,6 +26,9 @@
 use crate::codec::{Reader, WireError, Writer};
 use crate::types::{EndpointKind, Locator, ParticipantId, Qos, TypeHash};
 
+mod peek;
+pub use peek::{peek, Peek, PeekKind};
+
 const MAGIC: [u8; 2] = *b"FD";
 const VERSION: u8 = 3;
 const KIND_ANNOUNCE: u8 = 1;
@@ -38,6 +41,10 @@ pub const FLAG_SIGNED: u16 = 1;
 /// Flag (with [`FLAG_SIGNED`]): the sender also talks to runtimes without
 /// security (mode `permissive`): those may take the beacon unchecked.
 pub const FLAG_PLAIN_OK: u16 = 2;
+/// Flag: the sender is fed its host's discovery by its host leader
+/// ([`crate::leader::Frame::Feed`]): it learns newcomers through the
+/// leader, so nobody needs to greet it.
+pub const FLAG_FED: u16 = 4;
 /// Bytes of the signed trailer.
 pub const TRAILER_LEN: usize = 89;
 /// Bytes of the trailer's signature (the datagram's last bytes).
@@ -490,6 +497,15 @@ impl Beacon {
                 w.into_vec()
             })
             .collect()
+    }
+}
+
+/// Sets `flags` in an encoded beacon's header (before it is signed: the
+/// signature covers them).
+pub fn add_flags(datagram: &mut [u8], flags: u16) {
+    if datagram.len() >= HEADER_LEN {
+        let f = u16::from_le_bytes([datagram[6], datagram[7]]) | flags;
+        datagram[6..8].copy_from_slice(&f.to_le_bytes());
     }
 }
 
