@@ -31,7 +31,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use ferry_security::KeyId;
-use ferry_wire::beacon::{Beacon, BeaconBody, ParticipantInfo, Record};
+use ferry_wire::beacon::{Beacon, BeaconBody, ParticipantInfo, Record, FLAG_FED};
 use ferry_wire::ParticipantId;
 
 pub use auth::{action_of, Auth, BadKey};
@@ -189,6 +189,10 @@ pub struct Discovery {
     rng: u64,
     stats: Stats,
     left: bool,
+    /// Our host leader feeds us discovery ([`Discovery::set_fed`]).
+    fed: bool,
+    /// Say nothing on our own before this ([`Discovery::hold_until`]).
+    hold: Option<Instant>,
 }
 
 impl Discovery {
@@ -223,12 +227,47 @@ impl Discovery {
             rng,
             stats: Stats::default(),
             left: false,
+            fed: false,
+            hold: None,
         }
     }
 
     /// This runtime's id.
     pub fn participant(&self) -> ParticipantId {
         self.cfg.participant
+    }
+
+    /// Whether our host leader feeds us its host's discovery (it received
+    /// the datagrams we would and hands them to
+    /// [`Discovery::handle_datagram`]): our beacons say so
+    /// ([`FLAG_FED`]), so nobody greets us, and we do not ask everyone to
+    /// greet us. Ends a [`Discovery::hold_until`].
+    pub fn set_fed(&mut self, fed: bool, now: Instant) {
+        self.fed = fed;
+        if fed {
+            self.hello = None;
+        }
+        self.speak(now);
+    }
+
+    /// Whether [`Discovery::set_fed`] said our host leader feeds us.
+    pub fn is_fed(&self) -> bool {
+        self.fed
+    }
+
+    /// Says nothing on our own (announcements, heartbeats, greetings)
+    /// before `until`, or until [`Discovery::speak`]: a runtime electing
+    /// its host's leader waits to know whether the leader will feed it,
+    /// so that a crowd starting at once does not greet every runtime.
+    pub fn hold_until(&mut self, until: Instant) {
+        self.hold = Some(until);
+    }
+
+    /// Ends a [`Discovery::hold_until`] now.
+    pub fn speak(&mut self, now: Instant) {
+        if self.hold.take().is_some() {
+            self.next_periodic = self.next_periodic.min(now);
+        }
     }
 
     /// Counters.
@@ -391,6 +430,8 @@ impl Discovery {
             }
         }
         let nonce = signed.as_ref().map_or(0, |s| s.nonce);
+        // Its host leader feeds it: nobody needs to greet it.
+        let fed = parsed.flags & FLAG_FED != 0;
         let r = match beacon.body {
             BeaconBody::Bye => match self.verdict(now, id, from, via)? {
                 Some(Verdict::Owner) => {
@@ -404,7 +445,9 @@ impl Discovery {
                 lease_ms,
                 greeting,
             } => self
-                .on_alive(now, from, via, id, revision, lease_ms, !greeting, false)
+                .on_alive(
+                    now, from, via, id, revision, lease_ms, !greeting, false, fed,
+                )
                 .map(|alive| {
                     if alive {
                         self.after_signed(now, id, signed.as_ref());
@@ -412,7 +455,8 @@ impl Discovery {
                 }),
             BeaconBody::Announce(a) => {
                 self.spend(from, via, now)?;
-                if self.on_alive(now, from, via, id, a.revision, a.info.lease_ms, false, true)? {
+                let (rev, lease) = (a.revision, a.info.lease_ms);
+                if self.on_alive(now, from, via, id, rev, lease, false, true, fed)? {
                     self.after_signed(now, id, signed.as_ref());
                     self.on_part(now, id, a)
                 } else {
@@ -522,12 +566,13 @@ impl Discovery {
         lease_ms: u32,
         periodic: bool,
         announce: bool,
+        fed: bool,
     ) -> Result<bool, DatagramError> {
         let lease = Duration::from_millis(u64::from(lease_ms.min(MAX_LEASE_MS)));
         match self.verdict(now, id, from, via)? {
             None => {
                 self.spend(from, via, now)?;
-                self.admit(now, from, via, id, revision, lease)?;
+                self.admit(now, from, via, id, revision, lease, fed)?;
             }
             Some(Verdict::BrokerCopy) => {
                 let e = self.table.get_mut(&id).expect("verdict found it");
@@ -624,7 +669,9 @@ impl Discovery {
     }
 
     /// A participant heard for the first time: into the table (making
-    /// room if needed), greeted so that it learns about us soon.
+    /// room if needed), greeted so that it learns about us soon (unless its
+    /// host leader feeds it: it hears of us through the leader).
+    #[allow(clippy::too_many_arguments)]
     fn admit(
         &mut self,
         now: Instant,
@@ -633,6 +680,7 @@ impl Discovery {
         id: ParticipantId,
         revision: u32,
         lease: Duration,
+        fed: bool,
     ) -> Result<(), DatagramError> {
         let origin = Origin::of(from, via);
         if self.sources.participants(origin.ip()) >= MAX_PARTICIPANTS_PER_SOURCE
@@ -676,7 +724,7 @@ impl Discovery {
         // crowd answering one join does not answer at the same instant.
         let jitter = self.greeting_jitter();
         match origin {
-            Origin::Direct(a) if !self.left && self.first_greeting(id, now) => {
+            Origin::Direct(a) if !self.left && !fed && self.first_greeting(id, now) => {
                 self.greetings.add(a, 0, now + jitter)
             }
             Origin::Broker => {
@@ -780,6 +828,12 @@ impl Discovery {
         }
         if self.left {
             return;
+        }
+        if let Some(h) = self.hold {
+            if now < h {
+                return;
+            }
+            self.hold = None;
         }
         let group_ok = self.cfg.multicast;
         // One datagram to the group costs a reception at every member: it
@@ -914,6 +968,9 @@ impl Discovery {
     /// When [`Discovery::handle_timeout`] should next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t = self.next_scan;
+        if let Some(h) = self.hold.filter(|_| !self.left) {
+            return Some(t.min(h));
+        }
         if !self.left {
             t = t.min(self.next_periodic);
             for x in [
@@ -934,6 +991,9 @@ impl Discovery {
     /// Next datagram to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         let (mut t, nonce) = self.transmits.pop_front()?;
+        if self.fed {
+            ferry_wire::beacon::add_flags(&mut t.bytes, FLAG_FED);
+        }
         if let Some(k) = &mut self.keys {
             t.bytes = k.seal(std::mem::take(&mut t.bytes), nonce);
         }
@@ -1016,3 +1076,6 @@ mod attack_tests;
 
 #[cfg(test)]
 mod secure_tests;
+
+#[cfg(test)]
+mod fed_tests;
