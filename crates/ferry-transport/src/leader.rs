@@ -21,6 +21,16 @@
 //! leader meanwhile). The I/O runs on the runtime's I/O thread (a source
 //! per socket); only an election attempt runs on a short-lived thread of
 //! its own, as binding and connecting may briefly wait.
+//!
+//! **Host discovery** ([`HostLeader::start_feeding`]): the leader alone
+//! listens to the discovery group for its host. Every discovery datagram
+//! a runtime accepts goes through [`HostLeader::relay`]: it is kept in a
+//! cache (the newest of each participant), and the leader queues it to
+//! every follower ([`ferry_wire::leader::Frame::Feed`]); a follower that
+//! greets the leader first gets the whole cache. A follower told
+//! `Feeding` leaves the group (the kernel stops copying every discovery
+//! datagram into it) and takes the fed datagrams from [`HostLeader::take_fed`]
+//! instead — checked by its own discovery as if it had received them.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
@@ -30,9 +40,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_wire::leader::{Hello, Side};
+use ferry_wire::leader::{Fed, Frame, Hello, Side, MAX_FRAME};
 use ferry_wire::ParticipantId;
 use parking_lot::Mutex;
+
+mod feed;
+use feed::{FeedCache, Outq};
 
 use crate::reactor::{IoHandle, LoopContext, Readiness, Served, Source};
 
@@ -102,6 +115,23 @@ struct Ctx {
     closed: AtomicBool,
     /// False: only follows (waits for a leader instead of binding).
     may_lead: bool,
+    /// Host discovery through the leader is on.
+    feeding: bool,
+    feed: Mutex<FeedState>,
+    /// This runtime's leader feeds it (it said `Feeding`).
+    fed: AtomicBool,
+}
+
+/// Host discovery's state (see the module docs).
+#[derive(Default)]
+struct FeedState {
+    cache: FeedCache,
+    /// Leading: the queue toward each follower.
+    out: Vec<Outq>,
+    /// Following: `Feed` frames read from the leader, not yet taken.
+    inbox: Vec<u8>,
+    /// Datagrams fed to this runtime since it started.
+    fed_total: u64,
 }
 
 impl Ctx {
@@ -157,6 +187,29 @@ impl HostLeader {
         may_lead: bool,
         on_change: Box<dyn Fn() + Send + Sync>,
     ) -> HostLeader {
+        Self::start_with(io, name, me, may_lead, false, on_change)
+    }
+
+    /// Like [`HostLeader::start_as`], with host discovery through the
+    /// leader on (see the module docs).
+    pub fn start_feeding(
+        io: IoHandle,
+        name: String,
+        me: ParticipantId,
+        may_lead: bool,
+        on_change: Box<dyn Fn() + Send + Sync>,
+    ) -> HostLeader {
+        Self::start_with(io, name, me, may_lead, true, on_change)
+    }
+
+    fn start_with(
+        io: IoHandle,
+        name: String,
+        me: ParticipantId,
+        may_lead: bool,
+        feeding: bool,
+        on_change: Box<dyn Fn() + Send + Sync>,
+    ) -> HostLeader {
         // SAFETY: getuid cannot fail and has no preconditions.
         let uid = unsafe { libc::getuid() };
         let ctx = Arc::new(Ctx {
@@ -170,9 +223,93 @@ impl HostLeader {
             on_change,
             closed: AtomicBool::new(false),
             may_lead,
+            feeding,
+            feed: Mutex::new(FeedState::default()),
+            fed: AtomicBool::new(false),
         });
         spawn_election(ctx.clone(), Duration::ZERO);
         HostLeader(ctx)
+    }
+
+    /// Whether this runtime's leader feeds it its host's discovery: it
+    /// need not (and should not) listen to the discovery group itself.
+    pub fn fed(&self) -> bool {
+        self.0.fed.load(Ordering::Acquire)
+    }
+
+    /// A discovery datagram this runtime accepted (on its own sockets or
+    /// fed): kept for future followers, and queued to every follower but
+    /// its sender while this runtime leads. Call [`HostLeader::flush`]
+    /// after a batch.
+    pub fn relay(&self, fed: Fed<'_>) {
+        if !self.0.feeding {
+            return;
+        }
+        let mut st = self.0.feed.lock();
+        if !st.cache.keep(&fed) || st.out.is_empty() {
+            return;
+        }
+        let sender = ferry_wire::beacon::peek(fed.datagram).map(|p| p.participant);
+        for q in st.out.iter_mut() {
+            if Some(q.follower) != sender {
+                q.push(|out| Frame::Feed(fed).encode_into(out));
+            }
+        }
+    }
+
+    /// A participant left: no longer given to new followers.
+    pub fn forget(&self, id: ParticipantId) {
+        if self.0.feeding {
+            self.0.feed.lock().cache.forget(id);
+        }
+    }
+
+    /// Writes what the followers' sockets take; true when bytes remain
+    /// queued (call again soon).
+    pub fn flush(&self) -> bool {
+        if !self.0.feeding {
+            return false;
+        }
+        let mut st = self.0.feed.lock();
+        let mut more = false;
+        for q in st.out.iter_mut() {
+            more |= q.flush();
+        }
+        st.out.retain(|q| !q.broken);
+        more
+    }
+
+    /// Hands each datagram the leader fed to `on` (following).
+    pub fn take_fed(&self, mut on: impl FnMut(Fed<'_>)) {
+        if !self.0.feeding {
+            return;
+        }
+        let inbox = std::mem::take(&mut self.0.feed.lock().inbox);
+        let mut at = 0;
+        let mut n = 0;
+        // The frames were checked when they were read.
+        while let Ok(Some((frame, len))) = Frame::decode(&inbox[at..]) {
+            if let Frame::Feed(f) = frame {
+                on(f);
+                n += 1;
+            }
+            at += len;
+        }
+        let mut st = self.0.feed.lock();
+        st.fed_total += n;
+        if st.inbox.is_empty() {
+            // Keep the allocation.
+            let mut v = inbox;
+            v.clear();
+            st.inbox = v;
+        }
+    }
+
+    /// Datagrams fed to this runtime by its leaders, and participants in
+    /// its cache.
+    pub fn feed_stats(&self) -> (u64, usize) {
+        let st = self.0.feed.lock();
+        (st.fed_total, st.cache.len())
     }
 
     /// Where this runtime stands now.
@@ -318,7 +455,9 @@ fn follow(ctx: &Arc<Ctx>, addr: &SocketAddr) -> io::Result<Option<Conn>> {
     Ok(Some(Conn {
         stream: s,
         ctx: ctx.clone(),
-        end: End::ToLeader,
+        end: End::ToLeader {
+            pending: Vec::new(),
+        },
     }))
 }
 
@@ -378,7 +517,10 @@ struct Conn {
 
 enum End {
     /// A follower's: the end of the stream is the end of the leader's term.
-    ToLeader,
+    ToLeader {
+        /// Bytes of a frame not yet whole.
+        pending: Vec<u8>,
+    },
     /// The leader's: the follower's hello, then its membership.
     FromFollower {
         /// The follower's process (the kernel's word).
@@ -410,11 +552,115 @@ impl Conn {
                         followers.push(m);
                     }
                 });
+                if self.ctx.feeding {
+                    self.start_feed(m.participant);
+                }
                 true
             }
             _ => false,
         }
     }
+}
+
+/// Most fed bytes waiting for the runtime to take them: past this the
+/// leader is sending faster than the runtime reads, and the connection
+/// is dropped (the runtime elects again and gets a fresh copy).
+const MAX_INBOX: usize = 16 << 20;
+
+impl Conn {
+    /// Leader: the follower greeted; it gets `Feeding` and the cache.
+    fn start_feed(&self, follower: ParticipantId) {
+        let Ok(w) = self.stream.try_clone() else {
+            return;
+        };
+        // Room for a burst (a snapshot of a large fleet) in the kernel.
+        let _ = socket2::SockRef::from(&w).set_send_buffer_size(4 << 20);
+        let mut q = Outq::new(follower, w);
+        let mut st = self.ctx.feed.lock();
+        q.push(|out| {
+            Frame::Feeding.encode_into(out);
+            st.cache.snapshot(follower, out);
+        });
+        q.flush();
+        st.out.retain(|o| o.follower != follower);
+        st.out.push(q);
+    }
+
+    /// Follower: reads the leader's frames; false when the stream ended or
+    /// carried something that is not a frame.
+    fn read_frames(&mut self) -> FeedRead {
+        let End::ToLeader { pending } = &mut self.end else {
+            return FeedRead::Open;
+        };
+        let mut more = false;
+        let ctx = &self.ctx;
+        let mut buf = [0u8; 65536];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => return FeedRead::Closed,
+                Ok(n) => pending.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return FeedRead::Closed,
+            }
+            if pending.len() >= 4 * MAX_FRAME {
+                // Read on next turn (the socket may hold more: no new
+                // edge will say so).
+                more = true;
+                break;
+            }
+        }
+        let mut at = 0;
+        let mut feeding = false;
+        {
+            let mut st = ctx.feed.lock();
+            loop {
+                match Frame::decode(&pending[at..]) {
+                    Ok(Some((frame, n))) => {
+                        match frame {
+                            Frame::Feeding => feeding = true,
+                            Frame::Feed(_) if ctx.feeding => {
+                                st.inbox.extend_from_slice(&pending[at..at + n]);
+                            }
+                            Frame::Feed(_) => {}
+                        }
+                        at += n;
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!("host leader {}: bad frame from the leader: {e}", ctx.name);
+                        return FeedRead::Closed;
+                    }
+                }
+            }
+            if st.inbox.len() > MAX_INBOX {
+                tracing::warn!(
+                    "host leader {}: discovery feed not taken: dropped",
+                    ctx.name
+                );
+                return FeedRead::Closed;
+            }
+        }
+        pending.drain(..at);
+        if feeding && ctx.feeding && !ctx.fed.swap(true, Ordering::AcqRel) {
+            ctx.changes.fetch_add(1, Ordering::AcqRel);
+            (ctx.on_change)();
+        }
+        if more {
+            FeedRead::More
+        } else {
+            FeedRead::Open
+        }
+    }
+}
+
+/// What a follower's read of its leader's frames found.
+#[derive(PartialEq, Eq)]
+enum FeedRead {
+    Open,
+    /// Stopped at its budget: read again next turn.
+    More,
+    Closed,
 }
 
 impl Source for Conn {
@@ -428,7 +674,11 @@ impl Source for Conn {
         // The leader says nothing after its hello (yet), a follower nothing
         // after its own: anything more is read and dropped.
         let open = match &mut self.end {
-            End::ToLeader => drain(&mut self.stream, |_| {}),
+            End::ToLeader { .. } => match self.read_frames() {
+                FeedRead::Closed => false,
+                FeedRead::More => return Served::More,
+                FeedRead::Open => true,
+            },
             End::FromFollower { got, .. } => drain(&mut self.stream, |b| {
                 let take = (Hello::LEN - got.len()).min(b.len());
                 got.extend_from_slice(&b[..take]);
@@ -445,7 +695,9 @@ impl Source for Conn {
     }
     fn removed(&mut self, _: &mut dyn LoopContext) {
         match &mut self.end {
-            End::ToLeader => {
+            End::ToLeader { .. } => {
+                self.ctx.fed.store(false, Ordering::Release);
+                self.ctx.feed.lock().inbox.clear();
                 if !self.ctx.closed.load(Ordering::Acquire) {
                     tracing::debug!("host leader election {}: the leader left", self.ctx.name);
                     self.ctx.set(Role::Electing);
@@ -455,6 +707,13 @@ impl Source for Conn {
             End::FromFollower { member, .. } => {
                 self.ctx.open.fetch_sub(1, Ordering::AcqRel);
                 if let Some(m) = member.take() {
+                    if self.ctx.feeding {
+                        self.ctx
+                            .feed
+                            .lock()
+                            .out
+                            .retain(|q| q.follower != m.participant);
+                    }
                     self.ctx.update(|r| {
                         if let Role::Leader { followers } = r {
                             if let Some(i) = followers.iter().position(|f| *f == m) {
