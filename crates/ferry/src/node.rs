@@ -204,6 +204,14 @@ impl Node {
     pub fn host_role(&self) -> Option<crate::leader::Role> {
         self.inner.rt.shared.host_leader.as_ref().map(|h| h.role())
     }
+    /// Host discovery through the host leader (`host_leader` and
+    /// `host_discovery` on): whether this runtime's leader feeds it its
+    /// discovery (it left the discovery group), and how many datagrams
+    /// it was fed so far. `None` without a host leader.
+    pub fn host_feed(&self) -> Option<(bool, u64)> {
+        let h = self.inner.rt.shared.host_leader.as_ref()?;
+        Some((h.fed(), h.feed_stats().0))
+    }
     /// This node's runtime id.
     pub fn participant(&self) -> ferry_wire::ParticipantId {
         self.inner.rt.shared.id

@@ -10,7 +10,8 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry_discovery::{Destination, Via};
+use ferry_discovery::{Destination, Event as DiscEvent, Via};
+use ferry_wire::leader::{Fed, FedVia};
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
@@ -29,6 +30,7 @@ const DISCOVERY_RCVBUF: usize = 2 << 20;
 const MCAST: Token = Token(1);
 const UCAST: Token = Token(2);
 const TIMER: Token = Token(3);
+const TWIN: Token = Token(4);
 const FIRST_CONN: usize = 16;
 /// Port housekeeping (deadlines, closed links) while some port has a
 /// deadline or a connection; `IDLE_HOUSEKEEPING` otherwise.
@@ -41,12 +43,17 @@ pub(crate) struct Sockets {
     /// Wakes the poll for deadlines under a millisecond away.
     timer: super::timer::PreciseTimer,
     mcast: Option<UdpSocket>,
+    /// A second member of the group (host discovery, see `open`).
+    twin: Option<UdpSocket>,
     ucast: UdpSocket,
     /// Where transports bind their sockets: loopback when discovery stays
     /// on this host, every interface otherwise.
     pub bind_ip: Ipv4Addr,
     mcast_ifaces: Vec<Ipv4Addr>,
     mcast_port: u16,
+    /// Whether `mcast` is a member of the group (a follower fed by its
+    /// host leader leaves it).
+    joined: bool,
     pub handle: IoHandle,
 }
 
@@ -82,40 +89,17 @@ impl Sockets {
                 v
             }
         };
-        let mcast = if mcast_ifaces.is_empty() {
-            None
+        let mcast = group_socket(port, &mcast_ifaces)?;
+        // With host discovery, a second member: a host leader's socket is
+        // otherwise the only member of the group on its host once its
+        // followers left, and Linux's UDP early demux then hands it
+        // datagrams with a route cached from another interface or source,
+        // and drops many (`docs/design/host-discovery.md`, "Stage 0"). Its
+        // copies are read and dropped.
+        let twin = if cfg.host_leader && cfg.host_discovery {
+            group_socket(port, &mcast_ifaces)?
         } else {
-            let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))
-                .map_err(io_err("discovery socket"))?;
-            s.set_reuse_address(true).map_err(io_err("SO_REUSEADDR"))?;
-            s.set_reuse_port(true).map_err(io_err("SO_REUSEPORT"))?;
-            // Bound to the group (not 0.0.0.0): unicast datagrams to the
-            // discovery port are not taken for multicast ones.
-            s.bind(&SocketAddrV4::new(DISCOVERY_GROUP, port).into())
-                .map_err(io_err(format!("discovery port {port}")))?;
-            // Only the memberships of this socket, on the interfaces it
-            // joined (Linux otherwise delivers every group any socket of
-            // the host joined, on any interface).
-            s.set_multicast_all_v4(false)
-                .map_err(io_err("IP_MULTICAST_ALL"))?;
-            let mut joined = 0;
-            for ip in &mcast_ifaces {
-                match s.join_multicast_v4(&DISCOVERY_GROUP, ip) {
-                    Ok(()) => joined += 1,
-                    Err(e) => tracing::debug!("cannot join discovery group on {ip}: {e}"),
-                }
-            }
-            if joined == 0 {
-                return Err(crate::error::BuildError::Io {
-                    what: format!("joining multicast group {DISCOVERY_GROUP} on {mcast_ifaces:?}"),
-                    source: io::Error::other("no interface accepted the membership"),
-                });
-            }
-            // A crowd starting at once sends bursts: room for them.
-            let _ = s.set_recv_buffer_size(DISCOVERY_RCVBUF);
-            s.set_nonblocking(true)
-                .map_err(io_err("discovery socket"))?;
-            Some(UdpSocket::from_std(s.into()))
+            None
         };
         // Unicast discovery socket: the first free port of the domain's range,
         // so static peers can find us; an ephemeral one otherwise.
@@ -141,11 +125,13 @@ impl Sockets {
             .set_nonblocking(true)
             .map_err(io_err("unicast socket"))?;
         let mut ucast = UdpSocket::from_std(ucast);
-        let mut mcast = mcast;
-        if let Some(m) = mcast.as_mut() {
-            poll.registry()
-                .register(m, MCAST, Interest::READABLE)
-                .map_err(io_err("register"))?;
+        let (mut mcast, mut twin) = (mcast, twin);
+        for (m, t) in [(mcast.as_mut(), MCAST), (twin.as_mut(), TWIN)] {
+            if let Some(m) = m {
+                poll.registry()
+                    .register(m, t, Interest::READABLE)
+                    .map_err(io_err("register"))?;
+            }
         }
         poll.registry()
             .register(&mut ucast, UCAST, Interest::READABLE)
@@ -162,12 +148,94 @@ impl Sockets {
             poll,
             timer,
             mcast,
+            twin,
             ucast,
             bind_ip,
             mcast_ifaces,
             mcast_port: port,
+            joined: true,
             handle,
         })
+    }
+
+    /// Joins or leaves the discovery group on every interface of the
+    /// range: a follower fed by its host leader leaves it, so the kernel
+    /// copies each discovery datagram into the leader's socket only.
+    fn listen_to_group(&mut self, join: bool) {
+        if join == self.joined {
+            return;
+        }
+        for m in self.mcast.iter().chain(self.twin.iter()) {
+            for ip in &self.mcast_ifaces {
+                let r = if join {
+                    m.join_multicast_v4(&DISCOVERY_GROUP, ip)
+                } else {
+                    m.leave_multicast_v4(&DISCOVERY_GROUP, ip)
+                };
+                if let Err(e) = r {
+                    tracing::debug!("discovery group on {ip}: join {join}: {e}");
+                }
+            }
+        }
+        tracing::debug!(
+            "discovery group: {}",
+            if join {
+                "listening"
+            } else {
+                "left to the host leader"
+            }
+        );
+        self.joined = join;
+    }
+}
+
+/// A socket bound to the discovery group's port and a member of the
+/// group on `ifaces` (`None` without interfaces).
+fn group_socket(
+    port: u16,
+    ifaces: &[Ipv4Addr],
+) -> Result<Option<UdpSocket>, crate::error::BuildError> {
+    if ifaces.is_empty() {
+        return Ok(None);
+    }
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))
+        .map_err(io_err("discovery socket"))?;
+    s.set_reuse_address(true).map_err(io_err("SO_REUSEADDR"))?;
+    s.set_reuse_port(true).map_err(io_err("SO_REUSEPORT"))?;
+    // Bound to the group (not 0.0.0.0): unicast datagrams to the
+    // discovery port are not taken for multicast ones.
+    s.bind(&SocketAddrV4::new(DISCOVERY_GROUP, port).into())
+        .map_err(io_err(format!("discovery port {port}")))?;
+    // Only the memberships of this socket, on the interfaces it joined
+    // (Linux otherwise delivers every group any socket of the host joined,
+    // on any interface).
+    s.set_multicast_all_v4(false)
+        .map_err(io_err("IP_MULTICAST_ALL"))?;
+    let mut joined = 0;
+    for ip in ifaces {
+        match s.join_multicast_v4(&DISCOVERY_GROUP, ip) {
+            Ok(()) => joined += 1,
+            Err(e) => tracing::debug!("cannot join discovery group on {ip}: {e}"),
+        }
+    }
+    if joined == 0 {
+        return Err(crate::error::BuildError::Io {
+            what: format!("joining multicast group {DISCOVERY_GROUP} on {ifaces:?}"),
+            source: io::Error::other("no interface accepted the membership"),
+        });
+    }
+    // A crowd starting at once sends bursts: room for them.
+    let _ = s.set_recv_buffer_size(DISCOVERY_RCVBUF);
+    s.set_nonblocking(true)
+        .map_err(io_err("discovery socket"))?;
+    Ok(Some(UdpSocket::from_std(s.into())))
+}
+
+fn fed_via(v: Via) -> FedVia {
+    if v == Via::Multicast {
+        FedVia::Multicast
+    } else {
+        FedVia::Unicast
     }
 }
 
@@ -321,6 +389,8 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
     let mut added: Vec<Box<dyn Source>> = Vec::new();
     let mut buf = vec![0u8; 65536];
     let mut outbox = super::outbox::Outbox::default();
+    // Bytes of the host leader's feed wait for room in a follower's socket.
+    let mut feed_pending = false;
     let mut next_housekeeping = Instant::now();
     // A peer at one of our own addresses runs on this machine's clock.
     let mut alive = Alive::default();
@@ -338,6 +408,9 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
             .swap(false, std::sync::atomic::Ordering::AcqRel)
         {
             shared.announce_host_role(now);
+            if let Some(h) = &shared.host_leader {
+                s.listen_to_group(!h.fed());
+            }
         }
         let mut timeout = next_housekeeping.saturating_duration_since(now);
         let (next, precise) = sources.service(
@@ -358,8 +431,9 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
         if !again.is_empty() {
             timeout = Duration::ZERO;
         }
-        if !outbox.is_empty() {
-            // Discovery datagrams wait for room in the send buffer.
+        if !outbox.is_empty() || feed_pending {
+            // Discovery datagrams (or a host leader's feed) wait for room
+            // in the send buffer.
             timeout = timeout.min(Duration::from_millis(2));
         }
         if let Some(p) = precise {
@@ -405,6 +479,15 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                     }
                 }
                 TIMER => s.timer.clear(),
+                TWIN => {
+                    if let Some(t) = &s.twin {
+                        for _ in 0..4096 {
+                            if t.recv_from(&mut buf).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
                 MCAST | UCAST => {
                     let (sock, via) = if ev.token() == MCAST {
                         (s.mcast.as_ref(), Via::Multicast)
@@ -427,6 +510,13 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                                     Ok(_) => {
                                         for t in &shared.transports {
                                             t.heard_from(from.ip());
+                                        }
+                                        if let Some(h) = &shared.host_leader {
+                                            h.relay(Fed {
+                                                via: fed_via(via),
+                                                from,
+                                                datagram: &buf[..n],
+                                            });
                                         }
                                     }
                                     Err(e) => tracing::debug!(
@@ -487,6 +577,9 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
             sources.remove(&s.poll, t, &mut ctx);
         }
         let now = Instant::now();
+        if let Some(h) = &shared.host_leader {
+            take_fed(&shared, h, now);
+        }
         if shutdown {
             shared.core.lock().discovery.leave();
         }
@@ -498,6 +591,13 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
             (t, e)
         };
         outbox.flush(&s.ucast);
+        if let Some(h) = &shared.host_leader {
+            for e in &disc_events {
+                if let DiscEvent::ParticipantLeft { id, .. } = e {
+                    h.forget(*id);
+                }
+            }
+        }
         for t in transmits {
             match t.to {
                 Destination::Group => {
@@ -516,6 +616,7 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
                 }
             }
         }
+        feed_pending = shared.host_leader.as_ref().is_some_and(|h| h.flush());
         if shutdown {
             for (_, mut src) in sources.map.drain() {
                 src.shutdown();
@@ -542,6 +643,36 @@ pub(crate) fn run(mut s: Sockets, shared: Arc<Shared>) {
         }
         if !disc_events.is_empty() || housekeeping {
             shared.on_discovery(disc_events, housekeeping);
+        }
+    }
+}
+
+/// Following a host leader that feeds us: its datagrams into discovery,
+/// each checked as if it had arrived on our own sockets.
+fn take_fed(shared: &Shared, h: &ferry_transport::leader::HostLeader, now: Instant) {
+    let mut core = None;
+    let mut heard: Vec<std::net::IpAddr> = Vec::new();
+    h.take_fed(|f| {
+        let via = match f.via {
+            FedVia::Multicast => Via::Multicast,
+            FedVia::Unicast => Via::Unicast,
+        };
+        let core = core.get_or_insert_with(|| shared.core.lock());
+        match core.discovery.handle_datagram(now, f.from, via, f.datagram) {
+            Ok(()) => {
+                if !heard.contains(&f.from.ip()) {
+                    heard.push(f.from.ip());
+                }
+                h.relay(f);
+            }
+            Err(e) => tracing::debug!("fed discovery datagram from {} ignored: {e}", f.from),
+        }
+    });
+    drop(core);
+    // Signs of life, with the runtime unlocked (transports lock it).
+    for ip in heard {
+        for t in &shared.transports {
+            t.heard_from(ip);
         }
     }
 }

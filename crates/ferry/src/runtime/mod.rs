@@ -24,6 +24,12 @@ use crate::event::{EventQueue, PortEvent};
 use crate::graph::{Graph, GraphEndpoint, GraphNode};
 use crate::transport::{ConnectRequest, Link, PeerInfo, ReplySink, RouteOf, Transport};
 
+/// With host discovery on, how long a starting runtime stays quiet while
+/// its host elects a leader (elections take 2–10 ms): long enough for a
+/// fed follower to say so in its first beacon, short enough not to delay
+/// a runtime whose leader never feeds it.
+const HOST_ROLE_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// A local writer (publisher or client) as the runtime sees it.
 pub(crate) trait WriterPort: Send + Sync {
     fn connections(&self) -> Vec<crate::stats::ConnectionInfo>;
@@ -252,7 +258,12 @@ impl Runtime {
         for p in &cfg.peers {
             dcfg.static_peers.extend(cfg.peer_addrs_of(p)?);
         }
-        let discovery = Discovery::new(dcfg, Instant::now());
+        let mut discovery = Discovery::new(dcfg, Instant::now());
+        let host_discovery = cfg.host_leader && cfg.host_discovery;
+        if host_discovery {
+            // Quiet until the election says whether a leader feeds us.
+            discovery.hold_until(Instant::now() + HOST_ROLE_GRACE);
+        }
         let routes = transports
             .iter()
             .map(|t| Arc::new(RouteOf(t.clone())) as Arc<dyn ferry_conn::Route>)
@@ -289,7 +300,12 @@ impl Runtime {
             zenoh,
             host_leader: cfg_host_leader.then(|| {
                 let (changed, io) = (host_role_changed.clone(), sockets.handle.clone());
-                ferry_transport::leader::HostLeader::start_as(
+                let start = if host_discovery {
+                    ferry_transport::leader::HostLeader::start_feeding
+                } else {
+                    ferry_transport::leader::HostLeader::start_as
+                };
+                start(
                     sockets.handle.clone(),
                     ferry_transport::leader::socket_name(domain_id, local_host_id),
                     id,
@@ -532,6 +548,17 @@ impl Shared {
         };
         let role = h.role();
         self.forward_role(&role);
+        // Host discovery: a fed follower leaves the group to its leader
+        // (`io::run` drops the membership); a leader, a runtime on its own
+        // or one whose leader does not feed it listens and speaks itself.
+        let fed = h.fed() && matches!(role, Role::Follower { .. });
+        {
+            let mut core = self.core.lock();
+            let settled = !matches!(role, Role::Electing | Role::Follower { .. });
+            if fed || settled || core.discovery.is_fed() {
+                core.discovery.set_fed(fed, now);
+            }
+        }
         let leader = match &role {
             Role::Leader { .. } => Some(self.id),
             Role::Follower { leader } => Some(leader.participant),
