@@ -170,6 +170,12 @@ if grep -q 'never' "$out/disco.md" \
   echo "bench smoke: discovery did not complete or is not at rest" >&2
   exit 1
 fi
+echo "== ferry-disco run --quick --host-leader (the same, with host discovery through each host's leader)"
+./target/release/ferry-disco run --quick --host-leader --out "$out/disco-hl" | tee "$out/dhl.txt"
+if grep -q 'never' "$out/disco-hl.md"; then
+  echo "bench smoke: host discovery did not complete" >&2
+  exit 1
+fi
 echo "== dds.py --quick (ferry's DDS path beside Cyclone DDS's own ddsperf, latency and throughput, one host and two)"
 cargo build --release -q -p ferry-dds --example dds_pingpong --example dds_flood
 cargo build --release -q -p ferry --features ros2 --example ros2_ping --example ros2_flood

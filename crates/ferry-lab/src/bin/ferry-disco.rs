@@ -48,6 +48,11 @@ enum Cmd {
         /// Seconds of the measurement window at rest (default 10, quick 3).
         #[arg(long)]
         window: Option<u64>,
+        /// Every participant joins its host's leader election with host
+        /// discovery on: the leader alone listens to the group and feeds
+        /// the others (`host_leader`, `host_discovery`).
+        #[arg(long)]
+        host_leader: bool,
     },
     /// Publishes COUNT samples on TOPIC at RATE Hz once a subscriber is
     /// matched (attack tests); prints `published N` and its discovery stats.
@@ -99,13 +104,27 @@ enum Cmd {
         tag: String,
         #[arg(long)]
         subnet: bool,
+        /// Join the host's election with host discovery on.
+        #[arg(long)]
+        host_leader: bool,
     },
 }
 
 /// K runtimes (distinct configs make distinct runtimes), one node and one
 /// publisher each; prints `complete <ms>` when all of them know `expect`
 /// nodes, then idles until stdin closes.
-fn child(domain: u16, runtimes: usize, expect: usize, tag: &str, subnet: bool) {
+fn child(domain: u16, runtimes: usize, expect: usize, tag: &str, subnet: bool, host_leader: bool) {
+    // FERRY_DISCO_LOG=debug: the child logs to stderr.
+    if let Some(level) = std::env::var("FERRY_DISCO_LOG")
+        .ok()
+        .and_then(|l| l.parse::<tracing_subscriber::filter::LevelFilter>().ok())
+    {
+        let _ = tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .try_init();
+    }
     let t0 = Instant::now();
     let mut nodes = Vec::new();
     let mut pubs = Vec::new();
@@ -118,6 +137,8 @@ fn child(domain: u16, runtimes: usize, expect: usize, tag: &str, subnet: bool) {
                 DiscoveryRange::Localhost
             },
             keep_all_block_ms: 1000 + k as u64,
+            host_leader,
+            host_discovery: host_leader,
             ..Config::default()
         };
         let node = match Node::builder()
@@ -226,6 +247,10 @@ struct Proc {
     lines: std::sync::mpsc::Receiver<String>,
 }
 
+/// Every participant joins its host's election with host discovery on
+/// (`run --host-leader`).
+static HOST_LEADER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn spawn(ns: &str, args: &[String]) -> Proc {
     let exe = std::env::current_exe().expect("exe");
     let mut child = Command::new("ip")
@@ -233,6 +258,11 @@ fn spawn(ns: &str, args: &[String]) -> Proc {
         .arg(exe)
         .arg("child")
         .args(args)
+        .args(
+            HOST_LEADER
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .then_some("--host-leader"),
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -499,9 +529,14 @@ fn run(
     let mut md = String::new();
     md.push_str(&format!(
         "Discovery at rest, measured over {} s once the graph was complete \
-         (`ferry-disco run{}`).\n\n",
+         (`ferry-disco run{}{}`).\n\n",
         window.as_secs(),
-        if quick { " --quick" } else { "" }
+        if quick { " --quick" } else { "" },
+        if HOST_LEADER.load(std::sync::atomic::Ordering::Relaxed) {
+            " --host-leader"
+        } else {
+            ""
+        }
     ));
     md.push_str("| host: participants (processes × each) | graph complete (ms) | CPU, % of one core | datagrams/s sent | bytes/s sent | threads/process | RSS/process (MB) |\n|---|---|---|---|---|---|---|\n");
     md.push_str(&format!(
@@ -766,13 +801,18 @@ fn main() {
             host,
             fleet,
             window,
-        } => run(quick, out, host, fleet, window),
+            host_leader,
+        } => {
+            HOST_LEADER.store(host_leader, std::sync::atomic::Ordering::Relaxed);
+            run(quick, out, host, fleet, window)
+        }
         Cmd::Child {
             domain,
             runtimes,
             expect,
             tag,
             subnet,
-        } => child(domain, runtimes, expect, &tag, subnet),
+            host_leader,
+        } => child(domain, runtimes, expect, &tag, subnet, host_leader),
     }
 }
