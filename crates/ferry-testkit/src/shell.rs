@@ -1,7 +1,9 @@
 //! Shell helpers for tests that build network namespaces and run
 //! processes in them (root, `ip`, `unshare`).
 
-use std::process::{Command, Output};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// Runs `cmd` with `sh -c`.
 pub fn sh(cmd: &str) -> Output {
@@ -31,3 +33,56 @@ pub const OWN_SHM_HOST: [&str; 8] = [
     "-c",
     "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec \"$0\" \"$@\"",
 ];
+
+/// A child process the test talks to by lines (stdin and stdout piped);
+/// killed when dropped.
+pub struct ChildProc {
+    /// The process.
+    pub child: Child,
+    out: BufReader<ChildStdout>,
+}
+
+impl ChildProc {
+    /// Spawns `cmd` with stdin and stdout piped (stderr as `cmd` says).
+    pub fn spawn(mut cmd: Command) -> ChildProc {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn a child");
+        let out = BufReader::new(child.stdout.take().expect("piped stdout"));
+        ChildProc { child, out }
+    }
+
+    /// The next line that contains `word`, from `word` on (a child test
+    /// harness prints its own words before the child's first line);
+    /// panics when the child ends first or after 60 s of other lines.
+    pub fn expect(&mut self, word: &str) -> String {
+        let end = Instant::now() + Duration::from_secs(60);
+        let mut line = String::new();
+        while Instant::now() < end {
+            line.clear();
+            if self.out.read_line(&mut line).unwrap_or(0) == 0 {
+                panic!("child ended before `{word}`");
+            }
+            if let Some(at) = line.find(word) {
+                return line[at..].trim().to_string();
+            }
+        }
+        panic!("no `{word}` within 60 s");
+    }
+
+    /// Writes `line` to the child's stdin (ignored once it is gone).
+    pub fn send(&mut self, line: &str) {
+        if let Some(i) = self.child.stdin.as_mut() {
+            let _ = writeln!(i, "{line}");
+        }
+    }
+}
+
+impl Drop for ChildProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

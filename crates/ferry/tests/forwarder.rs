@@ -13,8 +13,8 @@
 //! Each process is this test binary re-run (`fwd_child`, idle unless
 //! `FERRY_FWD_CHILD` is set). Needs root, `ip` and `unshare`.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ferry::leader::Role;
@@ -23,7 +23,7 @@ use ferry::{Config, DiscoveryRange, Node, Qos, RawBytes, TransportKind};
 const TOPIC: &str = "/fwd/frames";
 const DOMAIN: u16 = 52;
 
-use ferry_testkit::shell::{ok, sh, OWN_SHM_HOST};
+use ferry_testkit::shell::{ok, sh, ChildProc, OWN_SHM_HOST};
 
 /// A child process: `lead` (a runtime of the election without ports),
 /// `sub <count> [be]` (best effort) or `pub <count> <size> <subscribers>
@@ -227,16 +227,12 @@ impl Lab {
         c.arg(exe)
             .args(["fwd_child", "--exact", "--nocapture", "--test-threads=1"])
             .env("FERRY_FWD_CHILD", args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
             .stderr(if std::env::var_os("FERRY_FWD_LOG").is_some() {
                 Stdio::inherit()
             } else {
                 Stdio::null()
             });
-        let mut child = c.spawn().expect("spawn a child");
-        let out = BufReader::new(child.stdout.take().unwrap());
-        Proc { child, out }
+        ChildProc::spawn(c)
     }
 }
 
@@ -251,41 +247,8 @@ impl Drop for Lab {
     }
 }
 
-struct Proc {
-    child: Child,
-    out: BufReader<ChildStdout>,
-}
-
-impl Proc {
-    /// The next line that starts with `word` (within 60 s).
-    fn expect(&mut self, word: &str) -> String {
-        let end = Instant::now() + Duration::from_secs(60);
-        let mut line = String::new();
-        while Instant::now() < end {
-            line.clear();
-            if self.out.read_line(&mut line).unwrap_or(0) == 0 {
-                panic!("child ended before `{word}`");
-            }
-            // (The test harness prints its own words before the first.)
-            if let Some(at) = line.find(word) {
-                return line[at..].trim().to_string();
-            }
-        }
-        panic!("no `{word}` within 60 s");
-    }
-    fn tell(&mut self) {
-        if let Some(i) = self.child.stdin.as_mut() {
-            let _ = writeln!(i, "go");
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// A child: this test binary in a role, talked to by lines.
+type Proc = ChildProc;
 
 #[test]
 fn a_remote_host_gets_each_sample_once_and_its_leader_shares_it_over_shared_memory() {
@@ -330,7 +293,7 @@ fn a_remote_host_gets_each_sample_once_and_its_leader_shares_it_over_shared_memo
     }
 
     let before = lab.tx_bytes_a();
-    publ.tell();
+    publ.send("go");
     publ.expect("SENT");
     let mut got = Vec::new();
     for s in subs.iter_mut() {
@@ -359,9 +322,9 @@ fn a_remote_host_gets_each_sample_once_and_its_leader_shares_it_over_shared_memo
         "host A sent {sent} B for {payload} B of payload: not once per host"
     );
     for s in subs.iter_mut() {
-        s.tell();
+        s.send("go");
     }
-    publ.tell();
+    publ.send("go");
 }
 
 /// The pid of the subscriber that said it leads.
@@ -484,7 +447,7 @@ fn kill_9_of_the_leader(lab_no: u32, pub_flags: &str) {
         "_via_tcp/"
     };
     assert!(matched.contains(via), "not {via}: {matched}");
-    publ.tell();
+    publ.send("go");
     std::thread::sleep(Duration::from_secs(1));
     let _ = leader.child.kill();
     let killed = Instant::now();
@@ -500,9 +463,9 @@ fn kill_9_of_the_leader(lab_no: u32, pub_flags: &str) {
         assert_eq!(w[2], "true", "out of order or repeated: {g}");
     }
     for s in subs.iter_mut() {
-        s.tell();
+        s.send("go");
     }
-    publ.tell();
+    publ.send("go");
 }
 
 /// A subscriber joining a forwarded stream mid-way gets it from about when
@@ -521,14 +484,14 @@ fn subscribers_join_and_leave_a_forwarded_stream_and_best_effort_sits_beside_rel
     best_effort.expect("READY");
     let mut publ = lab.child(&lab.a, true, &format!("pub {COUNT} 4096 2 5"));
     assert!(publ.expect("MATCHED").starts_with("MATCHED true"));
-    publ.tell();
+    publ.send("go");
     // One second (about 200 samples) in, a third subscriber joins; it
     // leaves after 100 samples.
     std::thread::sleep(Duration::from_secs(1));
     let mut late = lab.child(&lab.b, false, "sub 100");
     late.expect("READY");
     let late_got = late.expect("GOT");
-    late.tell();
+    late.send("go");
     publ.expect("SENT");
     let (r, b) = (reliable.expect("GOT"), best_effort.expect("GOT"));
     eprintln!("reliable: {r}; best effort: {b}; joined late: {late_got}");
@@ -545,7 +508,7 @@ fn subscribers_join_and_leave_a_forwarded_stream_and_best_effort_sits_beside_rel
     assert_eq!(&w[2..4], ["true", "fwd"], "{b}");
     assert!(w[1].parse::<usize>().unwrap() >= COUNT * 9 / 10, "{b}");
     for p in [&mut reliable, &mut best_effort, &mut publ, &mut leader] {
-        p.tell();
+        p.send("go");
     }
 }
 
@@ -568,12 +531,12 @@ fn a_second_subscriber_on_a_host_moves_the_stream_to_its_leader_and_back() {
         matched.starts_with("MATCHED true udp="),
         "one subscriber: {matched}"
     );
-    publ.tell();
+    publ.send("go");
     std::thread::sleep(Duration::from_secs(1));
     let mut second = lab.child(&lab.b, false, "sub 200");
     assert_eq!(second.expect("READY"), "READY follower");
     let second_got = second.expect("GOT");
-    second.tell(); // it leaves (says Bye)
+    second.send("go"); // it leaves (says Bye)
     let _ = second.child.wait();
     let sent = publ.expect("SENT");
     let first_got = first.expect("GOT");
@@ -589,6 +552,6 @@ fn a_second_subscriber_on_a_host_moves_the_stream_to_its_leader_and_back() {
         "not back on its own stream: {sent}"
     );
     for p in [&mut first, &mut publ, &mut leader] {
-        p.tell();
+        p.send("go");
     }
 }

@@ -9,13 +9,13 @@
 //! Each runtime is this test binary re-run as a child (`hd_child`, which
 //! does nothing unless `FERRY_HD_CHILD` is set).
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ferry::leader::Role;
 use ferry::{Config, DiscoveryRange, Node};
-use ferry_testkit::shell::{ok, sh};
+use ferry_testkit::shell::{ok, sh, ChildProc};
 
 const DOMAIN: u16 = 39;
 
@@ -120,16 +120,12 @@ impl Lab {
         c.arg(exe)
             .args(["hd_child", "--exact", "--nocapture", "--test-threads=1"])
             .env("FERRY_HD_CHILD", name)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
             .stderr(if std::env::var_os("FERRY_HD_LOG").is_some() {
                 Stdio::inherit()
             } else {
                 Stdio::null()
             });
-        let mut child = c.spawn().expect("spawn a child");
-        let out = BufReader::new(child.stdout.take().unwrap());
-        let mut p = Proc { child, out };
+        let mut p = ChildProc::spawn(c);
         p.expect("READY");
         p
     }
@@ -168,10 +164,7 @@ impl Drop for Lab {
     }
 }
 
-struct Proc {
-    child: Child,
-    out: BufReader<ChildStdout>,
-}
+type Proc = ChildProc;
 
 struct State {
     nodes: usize,
@@ -181,23 +174,14 @@ struct State {
     names: String,
 }
 
-impl Proc {
-    fn expect(&mut self, word: &str) -> String {
-        let mut line = String::new();
-        for _ in 0..100 {
-            line.clear();
-            if self.out.read_line(&mut line).unwrap_or(0) == 0 {
-                panic!("child ended before `{word}`");
-            }
-            if let Some(at) = line.find(word) {
-                return line[at..].trim().to_string();
-            }
-        }
-        panic!("no `{word}`");
-    }
+/// A child's state, as it prints it.
+trait Ask {
+    fn state(&mut self) -> State;
+}
 
+impl Ask for Proc {
     fn state(&mut self) -> State {
-        writeln!(self.child.stdin.as_mut().unwrap(), "count").unwrap();
+        self.send("count");
         let l = self.expect("STATE");
         let f: Vec<&str> = l.split_whitespace().collect();
         State {
@@ -207,13 +191,6 @@ impl Proc {
             role: f[4].to_string(),
             names: f[5..].join(" "),
         }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
