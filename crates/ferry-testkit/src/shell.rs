@@ -86,3 +86,55 @@ impl Drop for ChildProc {
         let _ = self.child.wait();
     }
 }
+
+/// Two network namespaces ("hosts") joined by a veth pair, each end with
+/// an address of `net`.0/24 (`.1` in `a`, `.2` in `b`); every process in
+/// them is killed and both are deleted on drop.
+pub struct HostPair {
+    /// The first namespace.
+    pub a: String,
+    /// The second namespace.
+    pub b: String,
+    /// The veth ends, in `a` and in `b`.
+    pub dev: [String; 2],
+}
+
+impl HostPair {
+    /// Namespaces `names`, veth ends `devs`, addresses in `net` (e.g.
+    /// `"10.79.52"`); `None`, with a SKIPPED line naming `what`, without
+    /// root, iproute2 and unshare.
+    pub fn new(names: [String; 2], devs: [String; 2], net: &str, what: &str) -> Option<HostPair> {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0
+            || !sh("command -v ip && command -v unshare").status.success()
+        {
+            eprintln!("SKIPPED: {what} needs root, iproute2 and unshare");
+            return None;
+        }
+        let [a, b] = names;
+        let pair = HostPair { a, b, dev: devs };
+        let (a, b, [da, db]) = (&pair.a, &pair.b, &pair.dev);
+        ok(&format!("ip netns add {a} && ip netns add {b}"));
+        ok(&format!(
+            "ip link add {da} netns {a} type veth peer name {db} netns {b}"
+        ));
+        for (ns, dev, host) in [(a, da, 1), (b, db, 2)] {
+            ok(&format!(
+                "ip -n {ns} link set lo up && ip -n {ns} addr add {net}.{host}/24 dev {dev} \
+                 && ip -n {ns} link set {dev} up"
+            ));
+        }
+        Some(pair)
+    }
+}
+
+impl Drop for HostPair {
+    fn drop(&mut self) {
+        let _ = sh(&format!(
+            "ip netns pids {a} | xargs -r kill -9; ip netns pids {b} | xargs -r kill -9; \
+             ip netns del {a}; ip netns del {b}",
+            a = self.a,
+            b = self.b
+        ));
+    }
+}

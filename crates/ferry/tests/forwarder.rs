@@ -23,7 +23,7 @@ use ferry::{Config, DiscoveryRange, Node, Qos, RawBytes, TransportKind};
 const TOPIC: &str = "/fwd/frames";
 const DOMAIN: u16 = 52;
 
-use ferry_testkit::shell::{ok, sh, ChildProc, OWN_SHM_HOST};
+use ferry_testkit::shell::{sh, ChildProc, HostPair, OWN_SHM_HOST};
 
 /// A child process: `lead` (a runtime of the election without ports),
 /// `sub <count> [be]` (best effort) or `pub <count> <size> <subscribers>
@@ -171,46 +171,33 @@ fn fwd_child() {
 
 /// Two namespaces joined by a veth pair; deleted (with their processes'
 /// links) on drop.
-struct Lab {
-    a: String,
-    b: String,
-    dev_a: String,
+struct Lab(HostPair);
+
+impl std::ops::Deref for Lab {
+    type Target = HostPair;
+    fn deref(&self) -> &HostPair {
+        &self.0
+    }
 }
 
 impl Lab {
     /// Lab `n` of this test process (tests run at once).
     fn new(n: u32) -> Option<Lab> {
-        if unsafe { libc::geteuid() } != 0
-            || !sh("command -v ip && command -v unshare").status.success()
-        {
-            eprintln!("SKIPPED: the forwarder test needs root, iproute2 and unshare");
-            return None;
-        }
         let tag = std::process::id() % 100_000 * 10 + n;
-        let lab = Lab {
-            a: format!("fwa{tag}"),
-            b: format!("fwb{tag}"),
-            dev_a: format!("fva{tag}"),
-        };
-        let (a, b) = (&lab.a, &lab.b);
-        ok(&format!("ip netns add {a} && ip netns add {b}"));
-        ok(&format!(
-            "ip link add fva{tag} netns {a} type veth peer name fvb{tag} netns {b}"
-        ));
-        for (ns, dev, host) in [(a, format!("fva{tag}"), 1), (b, format!("fvb{tag}"), 2)] {
-            ok(&format!(
-                "ip -n {ns} link set lo up && ip -n {ns} addr add 10.79.52.{host}/24 dev {dev} \
-                 && ip -n {ns} link set {dev} up"
-            ));
-        }
-        Some(lab)
+        HostPair::new(
+            [format!("fwa{tag}"), format!("fwb{tag}")],
+            [format!("fva{tag}"), format!("fvb{tag}")],
+            "10.79.52",
+            "the forwarder test",
+        )
+        .map(Lab)
     }
 
     /// Bytes host A sent on its end of the link so far.
     fn tx_bytes_a(&self) -> u64 {
         let o = sh(&format!(
             "ip netns exec {} cat /sys/class/net/{}/statistics/tx_bytes",
-            self.a, self.dev_a
+            self.a, self.dev[0]
         ));
         String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
     }
@@ -233,17 +220,6 @@ impl Lab {
                 Stdio::null()
             });
         ChildProc::spawn(c)
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = sh(&format!(
-            "ip netns pids {a} | xargs -r kill -9; ip netns pids {b} | xargs -r kill -9; \
-             ip netns del {a}; ip netns del {b}",
-            a = self.a,
-            b = self.b
-        ));
     }
 }
 

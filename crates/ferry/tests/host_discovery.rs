@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use ferry::leader::Role;
 use ferry::{Config, DiscoveryRange, Node};
-use ferry_testkit::shell::{ok, sh, ChildProc};
+use ferry_testkit::shell::{sh, ChildProc, HostPair};
 
 const DOMAIN: u16 = 39;
 
@@ -78,39 +78,25 @@ fn hd_child() {
     }
 }
 
-struct Lab {
-    a: String,
-    b: String,
-    dev: [String; 2],
+struct Lab(HostPair);
+
+impl std::ops::Deref for Lab {
+    type Target = HostPair;
+    fn deref(&self) -> &HostPair {
+        &self.0
+    }
 }
 
 impl Lab {
     fn new() -> Option<Lab> {
-        if unsafe { libc::geteuid() } != 0
-            || !sh("command -v ip && command -v unshare").status.success()
-        {
-            eprintln!("SKIPPED: the host discovery test needs root, iproute2 and unshare");
-            return None;
-        }
         let tag = std::process::id() % 100_000;
-        let lab = Lab {
-            a: format!("hda{tag}"),
-            b: format!("hdb{tag}"),
-            dev: [format!("hva{tag}"), format!("hvb{tag}")],
-        };
-        let (a, b) = (&lab.a, &lab.b);
-        ok(&format!("ip netns add {a} && ip netns add {b}"));
-        ok(&format!(
-            "ip link add {} netns {a} type veth peer name {} netns {b}",
-            lab.dev[0], lab.dev[1]
-        ));
-        for (ns, dev, host) in [(a, &lab.dev[0], 1), (b, &lab.dev[1], 2)] {
-            ok(&format!(
-                "ip -n {ns} link set lo up && ip -n {ns} addr add 10.79.39.{host}/24 dev {dev} \
-                 && ip -n {ns} link set {dev} up"
-            ));
-        }
-        Some(lab)
+        HostPair::new(
+            [format!("hda{tag}"), format!("hdb{tag}")],
+            [format!("hva{tag}"), format!("hvb{tag}")],
+            "10.79.39",
+            "the host discovery test",
+        )
+        .map(Lab)
     }
 
     fn child(&self, host: usize, name: &str) -> Proc {
@@ -150,17 +136,6 @@ impl Lab {
             }
         }
         0
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = sh(&format!(
-            "ip netns pids {a} | xargs -r kill -9; ip netns pids {b} | xargs -r kill -9; \
-             ip netns del {a}; ip netns del {b}",
-            a = self.a,
-            b = self.b
-        ));
     }
 }
 
