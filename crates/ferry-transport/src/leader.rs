@@ -246,12 +246,11 @@ impl HostLeader {
             return;
         }
         let mut st = self.0.feed.lock();
-        if !st.cache.keep(&fed) || st.out.is_empty() {
+        let Some(sender) = st.cache.keep(&fed) else {
             return;
-        }
-        let sender = ferry_wire::beacon::peek(fed.datagram).map(|p| p.participant);
+        };
         for q in st.out.iter_mut() {
-            if Some(q.follower) != sender {
+            if q.follower != sender {
                 q.push(|out| Frame::Feed(fed).encode_into(out));
             }
         }

@@ -57,26 +57,24 @@ pub(crate) struct FeedCache {
 }
 
 impl FeedCache {
-    /// Takes an accepted datagram; whether to relay it to followers
-    /// (requests for one participant's records are not: they concern the
-    /// runtime they were sent to). Everything else is relayed, duplicates
+    /// Takes an accepted datagram; its sender when it is to be relayed to
+    /// followers (requests for one participant's records are not: they
+    /// concern the runtime they were sent to). Everything else is relayed, duplicates
     /// included: leaving out what followers had seen made a 25-host fleet
     /// never complete (`docs/design/host-discovery.md`, "Stage 0").
-    pub fn keep(&mut self, f: &Fed<'_>) -> bool {
-        let Some(p) = peek(f.datagram) else {
-            return false;
-        };
+    pub fn keep(&mut self, f: &Fed<'_>) -> Option<ParticipantId> {
+        let p = peek(f.datagram)?;
         let id = p.participant;
         match p.kind {
-            PeekKind::Request { target } => return target == ParticipantId(0),
+            PeekKind::Request { target } => return (target == ParticipantId(0)).then_some(id),
             PeekKind::Bye => {
                 self.forget(id);
-                return true;
+                return Some(id);
             }
             _ => {}
         }
         if !self.by.contains_key(&id) && self.by.len() >= MAX_CACHED_PARTICIPANTS {
-            return true;
+            return Some(id);
         }
         let k = self.by.entry(id).or_insert_with(|| Kept {
             from: f.from,
@@ -118,7 +116,7 @@ impl FeedCache {
             // Over budget: this participant is relayed, not kept.
             self.forget(id);
         }
-        true
+        Some(id)
     }
 
     /// The participant left (its lease ran out, or it said bye).
@@ -269,7 +267,7 @@ mod tests {
     }
 
     fn keep(c: &mut FeedCache, d: &[u8]) -> bool {
-        c.keep(&fed(d))
+        c.keep(&fed(d)).is_some()
     }
 
     fn fed(d: &[u8]) -> Fed<'_> {
