@@ -249,9 +249,15 @@ impl HostLeader {
         let Some(sender) = st.cache.keep(&fed) else {
             return;
         };
+        if st.out.is_empty() {
+            return;
+        }
+        // Framed once, copied into each follower's queue.
+        let mut frame = Vec::with_capacity(fed.datagram.len() + 32);
+        Frame::Feed(fed).encode_into(&mut frame);
         for q in st.out.iter_mut() {
             if q.follower != sender {
-                q.push(|out| Frame::Feed(fed).encode_into(out));
+                q.push(|out| out.extend_from_slice(&frame));
             }
         }
     }
@@ -283,7 +289,13 @@ impl HostLeader {
         if !self.0.feeding {
             return;
         }
-        let inbox = std::mem::take(&mut self.0.feed.lock().inbox);
+        let inbox = {
+            let mut st = self.0.feed.lock();
+            if st.inbox.is_empty() {
+                return;
+            }
+            std::mem::take(&mut st.inbox)
+        };
         let mut at = 0;
         let mut n = 0;
         // The frames were checked when they were read.
