@@ -30,8 +30,11 @@
 //!   queueing delay of a round is above `Q_T = clamp(3 J, 5 ms, 20 ms)`
 //!   (`J` the mean change of the delay between samples: jitter alone stays
 //!   under it) and either grew by 2 ms over each of the two rounds before
-//!   (jitter moves a round's minimum up and down, a queue only up) or
-//!   exceeds 30 ms, the rate is cut to 0.85 × the best sample of the round
+//!   (jitter moves a round's minimum up and down, a queue only up), or
+//!   every sample of two rounds running arrived at under 0.97 of the rate
+//!   it left at (the queue grows, however slowly: 5 % above a 50 Mbit/s
+//!   path with no delay it grows half a millisecond a round and stood
+//!   10–30 ms), or exceeds 30 ms, the rate is cut to 0.85 × the best sample of the round
 //!   — what the path just delivered — and the queue drains at 15 % of it.
 //!   A round with fewer than four samples (an application's bursts, each
 //!   sampled at its end, where in-order jitter holds the most) needs a
@@ -69,7 +72,12 @@
 //!   under half of what was sent a round before (BBR's full pipe, at once),
 //!   or whose samples all arrived at under 0.4 of the rate they left at
 //!   (whoever set the pace: the application's bursts at start-up's rate
-//!   overflow a slow path's queue just as well) — ends with a cut; and bursts too short to give a delivery sample —
+//!   overflow a slow path's queue just as well), or with no sample at all,
+//!   whose pairs of marks within bursts (each too short to be a sample:
+//!   in-order jitter squeezes or stretches it) arrived, summed over the
+//!   round, at under 0.4 of the rate they left at — ends with a cut (at
+//!   that summed receive rate when there was no sample); and bursts too
+//!   short to give a delivery sample —
 //!   a reader whose busy-time receive rate (in every ACKNACK) is under
 //!   0.35 × the pacing rate two rounds running sets the rate to it. The
 //!   round after a cut measures the old rate's losses and is not counted.
@@ -115,6 +123,11 @@ const GROW: f64 = 1.08;
 const RANDOM_LOSS: f64 = 0.3;
 /// A standing queue this much longer than the round before is growing, µs.
 const GROWING_US: i64 = 2_000;
+/// Receive/send rate ratio under which every sample of a round says the
+/// queue grows.
+const OUTPACED: f64 = 0.97;
+/// Rounds running that must show [`OUTPACED`] (one may be jitter's).
+const OUTPACED_ROUNDS: u8 = 2;
 /// A standing queue this long is congestion whether it grows or not, µs.
 const LONG_QUEUE_US: i64 = 30_000;
 /// With no delivery sample in a round, a busy-time receive rate under this
@@ -138,6 +151,9 @@ const OVERSHOT_CARRIED: f64 = 0.9;
 /// In start-up, samples that all arrived at under this share of their send
 /// rate show a path far slower than the bursts.
 const OVERRUN: f64 = 0.4;
+/// Pairs of marks within bursts a round sums before they may end start-up
+/// (see [`Controller::on_short_pair`]).
+const SHORT_PAIRS: u32 = 2;
 /// Samples at a flat delay after which the random loss counts as known.
 const KNOWN_LOSS_SAMPLES: u32 = 8;
 /// Growth turns multiplicative only after this many rounds without a
@@ -207,6 +223,10 @@ struct Round {
     carried: f64,
     /// Highest receive/send rate ratio among the samples (0: none).
     ratio: f64,
+    /// Pairs of marks within one burst too short for a delivery sample
+    /// (see [`Controller::on_short_pair`]), summed: pairs, bytes received,
+    /// reader µs, writer µs.
+    short: (u32, f64, f64, f64),
 }
 
 impl Default for Round {
@@ -222,6 +242,7 @@ impl Default for Round {
             recv: 0.0,
             carried: 0.0,
             ratio: 0.0,
+            short: (0, 0.0, 0.0, 0.0),
         }
     }
 }
@@ -260,6 +281,9 @@ pub(crate) struct Controller {
     /// A cut ended the round before: this round's loss is the old rate's.
     after_cut: bool,
     standing_rounds: u8,
+    /// Rounds in a row with a queue and every sample received slower
+    /// than sent.
+    outpaced_rounds: u8,
     /// Pacing rate during the round before the one now ending (what this
     /// round's samples were sent at, one round ago).
     prev_rate: f64,
@@ -302,6 +326,7 @@ impl Controller {
             after_cut: false,
             mismatch_rounds: 0,
             standing_rounds: 0,
+            outpaced_rounds: 0,
             prev_rate: START.min(cap),
             prev_min_q: [i64::MAX; 2],
             quiet_rounds: 0,
@@ -444,6 +469,20 @@ impl Controller {
         }
     }
 
+    /// Two marks of one burst closer on the reader's clock than a delivery
+    /// sample may be (`recv_us` of arrivals for `sent_us` of sending;
+    /// `recv` bytes received in between). Alone such a pair is noise: in-order
+    /// jitter holds a burst's datagrams behind a late one and releases them
+    /// together, squeezing or stretching it. Summed over a round in
+    /// start-up they say whether the path is far slower than the bursts
+    /// (see `end_round`).
+    pub fn on_short_pair(&mut self, recv: f64, recv_us: f64, sent_us: f64) {
+        if self.startup && recv_us > 0.0 && sent_us > 0.0 {
+            let s = &mut self.round.short;
+            *s = (s.0 + 1, s.1 + recv, s.2 + recv_us, s.3 + sent_us);
+        }
+    }
+
     /// The share of datagrams lost between two marks (busy or idle between).
     pub fn on_loss(&mut self, loss: f64) {
         self.round.loss = self.round.loss.min(loss);
@@ -468,6 +507,7 @@ impl Controller {
         self.cut_level = level;
         self.startup = false;
         self.standing_rounds = 0;
+        self.outpaced_rounds = 0;
         self.heavy_rounds = 0;
         self.after_cut = true;
         self.quiet_rounds = 0;
@@ -495,6 +535,7 @@ impl Controller {
             recv,
             carried,
             ratio,
+            short,
         } = std::mem::take(&mut self.round);
         // The smallest queueing delay of the round, and of at least the
         // last few samples: a round with one or two samples on a jittery
@@ -554,8 +595,20 @@ impl Controller {
             self.prev_min_q = [min_q, self.prev_min_q[0]];
         }
         let queued = samples > 0 && min_q as f64 > self.queue_target_us();
-        let standing =
-            queued && (min_q >= prev.saturating_add(GROWING_US) || min_q > LONG_QUEUE_US);
+        // Or every sample of the round arrived slower than it left while
+        // the queue stood, two rounds running: the queue grows, however
+        // slowly (pacing 5 % above a 50 Mbit/s path with no delay grows
+        // it by half a millisecond a round, under the 2 ms a round that
+        // growth between round minimums must show, and it stood 10–30 ms).
+        self.outpaced_rounds = if queued && ratio > 0.0 && ratio < OUTPACED {
+            self.outpaced_rounds.saturating_add(1)
+        } else {
+            0
+        };
+        let standing = queued
+            && (min_q >= prev.saturating_add(GROWING_US)
+                || min_q > LONG_QUEUE_US
+                || self.outpaced_rounds >= OUTPACED_ROUNDS);
         // Quiet: no cut (see `cut`) and no queue that stands. (A delay
         // floor that merely rises with the rate is no reason to grow
         // slowly: after a 10 → 50 Mbit/s step with 15 ± 5 ms of in-order
@@ -596,6 +649,31 @@ impl Controller {
                 // 5 Mbit/s link the application did, and start-up's
                 // 256 Mbit/s bursts overflowed its queue for 14 rounds).
                 || (samples >= 2 && ratio > 0.0 && ratio < OVERRUN));
+        // No sample at all, but pairs of marks within bursts, summed over
+        // the round, arrived at under 0.4 of the rate they left at, and
+        // every loss measurement of the round lost over 10 %: with 40 ms
+        // of in-order jitter on a 5 Mbit/s path every pair within
+        // start-up's 32 Mbit/s bursts was squeezed under the shortest
+        // sample, no sample formed, and start-up overflowed the path's
+        // queue for a second (a third of what was sent dropped). (Without
+        // the losses, jitter that reorders stretches a pair of a few
+        // datagrams sent within 0.2 ms by milliseconds: 5 KB samples at
+        // 200 Hz read 18 Mbit/s on a 100 Mbit/s path.)
+        // The test is by time (the same datagrams took 2.5 times longer to
+        // arrive than to leave); counts of bytes between two marks are
+        // off when the reader's newest datagram was reordered.
+        let (pairs, recv_b, recv_us, sent_us) = short;
+        let overrun = self.startup
+            && samples == 0
+            && pairs >= SHORT_PAIRS
+            && losses > 0
+            && loss <= 1.0
+            && loss > 1.0 - OVERSHOT_CARRIED
+            && sent_us > 0.0
+            && OVERRUN * recv_us > sent_us;
+        let short_rate = recv_b / recv_us.max(1.0) * 1e6;
+        let best = if overrun { short_rate } else { best };
+        let overshot = overshot || overrun;
         let needed = STANDING_ROUNDS + u8::from(samples < FEW_SAMPLES);
         if self.standing_rounds >= needed || overflow || overshot {
             // The queue stood, or the path carried well under what was

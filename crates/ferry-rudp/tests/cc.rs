@@ -448,10 +448,15 @@ fn bursts_into_a_path_slower_than_a_datagram_per_2_ms_teach_its_rate() {
 /// the queue before the first sample, so the delay minimum was taken with it
 /// full, and the losses of the overflowing queue were learned as random
 /// (30 %): pacing climbed to 7 Mbit/s, one seed in three sent 1.56x the
-/// payload (mean 304 ms from the call; lab: 368 ms, 1.71x). Now samples also
-/// count what arrived, and a full queue is drained after the cut that finds
-/// it: within 1.35x two transfers and the RTT from the call (measured
-/// 209–246 ms), ≤ 1.3x the payload on the wire (measured 1.16–1.26).
+/// payload (mean 304 ms from the call; lab: 368 ms, 1.71x). Samples then
+/// also counted what arrived, and a full queue was drained after the cut
+/// that found it: 209–246 ms, 1.16–1.26x, 500–760 queue drops, nearly all
+/// in start-up: every pair of marks within start-up's 32 Mbit/s bursts was
+/// squeezed under the shortest sample, and no sample ended start-up for a
+/// second. Now such pairs, summed over a round with over 10 % lost, end
+/// it: within two transfers and the RTT from the call (measured 189–194
+/// ms; lab 213 ms where it was 252), ≤ 1.2x the payload on the wire
+/// (measured 1.10–1.14).
 #[test]
 fn in_order_jitter_on_a_slow_path_does_not_inflate_its_rate() {
     for seed in 1..=3 {
@@ -459,7 +464,7 @@ fn in_order_jitter_on_a_slow_path_does_not_inflate_its_rate() {
         let o = run(&s);
         assert_in_order(&o);
         let transfer = s.size as f64 / (5 * MBIT) as f64;
-        let bound = Duration::from_secs_f64(1.35 * (2.0 * transfer + 0.1));
+        let bound = Duration::from_secs_f64(2.0 * transfer + 0.1);
         let m = mean(&o.from_call);
         let wire = o.link_sent_bytes as f64 / (o.delivered.len() * s.size) as f64;
         let est = estimates(&o, Duration::from_secs(3), Duration::from_secs(15));
@@ -471,13 +476,52 @@ fn in_order_jitter_on_a_slow_path_does_not_inflate_its_rate() {
         );
         assert!(m <= bound, "seed {seed}: mean {m:?} > {bound:?}");
         assert!(
-            wire <= 1.3,
+            wire <= 1.2,
             "seed {seed}: {wire:.2}x the payload on the wire"
         );
         assert!(
             mbit(most) <= 6.5,
             "seed {seed}: pacing at {:.1} Mbit/s on a 5 Mbit/s path",
             mbit(most)
+        );
+    }
+}
+
+/// 256 KB at 29.3 Hz (120 %) into 50 Mbit/s with no delay, 1 % loss, 50 ms
+/// of queue, keep_all (the grid's kernel cell, `k-load120`). Paced a few
+/// percent above the path, the queue grows half a millisecond a round: too
+/// slowly for the growth between rounds' minimums (2 ms a round), so it
+/// stood 10–30 ms until it passed 30 ms, and latency from the call was
+/// 1.16x two transfers of the sample and its repairs (the least a blocked
+/// writer can see: it waits for the sample ahead, then its own). Now every
+/// sample of two rounds arriving slower than it left is a growing queue:
+/// measured 1.08x.
+#[test]
+fn a_queue_that_grows_slowly_is_cut() {
+    for seed in 1..=2 {
+        let mut s = Scenario::new(0.01, 256 * 1024, 440, seed);
+        s.hz = 29.3;
+        s.link.rate = 50 * MBIT;
+        s.link.delay = Duration::ZERO;
+        s.link.jitter = Duration::ZERO;
+        s.link.queue = ((s.link.rate as f64 * 0.05) / 1500.0) as usize;
+        s.sender.keep_all = true;
+        let o = run(&s);
+        assert_in_order(&o);
+        let wire = o.link_sent_bytes as f64 / (o.delivered.len() * s.size) as f64;
+        let floor = 2.0 * s.size as f64 * wire / s.link.rate as f64;
+        let m = mean(&o.from_call).as_secs_f64();
+        eprintln!(
+            "seed {seed}: mean {:.1} ms from the call, {:.2}x two transfers with repairs ({wire:.2}x on the wire), {} cuts",
+            m * 1e3,
+            m / floor,
+            o.rate_cuts
+        );
+        assert!(
+            m <= 1.12 * floor,
+            "seed {seed}: mean {:.1} ms from the call, {:.2}x two transfers",
+            m * 1e3,
+            m / floor
         );
     }
 }

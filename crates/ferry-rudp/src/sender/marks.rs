@@ -160,21 +160,29 @@ impl Sender {
         let Some(o) = older else { return };
         let recv_us = m.at_us.wrapping_sub(o.at_us);
         let sent_us = m.rec.at_us.wrapping_sub(o.rec.at_us);
-        if recv_us < self.cc.shortest_sample_us(self.srtt_us)
-            || recv_us > LONGEST_US
-            || sent_us > LONGEST_US
-        {
+        if recv_us > LONGEST_US || sent_us > LONGEST_US {
+            return;
+        }
+        let (got_bytes, sent_bytes) = (
+            f64::from(m.bytes.wrapping_sub(o.bytes)),
+            (m.rec.cum - o.rec.cum) as f64,
+        );
+        // Datagrams sent within half a millisecond went out in one pacer
+        // burst: at least at the pacing rate.
+        let paced = f64::from(o.rec.paced.max(m.rec.paced));
+        if recv_us < self.cc.shortest_sample_us(self.srtt_us) {
+            let sent_us = f64::from(sent_us).max(sent_bytes / paced.max(1.0) * 1e6);
+            self.cc
+                .on_short_pair(got_bytes, f64::from(recv_us), sent_us);
             return;
         }
         let sent_dgrams = (m.rec.ctr - o.rec.ctr) as f64;
         let got_dgrams = f64::from(m.datagrams.wrapping_sub(o.datagrams));
-        let recv = f64::from(m.bytes.wrapping_sub(o.bytes)) / (f64::from(recv_us) / 1e6);
-        // Datagrams sent within half a millisecond went out in one pacer
-        // burst: at least at the pacing rate.
+        let recv = got_bytes / (f64::from(recv_us) / 1e6);
         let sent = if sent_us >= 500 {
-            (m.rec.cum - o.rec.cum) as f64 / (f64::from(sent_us) / 1e6)
+            sent_bytes / (f64::from(sent_us) / 1e6)
         } else {
-            f64::from(o.rec.paced.max(m.rec.paced))
+            paced
         };
         let raw = m.at_us.wrapping_sub(m.rec.at_us);
         let reference = *self.owd_ref.get_or_insert(raw);

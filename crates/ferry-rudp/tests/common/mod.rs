@@ -116,6 +116,8 @@ pub fn run(s: &Scenario) -> Outcome {
     // A refused write waits for the writer's next event, not for the clock.
     let mut blocked = false;
     let mut next_sample: Option<Bytes> = None;
+    // FERRY_SIM_TRACE=1: the sender's figures every 100 ms on stderr.
+    let trace = std::env::var_os("FERRY_SIM_TRACE").is_some();
     while now < end {
         steps += 1;
         assert!(steps < 20_000_000, "simulation does not progress");
@@ -186,6 +188,20 @@ pub fn run(s: &Scenario) -> Outcome {
             .is_none_or(|l| now - t0 >= l.0 + Duration::from_millis(100))
         {
             o.trace.push((now - t0, ts.pacing_rate, ts.bw));
+            if trace {
+                eprintln!(
+                    "t {:>6} ms  rate {:>5.2} bw {:>5.2} Mbit/s  q {:>5.1} ms  p_free {:.3}  cuts {:>3}  queue drops {:>5}  unsent {:>7}  srtt {:>5.1} ms",
+                    (now - t0).as_millis(),
+                    ts.pacing_rate as f64 * 8e-6,
+                    ts.bw as f64 * 8e-6,
+                    ts.queue_delay_us as f64 / 1e3,
+                    ts.random_loss,
+                    ts.rate_cuts,
+                    fwd.stats().queue_drops,
+                    ts.unsent_bytes,
+                    ts.srtt_us / 1e3
+                );
+            }
         }
         if written == s.count
             && tx.is_idle()
