@@ -67,6 +67,15 @@ ROS2_TOPIC = "rt/table2"
 ROS2_TYPE = "ferry_bench::msg::dds_::Blob_"
 
 
+def emit_line(obj):
+    """One JSON line on stdout in a single write: the publisher and the
+    subscriber share the lab's stdout, and with PYTHONUNBUFFERED `print`
+    writes the text and its newline apart, so a line printed at the same
+    instant by the other process landed between them (two lines on one)."""
+    sys.stdout.flush()
+    os.write(1, (json.dumps(obj) + "\n").encode())
+
+
 def deadline_s(count):
     """Each role gives up by itself a little before the lab's timeout (count/30 + 60 s)."""
     return count / HZ + 55.0
@@ -136,7 +145,7 @@ def role_pub(size, count, depth=0):
         time.sleep(0.01)
     t_match = time.monotonic() - t_start
     if not matched:
-        print(json.dumps({"role": "pub", "error": "no subscriber in 20 s"}), flush=True)
+        emit_line({"role": "pub", "error": "no subscriber in 20 s"})
         sys.exit(2)
     time.sleep(0.5)
     period = 1.0 / HZ
@@ -169,13 +178,13 @@ def role_pub(size, count, depth=0):
     left = max(0.5, end - time.monotonic())
     t0 = time.monotonic()
     acked = bool(w.wait_for_acks(duration(seconds=left)))
-    print(json.dumps({
+    emit_line({
         "role": "pub", "size": size, "attempted": count, "written": written,
         "write_errors": errors, "match_s": round(t_match, 2),
         "send_s": round(t_send, 2), "all_acked": acked,
         "ack_wait_s": round(time.monotonic() - t0, 2),
         "matched_readers_t_s": match_events,
-    }), flush=True)
+    })
 
 
 def role_sub(count, outage_end_ns, ros2=False):
@@ -243,7 +252,7 @@ def role_sub(count, outage_end_ns, ros2=False):
     if outage_end_ns:
         out["rx_ns"] = [x[0] for x in rx]
         out["rx_seq"] = seqs
-    print(json.dumps(out), flush=True)
+    emit_line(out)
 
 
 # ---------------------------------------------------------------- runner

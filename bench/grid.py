@@ -56,7 +56,17 @@ KB = 1000
 SIZES_KB = [32, 64, 128, 256, 512, 1000, 2000]
 
 
+def emit_line(obj):
+    """One JSON line on stdout in a single write: the publisher and the
+    subscriber share the lab's stdout, and with PYTHONUNBUFFERED `print`
+    writes the text and its newline apart, so a line printed at the same
+    instant by the other process landed between them (two lines on one)."""
+    sys.stdout.flush()
+    os.write(1, (json.dumps(obj) + "\n").encode())
+
+
 # ------------------------------------------------------------------ the grid
+
 
 def stream_for(mbps, load, size_kb=None):
     """(size KB, Hz) offering `load` (0.3 = 30 %) of `mbps`: the given size,
@@ -138,7 +148,7 @@ def role_zenoh_pub(peer, size, count, hz):
                 break
         time.sleep(0.01)
     else:
-        print(json.dumps({"role": "pub", "error": "no subscriber in 20 s"}), flush=True)
+        emit_line({"role": "pub", "error": "no subscriber in 20 s"})
         sys.exit(2)
     time.sleep(0.5)
     buf = bytearray(max(size, 16))
@@ -158,9 +168,9 @@ def role_zenoh_pub(peer, size, count, hz):
             time.sleep(d)
         else:
             nxt = time.monotonic()             # like a ROS timer: no catch-up burst
-    print(json.dumps({"role": "pub", "attempted": count, "written": count, "blocked": slow,
-                      "failed": 0, "send_s": round(time.monotonic() - t_send, 2),
-                      "publish_s": round(in_put, 2)}), flush=True)
+    emit_line({"role": "pub", "attempted": count, "written": count, "blocked": slow,
+               "failed": 0, "send_s": round(time.monotonic() - t_send, 2),
+               "publish_s": round(in_put, 2)})
     time.sleep(IDLE_S + 3.0)                   # the session stays while TCP drains
     s.close()
 
@@ -194,7 +204,7 @@ def role_zenoh_sub(me, count, hz):
     sub.undeclare()
     with lock:
         got = list(rx)
-    print(json.dumps(summary(got, count, why)), flush=True)
+    emit_line(summary(got, count, why))
     s.close()
 
 
@@ -549,18 +559,6 @@ def role_run(args):
             if peer == "ferry-unloaded" and c["load"] > 1.0:
                 continue                       # its target is the bound there
             r = run_one(peer, c, seconds)
-            if not r["sub"] and not peer.startswith("ferry"):
-                # A peer's run that printed no subscriber line at all (once in
-                # CI: plain Zenoh, both lines missing, no error) runs once
-                # more; the first attempt is kept in the JSON. A peer that is
-                # broken fails both. Ferry's runs are never retried.
-                print(f"{c['name']:>16} {peer:>14}: no subscriber line (lab rc "
-                      f"{r['lab_rc']}, stdout {r['stdout_tail']}, stderr "
-                      f"{r['stderr_tail']}); once more", file=sys.stderr, flush=True)
-                first = r
-                r = run_one(peer, c, seconds)
-                r["retried"] = {k: first[k] for k in
-                                ("lab_rc", "secs", "stdout_tail", "stderr_tail")}
             runs[peer] = r
             s = r["sub"] or {}
             print(f"{c['name']:>16} {peer:>14}: {s.get('received')}/{r['count']} "
@@ -568,7 +566,8 @@ def role_run(args):
                   f"({r['secs']} s, load {open('/proc/loadavg').read().split()[0]})",
                   file=sys.stderr, flush=True)
             if not s:
-                print(f"    stderr: {r['stderr_tail']}", file=sys.stderr, flush=True)
+                print(f"    stdout: {r['stdout_tail']}\n    stderr: {r['stderr_tail']}",
+                      file=sys.stderr, flush=True)
         results.append({"cell": c, "runs": runs, "assess": assess(c, runs)})
     text = zenoh_table(results) if args.set == "zenoh" else table(results)
     if "ferry-nofec" in peers:
