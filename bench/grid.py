@@ -41,6 +41,9 @@ import sys
 import threading
 import time
 
+# One JSON line per write (the roles share the lab's stdout).
+from cyclone_table2 import emit_line
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SCRIPT = os.path.abspath(__file__)
@@ -54,15 +57,6 @@ ZENOH_PORT = 7447
 IDLE_S = 12.0
 KB = 1000
 SIZES_KB = [32, 64, 128, 256, 512, 1000, 2000]
-
-
-def emit_line(obj):
-    """One JSON line on stdout in a single write: the publisher and the
-    subscriber share the lab's stdout, and with PYTHONUNBUFFERED `print`
-    writes the text and its newline apart, so a line printed at the same
-    instant by the other process landed between them (two lines on one)."""
-    sys.stdout.flush()
-    os.write(1, (json.dumps(obj) + "\n").encode())
 
 
 # ------------------------------------------------------------------ the grid
