@@ -666,10 +666,8 @@ impl Controller {
         let overrun = self.startup
             && samples == 0
             && pairs >= SHORT_PAIRS
-            && losses > 0
-            && loss <= 1.0
+            && loss <= 1.0 // measured (2: none)
             && loss > 1.0 - OVERSHOT_CARRIED
-            && sent_us > 0.0
             && OVERRUN * recv_us > sent_us;
         let short_rate = recv_b / recv_us.max(1.0) * 1e6;
         let best = if overrun { short_rate } else { best };

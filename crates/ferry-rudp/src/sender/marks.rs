@@ -170,7 +170,7 @@ impl Sender {
         // Datagrams sent within half a millisecond went out in one pacer
         // burst: at least at the pacing rate.
         let paced = f64::from(o.rec.paced.max(m.rec.paced));
-        if recv_us < self.cc.shortest_sample_us(self.srtt_us) {
+        if recv_us < shortest {
             let sent_us = f64::from(sent_us).max(sent_bytes / paced.max(1.0) * 1e6);
             self.cc
                 .on_short_pair(got_bytes, f64::from(recv_us), sent_us);
